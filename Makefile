@@ -1,0 +1,36 @@
+# The two set-up commands (see README.md): `make demo` and `make test`. Both work on a fresh machine.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint unit integration bench record
+
+$(BIN)/fightwatch: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+## Replay the capture bundled in the package: no cluster needed.
+demo: $(BIN)/fightwatch
+	$(BIN)/fightwatch demo
+
+## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver.
+test: $(BIN)/fightwatch lint
+	scripts/control-plane.sh >/dev/null
+	$(BIN)/pytest
+
+lint: $(BIN)/fightwatch
+	$(BIN)/ruff check watcher tests scripts
+	$(BIN)/ruff format --check watcher tests scripts
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: $(BIN)/fightwatch
+	$(BIN)/pytest tests/unit
+
+bench: $(BIN)/fightwatch
+	$(BIN)/python scripts/bench.py
+
+record: $(BIN)/fightwatch
+	$(BIN)/python scripts/record_captures.py

@@ -1,0 +1,138 @@
+"""`fightwatch` command line: composition root for the offline analysis (`replay`, `demo`).
+
+Exit status: 0 the analysis ran; 2 usage, config or input error (what was analysed before it is still
+printed); 3 with `--fail-on-findings` when a fight or hot loop was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from contextlib import ExitStack
+from importlib import resources
+from pathlib import Path
+
+from watcher import __version__
+from watcher.config import ConfigError, load_config
+from watcher.detection.engine import Engine
+from watcher.model import FindingType, format_time
+from watcher.sinks.report import write_json, write_table
+from watcher.sources.capture import CaptureError, ReadStats, read_captures
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+EXIT_FINDINGS = 3
+DEMO_CAPTURE = "demo-capture.jsonl.gz"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"fightwatch: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    with ExitStack() as stack:
+        if args.command == "demo":
+            files = [str(stack.enter_context(resources.as_file(resources.files("watcher") / "data" / DEMO_CAPTURE)))]
+            print(f"Replaying the bundled demo capture ({Path(files[0]).name}), recorded from a real "
+                  "kube-apiserver v1.20 while real clients fought.\n", file=sys.stderr)
+        else:
+            files = args.files
+        return _replay(files, engine=Engine(config.detection), args=args)
+    return EXIT_OK  # pragma: no cover - ExitStack does not swallow exceptions
+
+
+def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> int:
+    stats = ReadStats()
+    error: str | None = None
+    first = last = None
+    try:
+        for event in read_captures(files, stats=stats, skip_invalid=args.skip_invalid):
+            try:
+                engine.process(event)
+            except ValueError as exc:  # malformed managedFields and the like, found while analysing
+                where = f"event {stats.events} of {', '.join(files)}"
+                if not args.skip_invalid:
+                    raise CaptureError(where, 0, str(exc)) from None
+                stats.note(f"{where}: {exc}")
+                continue
+            if first is None:
+                first = engine.now
+            last = engine.now
+    except CaptureError as exc:
+        error = str(exc).replace(":0:", ":", 1)
+    findings = engine.active() + engine.resolved()
+    if args.output == "json":
+        write_json(findings, sys.stdout.buffer)
+        sys.stdout.flush()
+    else:
+        write_table(findings, sys.stdout, totals=_totals(engine, stats, first, last))
+    for problem in stats.problems:
+        print(f"fightwatch: skipped {problem}", file=sys.stderr)
+    if error is not None:
+        print(f"fightwatch: {error}", file=sys.stderr)
+        print("fightwatch: the findings above cover the events before this point; use --skip-invalid to skip "
+              "bad events", file=sys.stderr)
+        return EXIT_ERROR
+    if args.fail_on_findings and findings:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float | None) -> str:
+    findings = engine.active() + engine.resolved()
+    fights = sum(f.type is FindingType.FIGHT for f in findings)
+    hot = len(findings) - fights
+    s = engine.stats
+    span = f" from {format_time(first)} to {format_time(last)}" if first is not None and last is not None else ""
+    lines = [
+        f"{fights} fight{'s' * (fights != 1)}, {hot} hot loop{'s' * (hot != 1)} "
+        f"({len(engine.active())} active).",
+        f"{stats.events:,} events{span}: {s.writes:,} writes to {engine.tracked_objects:,} objects "
+        f"({s.unattributed_writes:,} unattributed), {s.ignored_events:,} ignored, "
+        f"{s.duplicate_events:,} duplicates.",
+    ]
+    if stats.skipped_invalid:
+        lines.append(f"{stats.skipped_invalid:,} invalid events skipped.")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fightwatch",
+        description="Find Kubernetes controllers fighting over objects, and hot reconcile loops.",
+    )
+    parser.add_argument("--version", action="version", version=f"fightwatch {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--config", type=Path, help="YAML config file (thresholds, ignore rules)")
+        sub.add_argument("--output", "-o", choices=("table", "json"), default="table",
+                         help="table for people (default), json: one finding per line")
+        sub.add_argument("--fail-on-findings", action="store_true",
+                         help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)")
+        sub.add_argument("--skip-invalid", action="store_true",
+                         help="count and skip malformed events instead of stopping at the first")
+
+    replay = commands.add_parser(
+        "replay",
+        help="analyse recorded watch streams",
+        description="Analyse recorded watch streams: the output of `kubectl get KIND -A --watch "
+        "--output-watch-events -o json`, or the same events as JSON Lines (optionally with observedAt). "
+        "Several files are merged by event time; `-` reads standard input; .gz files are decompressed.",
+    )
+    replay.add_argument("files", nargs="+", metavar="FILE")
+    common(replay)
+    demo = commands.add_parser("demo", help="analyse the bundled capture of real controller fights")
+    common(demo)
+    return parser
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Configuration: one schema with every default, shared by `replay`, `demo` and the live watcher.
+
+A config file is YAML. Unknown keys are errors, and every error names the file, the key and the problem.
+Durations take Go-style text (`45s`, `15m`, `1h30m`) or a number of seconds.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|m|s))")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(value: Any) -> Any:
+    """`"1h30m"` -> 5400.0; numbers pass through as seconds; anything else is left for the type check."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text and _DURATION.sub("", text) == "":
+            return sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(text))
+        raise ValueError(f"{value!r} is not a duration (use e.g. 45s, 15m, 1h30m, or seconds)")
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FightSettings(_Strict):
+    """Ping-pong: the same field handed back and forth between writers (or values flipping back)."""
+
+    window: Seconds = Field(3600.0, description="Handovers count when they fall within this window.")
+    min_handovers: int = Field(
+        3, ge=2, description="Handovers of one field within the window to call a fight."
+    )
+
+
+class HotLoopSettings(_Strict):
+    """One writer rewriting one object at a sustained high rate."""
+
+    min_writes_per_minute: float = Field(30.0, gt=0, description="Decaying write rate that counts as hot.")
+    min_writes: int = Field(20, ge=1, description="Writes in the current streak before a hot loop is raised.")
+    time_constant: Seconds = Field(60.0, description="Time constant of the exponentially decaying rate.")
+
+
+class ResolveSettings(_Strict):
+    """A finding resolves after a quiet period: the longer of `after` and `flip_periods` x the flip period."""
+
+    after: Seconds = Field(900.0, description="Minimum quiet period before a finding resolves.")
+    flip_periods: float = Field(
+        3.0, gt=0, description="Quiet period in multiples of the observed flip period."
+    )
+
+
+class IgnoreRule(_Strict):
+    """Leave something out of the analysis. Selectors given together must all match.
+
+    With only object selectors (group, kind, namespace, name), whole objects are ignored. With `manager`, that
+    writer's writes are ignored; with `fields`, those field-path prefixes are ignored (by `manager` if given).
+    `name`, `namespace` and `manager` are shell-style patterns (`*`, `?`, `[...]`); `kind` is case-insensitive.
+    """
+
+    group: str | None = Field(None, description="API group; '' is the core group.")
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    manager: str | None = None
+    fields: tuple[str, ...] = Field((), description="Field-path prefixes, e.g. metadata.annotations[x/y].")
+    reason: str = ""
+
+    @field_validator("namespace", "name", "manager")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            fnmatch.translate(value)
+        return value
+
+    @property
+    def whole_objects(self) -> bool:
+        return self.manager is None and not self.fields
+
+
+DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
+    IgnoreRule(group="coordination.k8s.io", kind="Lease", reason="leader election and node heartbeats"),
+    IgnoreRule(group="", kind="Event", reason="events are written once per occurrence"),
+    IgnoreRule(group="events.k8s.io", kind="Event", reason="events are written once per occurrence"),
+    IgnoreRule(group="", kind="Endpoints", reason="endpoints follow pod churn"),
+    IgnoreRule(group="discovery.k8s.io", kind="EndpointSlice", reason="endpoint slices follow pod churn"),
+    IgnoreRule(
+        fields=(
+            "metadata.annotations[control-plane.alpha.kubernetes.io/leader]",
+            "metadata.annotations[cluster-autoscaler.kubernetes.io/last-updated]",
+        ),
+        reason="leader-election locks and heartbeats kept in annotations",
+    ),
+)
+
+
+class DetectionSettings(_Strict):
+    fight: FightSettings = FightSettings()
+    hot_loop: HotLoopSettings = HotLoopSettings()
+    resolve: ResolveSettings = ResolveSettings()
+    history: int = Field(32, ge=4, le=1024, description="Recent handovers and changes kept per object.")
+    default_ignores: bool = Field(True, description="Apply the built-in ignore rules (Leases, Events, ...).")
+    ignore: tuple[IgnoreRule, ...] = ()
+
+    @property
+    def ignore_rules(self) -> tuple[IgnoreRule, ...]:
+        return (DEFAULT_IGNORES if self.default_ignores else ()) + self.ignore
+
+
+class Config(_Strict):
+    detection: DetectionSettings = DetectionSettings()
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; the message names the file and the key."""
+
+
+def load_config(path: Path | None) -> Config:
+    """Read and validate a config file; `None` gives the defaults."""
+    if path is None:
+        return Config()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from exc
+    return parse_config(data, source=str(path))
+
+
+def parse_config(data: Any, *, source: str) -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the config must be a mapping of keys, got {type(data).__name__}")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid config:\n" + _describe(exc, data)) from None
+
+
+def _describe(exc: ValidationError, data: Any) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = error["loc"]
+        key = ".".join(str(part) for part in loc) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            problem = "unknown key" + _suggest(loc, data)
+        else:
+            problem = error["msg"]
+            if "input" in error and error["type"] != "missing":
+                problem += f" (got {error['input']!r})"
+        lines.append(f"  {key}: {problem}")
+    return "\n".join(lines)
+
+
+def _suggest(loc: tuple[int | str, ...], data: Any) -> str:
+    """`(did you mean 'window'?)` for a misspelt key."""
+    model: Any = Config
+    for part in loc[:-1]:
+        if isinstance(part, int) or model is None:
+            continue
+        annotation = model.model_fields[part].annotation if part in model.model_fields else None
+        args = getattr(annotation, "__args__", ())
+        model = next(
+            (a for a in (annotation, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None
+        )
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,0 +1,138 @@
+"""Decode `metadata.managedFields` into who-owns-which-leaf, the raw material of write attribution.
+
+A managedFields entry is keyed by (manager, operation, subresource); older servers (< 1.22) have no
+`subresource`, and entries of one manager that differ only by apiVersion are merged here, as they describe the
+same writer. `fieldsV1` is a trie whose keys are `f:<field>`, `k:<json merge keys>`, `v:<json value>`,
+`i:<index>` and `.` (the node itself). Only leaves are kept: a node whose only child is `.`, or none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from watcher.detection import paths
+from watcher.model import JSONObject, Writer
+
+
+class FieldsV1Error(ValueError):
+    """fieldsV1 that is not the trie the API server writes."""
+
+
+def leaf_paths(fields_v1: JSONObject) -> frozenset[str]:
+    """Return the readable leaf paths owned according to a `fieldsV1` trie."""
+    out: list[str] = []
+    _walk(fields_v1, "", out)
+    return frozenset(out)
+
+
+def _walk(node: JSONObject, prefix: str, out: list[str]) -> None:
+    leaf = True
+    for key, child in node.items():
+        if key == ".":
+            continue
+        leaf = False
+        if not isinstance(child, dict) or len(key) < 2 or key[1] != ":":
+            raise FieldsV1Error(f"unexpected fieldsV1 key {key!r} under {prefix or 'the root'}")
+        tag, text = key[0], key[2:]
+        if tag == "f":
+            path = paths.field(prefix, text)
+        elif tag == "k":
+            keys = _json(text, key, prefix)
+            if not isinstance(keys, dict):
+                raise FieldsV1Error(f"fieldsV1 key {key!r} under {prefix or 'the root'} is not a JSON object")
+            path = paths.keyed_item(prefix, keys)
+        elif tag == "v":
+            path = paths.set_member(prefix, _json(text, key, prefix))
+        elif tag == "i":
+            path = paths.index(prefix, text)
+        else:
+            raise FieldsV1Error(f"unexpected fieldsV1 key {key!r} under {prefix or 'the root'}")
+        _walk(child, path, out)
+    if leaf and prefix:
+        out.append(prefix)
+
+
+def _json(text: str, key: str, prefix: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise FieldsV1Error(f"fieldsV1 key {key!r} under {prefix or 'the root'} holds invalid JSON") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One writer's managedFields entry, normalised: `time` stays the RFC 3339 text (1 s resolution, sortable)."""
+
+    writer: Writer
+    time: str
+    fields: frozenset[str]
+
+
+class FieldSetCache:
+    """Decode each distinct `fieldsV1` once, and share the resulting sets between objects.
+
+    Objects of one shape owned by one controller carry identical tries, so the cache saves both the decoding
+    time and the memory of a set per object. It is bounded: when full it starts again (cheap, and the working
+    set refills in one pass over the hot objects).
+    """
+
+    def __init__(self, max_entries: int = 20_000) -> None:
+        self._max = max_entries
+        self._sets: dict[bytes, frozenset[str]] = {}
+        self._interned: dict[frozenset[str], frozenset[str]] = {}
+
+    def get(self, fields_v1: JSONObject) -> frozenset[str]:
+        key = orjson.dumps(fields_v1)
+        found = self._sets.get(key)
+        if found is None:
+            decoded = leaf_paths(fields_v1)
+            found = self._interned.setdefault(decoded, decoded)
+            if len(self._sets) >= self._max:
+                self._sets.clear()
+                self._interned.clear()
+            self._sets[key] = found
+        return found
+
+
+_writers: dict[tuple[str, str, str], Writer] = {}
+
+
+def writer_of(manager: str, operation: str, subresource: str) -> Writer:
+    """Interned Writer: there are few distinct writers in a cluster and millions of references to them."""
+    key = (manager, operation, subresource)
+    found = _writers.get(key)
+    if found is None:
+        found = _writers.setdefault(key, Writer(manager, operation, subresource))
+    return found
+
+
+def raw_entries(managed_fields: Iterable[Any]) -> dict[Writer, tuple[str, Any]]:
+    """Group raw entries by writer: writer -> (newest time, [fieldsV1, ...]) without decoding any trie."""
+    grouped: dict[Writer, tuple[str, Any]] = {}
+    for raw in managed_fields:
+        if not isinstance(raw, dict):
+            raise FieldsV1Error("a managedFields entry is not an object")
+        manager = raw.get("manager") or ""
+        writer = writer_of(manager, raw.get("operation") or "", raw.get("subresource") or "")
+        time = raw.get("time") or ""
+        fields = raw.get("fieldsV1") or {}
+        if not isinstance(fields, dict):
+            raise FieldsV1Error(f"fieldsV1 of manager {manager!r} is not an object")
+        seen = grouped.get(writer)
+        if seen is None:
+            grouped[writer] = (time, fields)
+        else:  # the same writer under two apiVersions
+            merged = seen[1] if isinstance(seen[1], list) else [seen[1]]
+            grouped[writer] = (max(seen[0], time), [*merged, fields])
+    return grouped
+
+
+def decode(cache: FieldSetCache, fields: Any) -> frozenset[str]:
+    """Decode the fieldsV1 of one writer (one trie, or several merged across apiVersions)."""
+    if isinstance(fields, list):
+        return frozenset().union(*(cache.get(f) for f in fields))
+    return cache.get(fields)

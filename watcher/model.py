@@ -1,0 +1,129 @@
+"""The small value types that flow between sources, the detection core and sinks. No I/O here."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+JSONObject = dict[str, Any]
+
+
+class EventType(enum.StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One watch event as received: `object` is the raw JSON object (full or PartialObjectMetadata).
+
+    `observed_at` is the receive time (seconds since the epoch) when the source knows it; otherwise the engine
+    uses the newest managedFields time of the object.
+    """
+
+    type: EventType
+    object: JSONObject
+    observed_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+    uid: str
+
+    @property
+    def group(self) -> str:
+        group, _, version = self.api_version.rpartition("/")
+        return group if version else ""
+
+    def display(self) -> str:
+        kind = f"{self.kind}.{self.group}" if self.group else self.kind
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{kind} {where}{self.name}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Writer:
+    """A field manager as managedFields keys it. `manager=None` is the unattributed writer."""
+
+    manager: str | None
+    operation: str = ""
+    subresource: str = ""
+
+    def display(self) -> str:
+        if self.manager is None:
+            return "(unattributed)"
+        detail = "/".join(p for p in (self.operation, self.subresource) if p)
+        return f"{self.manager} ({detail})" if detail else self.manager
+
+
+UNATTRIBUTED = Writer(None)
+
+
+class FindingType(enum.StrEnum):
+    FIGHT = "fight"
+    HOT_LOOP = "hot_loop"
+
+
+class FindingState(enum.StrEnum):
+    ACTIVE = "active"
+    RESOLVED = "resolved"
+
+
+class ChangeKind(enum.StrEnum):
+    OPENED = "opened"
+    UPDATED = "updated"
+    RESOLVED = "resolved"
+
+
+@dataclass(frozen=True, slots=True)
+class WriterCount:
+    writer: Writer
+    writes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """An immutable snapshot of a finding, as sinks see it."""
+
+    id: str
+    type: FindingType
+    state: FindingState
+    object: ObjectRef
+    writers: tuple[WriterCount, ...]
+    fields: tuple[str, ...]
+    handovers: int
+    writes: int
+    writes_per_minute: float
+    first_seen: float
+    detected_at: float
+    last_seen: float
+    resolved_at: float | None
+    flip_period: float | None
+    summary: str
+    hint: str
+
+
+@dataclass(frozen=True, slots=True)
+class FindingChange:
+    kind: ChangeKind
+    finding: Finding
+
+
+def parse_time(text: str) -> float:
+    """RFC 3339 (as the API server and `observedAt` write it) -> seconds since the epoch."""
+    return datetime.fromisoformat(text).timestamp()
+
+
+def format_time(seconds: float) -> str:
+    """Seconds since the epoch -> RFC 3339 in UTC, to the second unless there is a fraction to show."""
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    if moment.microsecond:
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")

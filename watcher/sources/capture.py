@@ -1,0 +1,178 @@
+"""Read recorded watch streams: what `kubectl get -w --output-watch-events -o json` prints, or JSON Lines.
+
+kubectl prints each event as a pretty-printed JSON object whose closing brace is the only thing at column 0 of
+its last line; JSON Lines put one event on each line. Both are read line by line, so memory does not grow
+with the file, and every problem is reported with the file and line where the bad event starts.
+Files ending in `.gz` (or starting with the gzip magic) are decompressed on the fly; `-` is standard input.
+"""
+
+from __future__ import annotations
+
+import gzip
+import heapq
+import io
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from watcher.model import EventType, WatchEvent, parse_time
+
+_EVENT_TYPES = {t.value: t for t in EventType}
+_SKIPPED_TYPES = {"BOOKMARK", "ERROR"}
+
+
+class CaptureError(ValueError):
+    """A capture that cannot be read; the message starts with `file:line:`."""
+
+    def __init__(self, source: str, line: int, message: str) -> None:
+        super().__init__(f"{source}:{line}: {message}")
+        self.source = source
+        self.line = line
+
+
+@dataclass(slots=True)
+class ReadStats:
+    events: int = 0
+    skipped_invalid: int = 0
+    skipped_other: int = 0  # BOOKMARK and ERROR events
+    problems: list[str] = field(default_factory=list)  # first few skipped problems, for the report
+
+    def note(self, problem: str) -> None:
+        self.skipped_invalid += 1
+        if len(self.problems) < 5:
+            self.problems.append(problem)
+
+
+def read_capture(source: str, *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[WatchEvent]:
+    """Yield the events of one capture file (`-` for stdin) in file order."""
+    with _open(source) as stream:
+        for line, chunk, complete in _chunks(stream):
+            try:
+                event = to_event(_loads(chunk, complete=complete))
+            except ValueError as exc:
+                if not skip_invalid:
+                    raise CaptureError(source, line, str(exc)) from None
+                stats.note(f"{source}:{line}: {exc}")
+                continue
+            if event is None:
+                stats.skipped_other += 1
+                continue
+            stats.events += 1
+            yield event
+
+
+def read_captures(sources: Iterable[str], *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[WatchEvent]:
+    """Yield the events of several captures merged by event time (each file is read in its own order)."""
+    streams = [read_capture(s, stats=stats, skip_invalid=skip_invalid) for s in sources]
+    if len(streams) == 1:
+        return streams[0]
+    return heapq.merge(*streams, key=event_time)
+
+
+def event_time(event: WatchEvent) -> float:
+    """When the event happened: its receive time, else the newest managedFields time of the object."""
+    if event.observed_at is not None:
+        return event.observed_at
+    entries = (event.object.get("metadata") or {}).get("managedFields") or ()
+    newest = max((e.get("time") or "" for e in entries if isinstance(e, dict)), default="")
+    return parse_time(newest) if newest else 0.0
+
+
+def to_event(doc: Any) -> WatchEvent | None:
+    """Validate one decoded document as a watch event; None for events that carry no object change."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"expected a JSON object, got {type(doc).__name__}")
+    if "object" in doc or "type" in doc:
+        kind = doc.get("type")
+        if kind in _SKIPPED_TYPES:
+            return None
+        if kind not in _EVENT_TYPES:
+            raise ValueError(f"unknown watch event type {kind!r} (expected ADDED, MODIFIED, DELETED, BOOKMARK)")
+        obj = doc.get("object")
+        event_type = _EVENT_TYPES[kind]
+    elif "metadata" in doc and "kind" in doc:
+        if str(doc.get("kind", "")).endswith("List"):
+            raise ValueError(
+                "this is a List, not a watch stream: capture with "
+                "`kubectl get KIND -A --watch --output-watch-events -o json`"
+            )
+        obj, event_type = doc, EventType.MODIFIED  # `kubectl get -w -o json` without --output-watch-events
+    else:
+        raise ValueError('not a watch event: expected {"type": ..., "object": {...}}')
+    _check_object(obj)
+    observed = doc.get("observedAt")
+    if observed is None:
+        return WatchEvent(event_type, obj)
+    if not isinstance(observed, str):
+        raise ValueError(f"observedAt must be an RFC 3339 string, got {observed!r}")
+    try:
+        return WatchEvent(event_type, obj, parse_time(observed))
+    except ValueError:
+        raise ValueError(f"observedAt {observed!r} is not an RFC 3339 time") from None
+
+
+def _check_object(obj: Any) -> None:
+    if not isinstance(obj, dict):
+        raise ValueError("the event's object is not a JSON object")
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        raise ValueError("the object has no metadata")
+    for key in ("uid", "name"):
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            raise ValueError(f"the object has no metadata.{key}")
+    if not isinstance(obj.get("kind"), str) or not isinstance(obj.get("apiVersion"), str):
+        raise ValueError(f"object {meta['name']!r} has no kind or apiVersion")
+    managed = meta.get("managedFields")
+    if managed is not None and not isinstance(managed, list):
+        raise ValueError(f"metadata.managedFields of {meta['name']!r} is not a list")
+
+
+def _chunks(stream: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+    """Split a stream into JSON texts: one per line, or pretty-printed ones ending with `}` at column 0.
+
+    Yields (line where the text starts, text, whether it is complete); the text is decoded by the caller.
+    """
+    pending: list[bytes] = []
+    start = 0
+    for number, line in enumerate(stream, 1):
+        if pending:
+            pending.append(line)
+            if line[:1] == b"}":
+                yield start, b"".join(pending), True
+                pending = []
+            continue
+        text = line.strip()
+        if text == b"{":
+            pending, start = [line], number
+        elif text:
+            yield number, text, True
+    if pending:
+        yield start, b"".join(pending), False
+
+
+def _loads(data: bytes, *, complete: bool) -> Any:
+    if not complete:
+        raise ValueError("the capture ends inside this event (truncated file?)")
+    if data[:1] != b"{":
+        raise ValueError(f"expected a JSON object, found {data[:40]!r}")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from None
+
+
+def _open(source: str) -> IO[bytes]:
+    if source == "-":
+        raw: IO[bytes] = io.BufferedReader(sys.stdin.buffer)  # type: ignore[arg-type]
+    else:
+        try:
+            raw = Path(source).open("rb")  # noqa: SIM115 - closed by the caller's `with`
+        except OSError as exc:
+            raise CaptureError(source, 0, f"cannot open: {exc.strerror or exc}") from None
+    if raw.peek(2)[:2] == b"\x1f\x8b":  # type: ignore[attr-defined]
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    return raw
