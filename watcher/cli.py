@@ -40,8 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with ExitStack() as stack:
         if args.command == "demo":
             files = [str(stack.enter_context(resources.as_file(resources.files("watcher") / "data" / DEMO_CAPTURE)))]
-            print(f"Replaying the bundled demo capture ({Path(files[0]).name}), recorded from a real "
-                  "kube-apiserver v1.20 while real clients fought.\n", file=sys.stderr)
+            print(
+                f"Replaying the bundled demo capture ({Path(files[0]).name}), recorded from a real "
+                "kube-apiserver v1.20 while real clients fought.\n",
+                file=sys.stderr,
+            )
         else:
             files = args.files
         return _replay(files, engine=Engine(config.detection), args=args)
@@ -77,8 +80,10 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
         print(f"fightwatch: skipped {problem}", file=sys.stderr)
     if error is not None:
         print(f"fightwatch: {error}", file=sys.stderr)
-        print("fightwatch: the findings above cover the events before this point; use --skip-invalid to skip "
-              "bad events", file=sys.stderr)
+        print(
+            "fightwatch: the findings above cover the events before this point; use --skip-invalid to skip bad events",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
     if args.fail_on_findings and findings:
         return EXIT_FINDINGS
@@ -92,8 +97,7 @@ def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float |
     s = engine.stats
     span = f" from {format_time(first)} to {format_time(last)}" if first is not None and last is not None else ""
     lines = [
-        f"{fights} fight{'s' * (fights != 1)}, {hot} hot loop{'s' * (hot != 1)} "
-        f"({len(engine.active())} active).",
+        f"{fights} fight{'s' * (fights != 1)}, {hot} hot loop{'s' * (hot != 1)} ({len(engine.active())} active).",
         f"{stats.events:,} events{span}: {s.writes:,} writes to {engine.tracked_objects:,} objects "
         f"({s.unattributed_writes:,} unattributed), {s.ignored_events:,} ignored, "
         f"{s.duplicate_events:,} duplicates.",
@@ -113,12 +117,23 @@ def _parser() -> argparse.ArgumentParser:
 
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--config", type=Path, help="YAML config file (thresholds, ignore rules)")
-        sub.add_argument("--output", "-o", choices=("table", "json"), default="table",
-                         help="table for people (default), json: one finding per line")
-        sub.add_argument("--fail-on-findings", action="store_true",
-                         help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)")
-        sub.add_argument("--skip-invalid", action="store_true",
-                         help="count and skip malformed events instead of stopping at the first")
+        sub.add_argument(
+            "--output",
+            "-o",
+            choices=("table", "json"),
+            default="table",
+            help="table for people (default), json: one finding per line",
+        )
+        sub.add_argument(
+            "--fail-on-findings",
+            action="store_true",
+            help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)",
+        )
+        sub.add_argument(
+            "--skip-invalid",
+            action="store_true",
+            help="count and skip malformed events instead of stopping at the first",
+        )
 
     replay = commands.add_parser(
         "replay",

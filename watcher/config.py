@@ -40,9 +40,7 @@ class FightSettings(_Strict):
     """Ping-pong: the same field handed back and forth between writers (or values flipping back)."""
 
     window: Seconds = Field(3600.0, description="Handovers count when they fall within this window.")
-    min_handovers: int = Field(
-        3, ge=2, description="Handovers of one field within the window to call a fight."
-    )
+    min_handovers: int = Field(3, ge=2, description="Handovers of one field within the window to call a fight.")
 
 
 class HotLoopSettings(_Strict):
@@ -57,9 +55,7 @@ class ResolveSettings(_Strict):
     """A finding resolves after a quiet period: the longer of `after` and `flip_periods` x the flip period."""
 
     after: Seconds = Field(900.0, description="Minimum quiet period before a finding resolves.")
-    flip_periods: float = Field(
-        3.0, gt=0, description="Quiet period in multiples of the observed flip period."
-    )
+    flip_periods: float = Field(3.0, gt=0, description="Quiet period in multiples of the observed flip period.")
 
 
 class IgnoreRule(_Strict):
@@ -153,16 +149,16 @@ def parse_config(data: Any, *, source: str) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid config:\n" + _describe(exc, data)) from None
+        raise ConfigError(f"{source}: invalid config:\n" + _describe(exc)) from None
 
 
-def _describe(exc: ValidationError, data: Any) -> str:
+def _describe(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
         loc = error["loc"]
         key = ".".join(str(part) for part in loc) or "(top level)"
         if error["type"] == "extra_forbidden":
-            problem = "unknown key" + _suggest(loc, data)
+            problem = "unknown key" + _suggest(loc)
         else:
             problem = error["msg"]
             if "input" in error and error["type"] != "missing":
@@ -171,7 +167,7 @@ def _describe(exc: ValidationError, data: Any) -> str:
     return "\n".join(lines)
 
 
-def _suggest(loc: tuple[int | str, ...], data: Any) -> str:
+def _suggest(loc: tuple[int | str, ...]) -> str:
     """`(did you mean 'window'?)` for a misspelt key."""
     model: Any = Config
     for part in loc[:-1]:
@@ -179,9 +175,7 @@ def _suggest(loc: tuple[int | str, ...], data: Any) -> str:
             continue
         annotation = model.model_fields[part].annotation if part in model.model_fields else None
         args = getattr(annotation, "__args__", ())
-        model = next(
-            (a for a in (annotation, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None
-        )
+        model = next((a for a in (annotation, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
     if model is None:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)

@@ -22,6 +22,7 @@ import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from watcher.config import DetectionSettings, IgnoreRule
 from watcher.detection import hints
@@ -61,18 +62,21 @@ class Stats:
     deleted_objects: int = 0
 
 
-class _Handover:
-    """One field changing hands in one write: ownership (tokens are Writers) or value (tokens are hashes)."""
+class _Handover(NamedTuple):
+    """One field changing hands in one write.
 
-    __slots__ = ("after", "at", "before", "by", "path", "seq")
+    Ownership evidence names the owners before and after (managedFields); value evidence the value hashes before
+    and after (labels, annotations, fields of full objects). A write may show either or both.
+    """
 
-    def __init__(self, at: float, seq: int, path: str, before: object, after: object, by: Writer) -> None:
-        self.at = at
-        self.seq = seq
-        self.path = path
-        self.before = before
-        self.after = after
-        self.by = by
+    at: float
+    seq: int  # the object's write counter at this write
+    path: str
+    by: Writer  # who made the write
+    before: Writer | None = None  # owner that lost the field
+    after: Writer | None = None  # owner that took it
+    was: int | None = None  # value hash before
+    now: int | None = None  # value hash after
 
 
 class _Rate:
@@ -98,7 +102,6 @@ class _Open:
         "handovers",
         "id",
         "last_seen",
-        "peak_rate",
         "status_writes",
         "timestamp_values",
         "type",
@@ -115,7 +118,6 @@ class _Open:
         self.handovers = 0
         self.fields: set[str] = set()
         self.writer_writes: dict[Writer, int] = {}
-        self.peak_rate = 0.0
         self.by_ownership = False
         self.timestamp_values = False
         self.status_writes = False
@@ -123,6 +125,7 @@ class _Open:
 
 class _Tracked:
     __slots__ = (
+        "controlled",
         "digest",
         "entries",
         "fight",
@@ -148,6 +151,7 @@ class _Tracked:
         self.rates: dict[Writer, _Rate] | None = None
         self.fight: _Open | None = None
         self.hot: _Open | None = None
+        self.controlled = False  # has a controller ownerReference
 
 
 @dataclass(slots=True)
@@ -258,84 +262,122 @@ class Engine:
         state.entries = {w: Entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items()}
         state.digest = visible_digest(obj)
         state.values = leaf_hashes(obj)
+        state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
         return state
 
     def _attribute(
         self, state: _Tracked, obj: JSONObject, raw: dict[Writer, tuple[str, object]], newest: str, now: float
     ) -> _Write:
         """Find the writer(s) of this write and the fields that changed hands or value."""
-        prev = state.entries
+        entries, writers, gained = self._entries(state.entries, raw, newest)
+        before = state.values
+        changed = self._changed_values(state, obj)
+        if not writers and changed:
+            writers = self._same_second_writer(entries, changed, newest)
+        state.seq += 1
+        self.stats.writes += 1
+        if not writers:
+            self.stats.unattributed_writes += 1
+        write = _Write(now, writers or [UNATTRIBUTED], changed=changed)
+        values = state.values
+        taken = self._ownership_handovers(state, write, entries, gained, raw, before)
+        if not (state.controlled and len(writers) == 1):
+            # (A single writer flipping values of an object another controller owns is an echo of that owner's
+            # state, e.g. a ReplicaSet following its Deployment; a fight there is found on the owner.)
+            for path in changed:
+                if path not in taken:
+                    by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
+                    write.handovers.append(
+                        _Handover(
+                            now, state.seq, path, by, was=before.get(path, _REMOVED), now=values.get(path, _REMOVED)
+                        )
+                    )
+        state.entries = entries
+        return write
+
+    def _entries(
+        self, prev: dict[Writer, Entry], raw: dict[Writer, tuple[str, object]], newest: str
+    ) -> tuple[dict[Writer, Entry], list[Writer], dict[Writer, frozenset[str]]]:
+        """The new entries, the writers they show (time advanced, new, or field set grown) and what each gained.
+
+        An entry not stamped in the newest second cannot have written now (a write stamps the current time), so
+        its trie is not even decoded; it may have *lost* fields, which `_ownership_handovers` checks lazily.
+        """
         entries: dict[Writer, Entry] = {}
         writers: list[Writer] = []
         gained: dict[Writer, frozenset[str]] = {}
         for writer, (time, fields_v1) in raw.items():
             old = prev.get(writer)
             if old is not None and old.time == time and time != newest:
-                # Not written now (a write stamps the newest time). It may have *lost* fields; checked lazily.
                 entries[writer] = old
                 continue
             fields = decode(self._fields, fields_v1)
-            entries[writer] = (
-                old
-                if old is not None and old.fields is fields and old.time == time
-                else Entry(writer, time, fields)
-            )
             if old is None:
+                entries[writer] = Entry(writer, time, fields)
                 writers.append(writer)
                 gained[writer] = fields
-            else:
-                grew = fields - old.fields
-                if time > old.time or grew:
-                    writers.append(writer)
-                    if grew:
-                        gained[writer] = grew
-        stale = {w for w, e in entries.items() if e is prev.get(w) and e.time != newest}
+                continue
+            entries[writer] = old if old.fields is fields and old.time == time else Entry(writer, time, fields)
+            grew = fields - old.fields
+            if time > old.time or grew:
+                writers.append(writer)
+                if grew:
+                    gained[writer] = grew
+        return entries, writers, gained
 
-        changed: list[str] = []
+    def _changed_values(self, state: _Tracked, obj: JSONObject) -> list[str]:
+        """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes."""
         digest = visible_digest(obj)
-        if digest != state.digest:
-            values = leaf_hashes(obj)
-            old_values = state.values
-            changed = [p for p, h in values.items() if old_values.get(p) != h]
-            changed.extend(p for p in old_values if p not in values)
-            before = old_values
-            state.values, state.digest = values, digest
-        else:
-            before = state.values
+        if digest == state.digest:
+            return []
+        values = leaf_hashes(obj)
+        old = state.values
+        changed = [p for p, h in values.items() if old.get(p) != h]
+        changed.extend(p for p in old if p not in values)
+        state.values, state.digest = values, digest
+        return changed
 
-        if not writers and changed:
-            writers = self._same_second_writer(entries, changed, newest)
-        write = _Write(now, writers or [UNATTRIBUTED], changed=changed)
-        state.seq += 1
-        self.stats.writes += 1
-        if not writers:
-            self.stats.unattributed_writes += 1
+    def _ownership_handovers(
+        self,
+        state: _Tracked,
+        write: _Write,
+        entries: dict[Writer, Entry],
+        gained: dict[Writer, frozenset[str]],
+        raw: dict[Writer, tuple[str, object]],
+        before: LeafHashes,
+    ) -> set[str]:
+        """Record leaves a writer gained that another manager owned before and no longer owns.
 
+        The loser's entry may be gone altogether (it owned nothing else), or kept from the previous version
+        without decoding (its time did not move): then what it owns now is decoded here, only when it matters.
+        """
         taken: set[str] = set()
+        prev = state.entries
         for taker, paths in gained.items():
             for path in paths:
-                for loser, entry in entries.items():
-                    if loser is taker or path not in entry.fields:
+                for loser, owned in prev.items():
+                    if loser is taker or path not in owned.fields or loser.manager == taker.manager:
                         continue
-                    if loser in stale:  # refresh what the loser owns now
-                        entry = Entry(loser, entry.time, decode(self._fields, raw[loser][1]))
-                        entries[loser] = entry
-                        stale.discard(loser)
-                    if path in entry.fields or loser.manager == taker.manager:
+                    entry = entries.get(loser)
+                    if entry is owned:
+                        entry = entries[loser] = Entry(loser, entry.time, decode(self._fields, raw[loser][1]))
+                    if entry is not None and path in entry.fields:
                         continue
-                    write.handovers.append(_Handover(now, state.seq, path, loser, taker, taker))
+                    visible = path in before or path in state.values
+                    write.handovers.append(
+                        _Handover(
+                            write.at,
+                            state.seq,
+                            path,
+                            taker,
+                            before=loser,
+                            after=taker,
+                            was=before.get(path, _REMOVED) if visible else None,
+                            now=state.values.get(path, _REMOVED) if visible else None,
+                        )
+                    )
                     taken.add(path)
-        for path in changed:
-            if path in taken:
-                continue
-            by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
-            write.handovers.append(
-                _Handover(
-                    now, state.seq, path, before.get(path, _REMOVED), state.values.get(path, _REMOVED), by
-                )
-            )
-        state.entries = entries
-        return write
+        return taken
 
     @staticmethod
     def _same_second_writer(entries: dict[Writer, Entry], changed: list[str], newest: str) -> list[Writer]:
@@ -355,9 +397,7 @@ class Engine:
         if handovers:
             changes += self._fight(state, handovers, write.at)
         counted = [w for w in write.writers if not _manager_ignored(state.rules, w)]
-        if write.changed and all(
-            self._ignored_field(state, p, w, None) for p in write.changed for w in write.writers
-        ):
+        if write.changed and all(self._ignored_field(state, p, w, None) for p in write.changed for w in write.writers):
             counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
         if counted:
             changes += self._hot_loop(state, obj, counted, write)
@@ -382,9 +422,7 @@ class Engine:
             )
             self._active[finding.id] = (finding, state)
             _absorb(finding, involved)
-            return [
-                FindingChange(ChangeKind.OPENED, self._snapshot(finding, state, FindingState.ACTIVE, None))
-            ]
+            return [FindingChange(ChangeKind.OPENED, self._snapshot(finding, state, FindingState.ACTIVE, None))]
         relevant = [h for h in handovers if h.path in contested or h.path in finding.fields]
         if not relevant:
             return []
@@ -398,26 +436,27 @@ class Engine:
     def _contested(self, history: Iterable[_Handover], path: str) -> bool:
         """Changed hands often enough, and came back to an earlier owner/value often enough."""
         count = back = 0
-        previous: set[object] = set()
+        owners: set[Writer] = set()
+        values: set[int] = set()
         for h in history:
             if h.path != path:
                 continue
             count += 1
-            if h.after in previous:
+            if (h.after is not None and h.after in owners) or (h.now is not None and h.now in values):
                 back += 1
-            previous.add(h.before)
+            if h.before is not None:
+                owners.add(h.before)
+            if h.was is not None:
+                values.add(h.was)
         needed = self.settings.fight.min_handovers
         return count >= needed and back >= needed - 1
 
-    def _hot_loop(
-        self, state: _Tracked, obj: JSONObject, writers: list[Writer], write: _Write
-    ) -> list[FindingChange]:
+    def _hot_loop(self, state: _Tracked, obj: JSONObject, writers: list[Writer], write: _Write) -> list[FindingChange]:
         settings = self.settings.hot_loop
         rates = state.rates
         if rates is None:
             rates = state.rates = {}
         hot: list[Writer] = []
-        total = 0.0
         for writer in writers:
             rate = rates.get(writer)
             if rate is None:
@@ -428,7 +467,6 @@ class Engine:
                 rate.streak, rate.start, rate.start_seq = 0, write.at, state.seq
             rate.streak += 1
             rate.last = write.at
-            total += rate.rate
             if rate.rate >= settings.min_writes_per_minute and rate.streak >= settings.min_writes:
                 hot.append(writer)
         finding = state.hot
@@ -454,7 +492,6 @@ class Engine:
                 finding.writer_writes[writer] += 1
         if hot:
             finding.last_seen = write.at
-            finding.peak_rate = max(finding.peak_rate, total)
         finding.fields.update(write.changed)
         if not finding.timestamp_values:
             finding.timestamp_values = any(
@@ -467,9 +504,7 @@ class Engine:
         snapshot = self._snapshot(finding, state, FindingState.ACTIVE, None)
         if before is None:
             return [FindingChange(ChangeKind.OPENED, snapshot)]
-        if not _notable(
-            before, (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)
-        ):
+        if not _notable(before, (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)):
             return []
         return [FindingChange(ChangeKind.UPDATED, snapshot)]
 
@@ -494,12 +529,9 @@ class Engine:
         del self._objects[state.ref.uid]
         return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
 
-    def _snapshot(
-        self, finding: _Open, state: _Tracked, status: FindingState, resolved_at: float | None
-    ) -> Finding:
+    def _snapshot(self, finding: _Open, state: _Tracked, status: FindingState, resolved_at: float | None) -> Finding:
         writers = tuple(
-            WriterCount(w, n)
-            for w, n in sorted(finding.writer_writes.items(), key=lambda kv: (-kv[1], kv[0]))
+            WriterCount(w, n) for w, n in sorted(finding.writer_writes.items(), key=lambda kv: (-kv[1], kv[0]))
         )
         evidence = hints.Evidence(
             type=finding.type,
@@ -512,7 +544,7 @@ class Engine:
         fields = tuple(sorted(finding.fields))
         writes = state.seq - finding.first_seq + 1
         span = max(finding.last_seen - finding.first_seen, 1.0)
-        rate = finding.peak_rate if finding.type is FindingType.HOT_LOOP else writes * 60.0 / span
+        rate = writes * 60.0 / span
         return Finding(
             id=finding.id,
             type=finding.type,
@@ -534,18 +566,14 @@ class Engine:
 
     # ---------------------------------------------------------------------------------------------- ignore
 
-    def _ignored_field(self, state: _Tracked, path: str, by: Writer, before: object) -> bool:
+    def _ignored_field(self, state: _Tracked, path: str, by: Writer, before: Writer | None) -> bool:
         for rule in state.rules:
             if rule.fields and not any(path.startswith(prefix) for prefix in rule.fields):
                 continue
             if rule.manager is None:
                 return True
             for writer in (by, before):
-                if (
-                    isinstance(writer, Writer)
-                    and writer.manager
-                    and fnmatch.fnmatchcase(writer.manager, rule.manager)
-                ):
+                if writer is not None and writer.manager and fnmatch.fnmatchcase(writer.manager, rule.manager):
                     return True
         return False
 
@@ -576,7 +604,7 @@ def _absorb(finding: _Open, handovers: list[_Handover]) -> None:
     counted: set[tuple[int, Writer]] = set()
     for h in handovers:
         finding.fields.add(h.path)
-        if isinstance(h.before, Writer):
+        if h.before is not None:
             finding.by_ownership = True
             finding.writer_writes.setdefault(h.before, 0)
         if (h.seq, h.by) not in counted:
@@ -660,9 +688,7 @@ class _RuleBook:
             found = self._cache[key] = self._match(group, kind, namespace, None)
             return found
 
-    def _match(
-        self, group: str, kind: str, namespace: str | None, name: str | None
-    ) -> tuple[IgnoreRule, ...] | None:
+    def _match(self, group: str, kind: str, namespace: str | None, name: str | None) -> tuple[IgnoreRule, ...] | None:
         applicable = []
         for rule, ns_pattern, name_pattern in self._patterns:
             if rule.group is not None and rule.group != group:

@@ -127,7 +127,7 @@ def _status(e: Evidence) -> str:
     )
 
 
-def _generic_hot_loop(e: Evidence) -> str:
+def _generic_hot_loop(_e: Evidence) -> str:
     return (
         "This writer rewrites the object far more often than a controller should. Check its reconcile loop for "
         "non-deterministic output (timestamps, random or unordered values) and for reacting to its own writes."

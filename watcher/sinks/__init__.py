@@ -1,0 +1,1 @@
+"""Sinks consume findings: reports for people and programs (later metrics, Events, alerts)."""

@@ -19,7 +19,12 @@ def severity_order(findings: Iterable[Finding]) -> list[Finding]:
     """Most severe first: active before resolved, then by write rate, then by handovers."""
     return sorted(
         findings,
-        key=lambda f: (f.state is not FindingState.ACTIVE, -f.writes_per_minute, -f.handovers, f.object.display()),
+        key=lambda f: (
+            f.state is not FindingState.ACTIVE,
+            -f.writes_per_minute,
+            -f.handovers,
+            f.object.display(),
+        ),
     )
 
 

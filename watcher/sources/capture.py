@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO, cast
 
 import orjson
 
@@ -104,6 +104,7 @@ def to_event(doc: Any) -> WatchEvent | None:
     else:
         raise ValueError('not a watch event: expected {"type": ..., "object": {...}}')
     _check_object(obj)
+    obj = cast(dict[str, Any], obj)
     observed = doc.get("observedAt")
     if observed is None:
         return WatchEvent(event_type, obj)
@@ -165,14 +166,14 @@ def _loads(data: bytes, *, complete: bool) -> Any:
         raise ValueError(f"invalid JSON: {exc}") from None
 
 
-def _open(source: str) -> IO[bytes]:
+def _open(source: str) -> BinaryIO:
     if source == "-":
-        raw: IO[bytes] = io.BufferedReader(sys.stdin.buffer)  # type: ignore[arg-type]
+        raw = cast(io.BufferedReader, sys.stdin.buffer)
     else:
         try:
             raw = Path(source).open("rb")  # noqa: SIM115 - closed by the caller's `with`
         except OSError as exc:
             raise CaptureError(source, 0, f"cannot open: {exc.strerror or exc}") from None
-    if raw.peek(2)[:2] == b"\x1f\x8b":  # type: ignore[attr-defined]
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    if raw.peek(2)[:2] == b"\x1f\x8b":
+        return cast(BinaryIO, gzip.GzipFile(fileobj=raw))
     return raw

@@ -1,0 +1,91 @@
+"""Config: defaults in one schema, durations, and errors that name the file, the key and the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from watcher.config import Config, ConfigError, load_config, parse_config
+
+
+def test_defaults_match_the_documented_thresholds() -> None:
+    detection = Config().detection
+    assert detection.fight.window == 3600
+    assert detection.fight.min_handovers == 3
+    assert detection.hot_loop.min_writes_per_minute == 30
+    assert detection.hot_loop.min_writes == 20
+    assert detection.hot_loop.time_constant == 60
+    assert detection.resolve.after == 900
+    assert detection.resolve.flip_periods == 3
+    kinds = {(r.group, r.kind) for r in detection.ignore_rules if r.whole_objects}
+    assert kinds == {
+        ("coordination.k8s.io", "Lease"),
+        ("", "Event"),
+        ("events.k8s.io", "Event"),
+        ("", "Endpoints"),
+        ("discovery.k8s.io", "EndpointSlice"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("45s", 45), ("15m", 900), ("1h30m", 5400), ("250ms", 0.25), (90, 90), ("2h", 7200)],
+)
+def test_durations_take_go_style_text_or_seconds(text: object, seconds: float) -> None:
+    config = parse_config({"detection": {"fight": {"window": text}}}, source="test")
+    assert config.detection.fight.window == seconds
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"detection": {"fight": {"windw": "1h"}}}, "detection.fight.windw: unknown key (did you mean 'window'?)"),
+        ({"detecton": {}}, "detecton: unknown key (did you mean 'detection'?)"),
+        ({"detection": {"ignore": [{"kind": "Pod", "mgr": "x"}]}}, "detection.ignore.0.mgr: unknown key"),
+        ({"detection": {"fight": {"window": "soon"}}}, "detection.fight.window: Value error, 'soon' is not a duration"),
+        ({"detection": {"fight": {"window": "-5s"}}}, "detection.fight.window"),
+        ({"detection": {"fight": {"min_handovers": 1}}}, "detection.fight.min_handovers: Input should be greater"),
+        ({"detection": {"hot_loop": {"min_writes": "many"}}}, "detection.hot_loop.min_writes: Input should be"),
+        (["a", "list"], "the config must be a mapping of keys, got list"),
+    ],
+)
+def test_errors_name_the_key_and_the_problem(data: object, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, source="fw.yaml")
+    assert str(caught.value).startswith("fw.yaml:")
+    assert expected in str(caught.value)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"detection": {"fight": {"windw": 1}, "hot_loop": {"min_writes": 0}}}, source="x")
+    message = str(caught.value)
+    assert "detection.fight.windw" in message
+    assert "detection.hot_loop.min_writes" in message
+
+
+def test_broken_yaml_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("detection:\n  fight:\n    window: [1h\n")
+    with pytest.raises(ConfigError, match=r"broken\.yaml:\d+:\d+: not valid YAML"):
+        load_config(path)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"absent\.yaml: cannot read config"):
+        load_config(tmp_path / "absent.yaml")
+
+
+def test_empty_file_gives_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("# nothing set\n")
+    assert load_config(path) == Config()
+
+
+def test_user_ignore_rules_add_to_the_defaults_unless_switched_off() -> None:
+    rule = {"namespace": "kube-*", "manager": "kube-controller-manager"}
+    config = parse_config({"detection": {"ignore": [rule]}}, source="x")
+    assert len(config.detection.ignore_rules) == 7
+    config = parse_config({"detection": {"ignore": [rule], "default_ignores": False}}, source="x")
+    assert [r.manager for r in config.detection.ignore_rules] == ["kube-controller-manager"]
