@@ -280,7 +280,7 @@ class Engine:
             self.stats.unattributed_writes += 1
         write = _Write(now, writers or [UNATTRIBUTED], changed=changed)
         values = state.values
-        taken = self._ownership_handovers(state, write, entries, gained, raw, before)
+        taken = self._ownership_handovers(state, write, entries=entries, gained=gained, raw=raw, before=before)
         if not (state.controlled and len(writers) == 1):
             # (A single writer flipping values of an object another controller owns is an echo of that owner's
             # state, e.g. a ReplicaSet following its Deployment; a fight there is found on the owner.)
@@ -341,6 +341,7 @@ class Engine:
         self,
         state: _Tracked,
         write: _Write,
+        *,
         entries: dict[Writer, Entry],
         gained: dict[Writer, frozenset[str]],
         raw: dict[Writer, tuple[str, object]],
@@ -451,7 +452,8 @@ class Engine:
         needed = self.settings.fight.min_handovers
         return count >= needed and back >= needed - 1
 
-    def _hot_loop(self, state: _Tracked, obj: JSONObject, writers: list[Writer], write: _Write) -> list[FindingChange]:
+    def _rates(self, state: _Tracked, writers: list[Writer], at: float) -> tuple[dict[Writer, _Rate], list[Writer]]:
+        """Feed each writer's decaying rate; return the rates and the writers that are hot now."""
         settings = self.settings.hot_loop
         rates = state.rates
         if rates is None:
@@ -461,14 +463,18 @@ class Engine:
             rate = rates.get(writer)
             if rate is None:
                 rate = rates[writer] = _Rate()
-            gap = write.at - rate.last
+            gap = at - rate.last
             rate.rate = rate.rate * math.exp(-gap / self._tau) + self._rate_unit
             if gap > 2 * self._tau:  # a new streak
-                rate.streak, rate.start, rate.start_seq = 0, write.at, state.seq
+                rate.streak, rate.start, rate.start_seq = 0, at, state.seq
             rate.streak += 1
-            rate.last = write.at
+            rate.last = at
             if rate.rate >= settings.min_writes_per_minute and rate.streak >= settings.min_writes:
                 hot.append(writer)
+        return rates, hot
+
+    def _hot_loop(self, state: _Tracked, obj: JSONObject, writers: list[Writer], write: _Write) -> list[FindingChange]:
+        rates, hot = self._rates(state, writers, write.at)
         finding = state.hot
         if finding is None:
             if not hot:
@@ -492,21 +498,14 @@ class Engine:
                 finding.writer_writes[writer] += 1
         if hot:
             finding.last_seen = write.at
-        finding.fields.update(write.changed)
-        if not finding.timestamp_values:
-            finding.timestamp_values = any(
-                hints.looks_like_timestamp(text) for p in write.changed if (text := value_text(obj, p))
-            )
-        if not finding.status_writes:
-            finding.status_writes = any(
-                w.subresource == "status" or _owns_only_status(state.entries.get(w)) for w in hot
-            )
-        snapshot = self._snapshot(finding, state, FindingState.ACTIVE, None)
+        _note_hot_evidence(finding, state, obj, write, hot)
         if before is None:
-            return [FindingChange(ChangeKind.OPENED, snapshot)]
-        if not _notable(before, (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)):
+            kind = ChangeKind.OPENED
+        elif _notable(before, (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)):
+            kind = ChangeKind.UPDATED
+        else:
             return []
-        return [FindingChange(ChangeKind.UPDATED, snapshot)]
+        return [FindingChange(kind, self._snapshot(finding, state, FindingState.ACTIVE, None))]
 
     # ------------------------------------------------------------------------------------------- lifecycle
 
@@ -588,11 +587,21 @@ def _manager_ignored(rules: tuple[IgnoreRule, ...], writer: Writer) -> bool:
     )
 
 
+def _note_hot_evidence(finding: _Open, state: _Tracked, obj: JSONObject, write: _Write, hot: list[Writer]) -> None:
+    """What the hot writes change, for the summary and the hint."""
+    finding.fields.update(write.changed)
+    if not finding.timestamp_values:
+        finding.timestamp_values = any(
+            hints.looks_like_timestamp(text) for p in write.changed if (text := value_text(obj, p))
+        )
+    if not finding.status_writes:
+        finding.status_writes = any(w.subresource == "status" or _owns_only_status(state.entries.get(w)) for w in hot)
+
+
 def _owns_only_status(entry: Entry | None) -> bool:
     return (
         entry is not None
-        and bool(entry.fields)
-        and all(p.startswith("status") or p.startswith("metadata") for p in entry.fields)
+        and all(p.startswith(("status", "metadata")) for p in entry.fields)
         and any(p.startswith("status") for p in entry.fields)
     )
 
@@ -641,13 +650,14 @@ def _summary(
     if finding.type is FindingType.FIGHT:
         period = _flip_period(finding)
         every = f", one every {_duration(period)}" if period else ""
-        verb = "keep taking" if finding.by_ownership else "keep flipping"
-        return f"{who} {verb} {what} from each other: {finding.handovers} handovers in {span}{every}"
+        if len(names) == 1:
+            action = f"Writers all recorded as {who} keep flipping {what} back and forth"
+        else:
+            action = f"{who} keep {'taking' if finding.by_ownership else 'flipping'} {what} from each other"
+        return f"{action}: {finding.handovers} handovers in {span}{every}"
     target = f" ({what})" if what else ""
-    return (
-        f"{who} rewrite{'s' if len(names) == 1 else ''} the object{target} at {rate:.0f} writes/min: "
-        f"{writes} writes in {span}"
-    )
+    verb = "rewrites" if len(names) == 1 else "rewrite"
+    return f"{who} {verb} the object{target} at {rate:.0f} writes/min: {writes} writes in {span}"
 
 
 class _RuleBook:

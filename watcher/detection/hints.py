@@ -93,8 +93,9 @@ def _apply_force(e: Evidence) -> str:
         return ""
     fields = ", ".join(sorted(e.fields))
     return (
-        f"{', '.join(apply)} re-apply {fields} with server-side apply (force) while "
-        f"{', '.join(others)} change it with plain updates, so each undoes the other. Pick one owner: remove the "
+        f"{' and '.join(apply)} {'re-applies' if len(apply) == 1 else 're-apply'} {fields} with server-side apply "
+        f"(force) while {' and '.join(others)} {'changes' if len(others) == 1 else 'change'} it with plain updates, "
+        "so each undoes the other. Pick one owner: remove the "
         "field from the applied manifest, or stop the other controller from managing it."
     )
 

@@ -13,6 +13,7 @@ import heapq
 import io
 import sys
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
@@ -166,14 +167,22 @@ def _loads(data: bytes, *, complete: bool) -> Any:
         raise ValueError(f"invalid JSON: {exc}") from None
 
 
-def _open(source: str) -> BinaryIO:
+@contextmanager
+def _open(source: str) -> Iterator[BinaryIO]:
+    """The capture's bytes: stdin for `-`, gunzipped when the content starts with the gzip magic."""
     if source == "-":
         raw = cast(io.BufferedReader, sys.stdin.buffer)
     else:
         try:
-            raw = Path(source).open("rb")  # noqa: SIM115 - closed by the caller's `with`
+            raw = Path(source).open("rb")  # noqa: SIM115 - closed below
         except OSError as exc:
             raise CaptureError(source, 0, f"cannot open: {exc.strerror or exc}") from None
-    if raw.peek(2)[:2] == b"\x1f\x8b":
-        return cast(BinaryIO, gzip.GzipFile(fileobj=raw))
-    return raw
+    try:
+        if raw.peek(2)[:2] == b"\x1f\x8b":
+            with gzip.GzipFile(fileobj=raw) as unpacked:
+                yield cast(BinaryIO, unpacked)
+        else:
+            yield raw
+    finally:
+        if source != "-":
+            raw.close()

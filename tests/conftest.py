@@ -1,0 +1,60 @@
+"""Suite-wide fixtures: a real etcd + kube-apiserver, started once, only when a test needs it.
+
+Tests that use ``control_plane`` (directly or through ``api_client``/``kube``/``controller_manager``) are
+marked ``integration`` automatically, so ``pytest -m "not integration"`` runs without starting anything.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio.client import ApiClient
+
+# The harness is imported as `harness` (tests/ on sys.path), whether or not tests/ is a package.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness.control_plane import ControlPlane, start_control_plane
+from harness.kube import Kube, new_api_client
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "control_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver for the whole session; logs stay in its workdir (pytest's tmp dir)."""
+    cp = start_control_plane(tmp_path_factory.mktemp("control-plane"))
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def controller_manager(control_plane: ControlPlane) -> ControlPlane:
+    """The session's control plane, with kube-controller-manager running too."""
+    control_plane.start_controller_manager()
+    return control_plane
+
+
+@pytest.fixture(scope="session")
+async def api_client(control_plane: ControlPlane) -> AsyncIterator[ApiClient]:
+    """A kubernetes-asyncio ApiClient for the admin (token + CA from the kubeconfig, TLS verified)."""
+    client = await new_api_client(control_plane.kubeconfig)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture(scope="session")
+def kube(api_client: ApiClient) -> Kube:
+    """Raw-JSON helper over ``api_client``."""
+    return Kube(api_client)

@@ -1,0 +1,101 @@
+"""What each recorded scenario must yield: shared by the unit tests (recorded captures) and the live tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from watcher.model import Finding, FindingType
+
+
+@dataclass(frozen=True)
+class Expected:
+    kind: str
+    name: str
+    fields: frozenset[str]
+    managers: frozenset[str | None]
+    hint: str  # a phrase the hint must contain
+    type: FindingType = FindingType.FIGHT
+
+
+def fight(kind: str, name: str, fields: set[str], managers: set[str | None], hint: str) -> Expected:
+    return Expected(kind, name, frozenset(fields), frozenset(managers), hint)
+
+
+FINDINGS = {
+    "fight-apply-vs-update-replicas": fight(
+        "Deployment", "web", {"spec.replicas"}, {"argocd-controller", "custom-autoscaler"}, "autoscaler"
+    ),
+    "fight-update-vs-update-label": fight(
+        "ConfigMap", "settings", {"metadata.labels.owner"}, {"team-a-operator", "team-b-operator"}, "Decide which"
+    ),
+    "fight-apply-vs-apply-annotation": fight(
+        "ConfigMap",
+        "app-config",
+        {"metadata.annotations[example.com/config-hash]"},
+        {"flux-kustomize", "helm-controller"},
+        "Decide which",
+    ),
+    "fight-data": fight(
+        "ConfigMap", "service-endpoints", {"data.endpoint"}, {"gitops-sync", "config-injector"}, "server-side apply"
+    ),
+    "fight-status": fight(
+        "Widget", "gizmo", {"status.phase"}, {"widget-operator", "legacy-widget-controller"}, "Decide which"
+    ),
+    "fight-cabundle": fight(
+        "ValidatingWebhookConfiguration",
+        "fightwatch-test-validate",
+        {"webhooks[name=validate.example.com].clientConfig.caBundle"},
+        {"helm", "cainjector"},
+        "injector",
+    ),
+    "fight-three-writers": fight(
+        "ConfigMap",
+        "placement",
+        {"metadata.labels.tier"},
+        {"alpha-controller", "beta-controller", "gamma-controller"},
+        "Decide which",
+    ),
+    "fight-slow": fight(
+        "ConfigMap",
+        "runtime-mode",
+        {"metadata.annotations[example.com/mode]"},
+        {"argocd-controller", "mode-operator"},
+        "server-side apply",
+    ),
+    "fight-shared-manager": fight(
+        "ConfigMap", "shared", {"metadata.labels.owner"}, {"manager"}, "distinct field manager"
+    ),
+    "fight-scale-vs-apply": fight("Deployment", "api", {"spec.replicas"}, {"kubectl", None}, "scale subresource"),
+    "hot-loop-timestamp": Expected(
+        "ConfigMap",
+        "reconcile-state",
+        frozenset({"metadata.annotations[example.com/last-reconciled]"}),
+        frozenset({"reconciler"}),
+        "timestamp",
+        FindingType.HOT_LOOP,
+    ),
+}
+
+BENIGN = [
+    "benign-different-fields",
+    "benign-status-vs-spec",
+    "benign-one-correction",
+    "benign-normal-rate",
+    "benign-leader-election",
+]
+
+
+def assert_found(scenario: str, findings: list[Finding]) -> Finding:
+    """Exactly the injected fight or hot loop, with its writers, fields and hint."""
+    expected = FINDINGS[scenario]
+    assert len(findings) == 1, [f.summary for f in findings]
+    found = findings[0]
+    assert found.type is expected.type
+    assert (found.object.kind, found.object.name) == (expected.kind, expected.name)
+    assert set(found.fields) == expected.fields
+    assert {c.writer.manager for c in found.writers} == expected.managers
+    assert expected.hint in found.hint
+    if found.type is FindingType.FIGHT:
+        assert found.handovers >= 3
+        assert found.first_seen <= found.detected_at <= found.last_seen
+    return found

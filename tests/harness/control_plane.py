@@ -1,0 +1,443 @@
+"""A real, throw-away Kubernetes control plane: etcd + kube-apiserver (+ kube-controller-manager on demand).
+
+Synchronous on purpose: usable from a pytest session fixture and from plain scripts.
+
+    cp = start_control_plane(tmp_dir)
+    try:
+        ...  # cp.url, cp.token, cp.ca_file, cp.kubeconfig
+    finally:
+        cp.stop()
+
+Binaries come from ``scripts/control-plane.sh`` (``$KUBEBUILDER_ASSETS`` or a cached v1.20.2 build). Every
+port is a free loopback port picked at start, so several control planes can run side by side. TLS
+verification stays on everywhere: a throw-away CA signs the apiserver's and the controller manager's
+serving certificates. Nothing stands in for readiness: each component's health endpoint is polled until
+it answers, against a deadline, and a component that exits or never gets ready raises RuntimeError
+carrying the tail of its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import http.client
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONTROL_PLANE_SCRIPT = REPO_ROOT / "scripts" / "control-plane.sh"
+
+READY_DEADLINE = 60.0  # seconds for one component to become healthy
+STOP_GRACE = 15.0  # seconds between SIGTERM and SIGKILL
+LOG_TAIL_LINES = 40
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+ADMIN_USER = "fightwatch-admin"
+
+_OPENSSL_CONFIG = """\
+[req]
+distinguished_name = dn
+prompt = no
+
+[dn]
+CN = fightwatch-test
+
+[ca_ext]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+
+[server_ext]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
+"""
+
+
+@functools.cache
+def control_plane_bin_dir() -> Path:
+    """Directory with etcd, kube-apiserver and kube-controller-manager (builds them on first use)."""
+    proc = subprocess.run(
+        ["bash", str(CONTROL_PLANE_SCRIPT)], capture_output=True, text=True, check=False, cwd=REPO_ROOT
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-LOG_TAIL_LINES:])
+        raise RuntimeError(f"{CONTROL_PLANE_SCRIPT} failed (exit {proc.returncode}):\n{tail}")
+    bin_dir = Path(lines[-1])
+    for name in ("etcd", "kube-apiserver"):
+        if not os.access(bin_dir / name, os.X_OK):
+            raise RuntimeError(f"{CONTROL_PLANE_SCRIPT} printed {bin_dir}, which has no executable {name}")
+    return bin_dir
+
+
+def free_port() -> int:
+    """A loopback TCP port that is free right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: have the kernel SIGTERM the child if the process that started it dies (Linux only)."""
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _openssl(*args: str | Path, cwd: Path) -> None:
+    proc = subprocess.run(["openssl", *map(str, args)], cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"openssl {args[0]} failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
+
+
+@dataclass
+class _Pki:
+    ca_cert: Path
+    apiserver_cert: Path
+    apiserver_key: Path
+    controller_manager_cert: Path
+    controller_manager_key: Path
+    service_account_key: Path
+    service_account_pub: Path
+
+
+def _make_pki(pki: Path) -> _Pki:
+    """A throw-away CA, serving certificates for 127.0.0.1/localhost signed by it, a service-account key."""
+    pki.mkdir(parents=True, exist_ok=True)
+    cnf = pki / "openssl.cnf"
+    cnf.write_text(_OPENSSL_CONFIG)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "3650",
+             "-config", cnf, "-extensions", "ca_ext", "-subj", "/CN=fightwatch-test-ca",
+             "-keyout", "ca.key", "-out", "ca.crt", cwd=pki)  # fmt: skip
+    for name in ("apiserver", "controller-manager"):
+        _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-config", cnf,
+                 "-subj", f"/CN=fightwatch-test-{name}", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                 cwd=pki)  # fmt: skip
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                 "-set_serial", str(secrets.randbits(63)), "-days", "3650", "-sha256",
+                 "-extfile", cnf, "-extensions", "server_ext", "-out", f"{name}.crt", cwd=pki)  # fmt: skip
+    _openssl("genrsa", "-out", "service-account.key", "2048", cwd=pki)
+    _openssl("rsa", "-in", "service-account.key", "-pubout", "-out", "service-account.pub", cwd=pki)
+    return _Pki(
+        ca_cert=pki / "ca.crt",
+        apiserver_cert=pki / "apiserver.crt",
+        apiserver_key=pki / "apiserver.key",
+        controller_manager_cert=pki / "controller-manager.crt",
+        controller_manager_key=pki / "controller-manager.key",
+        service_account_key=pki / "service-account.key",
+        service_account_pub=pki / "service-account.pub",
+    )
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes]
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        self.log_file.flush()
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError as exc:
+            return f"<cannot read {self.log_path}: {exc}>"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def failure(self, what: str) -> RuntimeError:
+        return RuntimeError(f"{self.name} {what}; last lines of {self.log_path}:\n{self.log_tail()}")
+
+    def check_running(self) -> None:
+        rc = self.popen.poll()
+        if rc is not None:
+            raise self.failure(f"exited with status {rc}")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self.log_file.close()
+
+
+def _spawn(name: str, argv: list[str], workdir: Path) -> _Process:
+    log_path = workdir / f"{name}.log"
+    log_file = log_path.open("ab")
+    log_file.write(f"# {' '.join(argv)}\n".encode())
+    log_file.flush()
+    # PR_SET_PDEATHSIG fires when the *thread* that forked exits: only safe from the main thread.
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    popen = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        cwd=workdir,
+        start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop the children in order
+        preexec_fn=_die_with_parent if on_main_thread else None,  # noqa: PLW1509
+    )
+    return _Process(name=name, popen=popen, log_path=log_path, log_file=log_file)
+
+
+def _wait_healthy(
+    proc: _Process,
+    *,
+    port: int,
+    path: str,
+    tls: ssl.SSLContext | None,
+    token: str | None = None,
+    expect_body: bytes | None = None,
+    deadline: float = READY_DEADLINE,
+) -> None:
+    """Poll GET path on 127.0.0.1:port until it answers 200 (and contains expect_body)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    give_up = time.monotonic() + deadline
+    last = "no answer yet"
+    while True:
+        proc.check_running()
+        conn: http.client.HTTPConnection = (
+            http.client.HTTPSConnection("127.0.0.1", port, timeout=2, context=tls)
+            if tls is not None
+            else http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        )
+        try:
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status == 200 and (expect_body is None or expect_body in body):
+                return
+            last = f"HTTP {resp.status}: {body[:500].decode(errors='replace')}"
+        except (OSError, http.client.HTTPException) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        finally:
+            conn.close()
+        if time.monotonic() > give_up:
+            raise proc.failure(f"not healthy at {path} after {deadline:.0f}s (last: {last})")
+        time.sleep(0.1)  # poll interval, not a readiness guess
+
+
+@dataclass
+class ControlPlane:
+    """A running control plane. Stop it with stop() (or use it as a context manager)."""
+
+    url: str  # https://127.0.0.1:<port>
+    token: str  # static admin token; the user is in group system:masters
+    ca_file: Path  # CA that verifies the apiserver's (and the controller manager's) serving certificate
+    kubeconfig: Path  # server + token + CA, for kubectl and kubernetes-asyncio
+    workdir: Path
+    bin_dir: Path
+    etcd_url: str  # etcd client URL, http://127.0.0.1:<port>
+    _pki: _Pki = field(repr=False)
+    _processes: list[_Process] = field(default_factory=list, repr=False)
+    controller_manager_url: str | None = None  # https://127.0.0.1:<port> once started
+
+    @property
+    def etcdctl(self) -> Path:
+        """etcdctl binary: bin_dir/etcdctl (scripts/control-plane.sh installs it), else the one on PATH."""
+        bundled = self.bin_dir / "etcdctl"
+        if os.access(bundled, os.X_OK):
+            return bundled
+        found = shutil.which("etcdctl")
+        if found is None:
+            raise RuntimeError(f"no etcdctl in {self.bin_dir} nor on PATH (apt-get install etcd-client)")
+        return Path(found)
+
+    def run_etcdctl(self, *args: str) -> str:
+        """Run `etcdctl --endpoints=<this etcd> ARGS` (API v3) and return its stdout; raise on failure."""
+        proc = subprocess.run(
+            [str(self.etcdctl), f"--endpoints={self.etcd_url}", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "ETCDCTL_API": "3"},
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"etcdctl {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        return proc.stdout
+
+    def tls_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def log_path(self, component: str) -> Path:
+        """Log file of a component: etcd, kube-apiserver or kube-controller-manager."""
+        return self.workdir / f"{component}.log"
+
+    def start_controller_manager(self) -> None:
+        """Start kube-controller-manager (all controllers but serviceaccount-token) and wait until healthy."""
+        if self.controller_manager_url is not None:
+            return
+        binary = self.bin_dir / "kube-controller-manager"
+        if not os.access(binary, os.X_OK):
+            raise RuntimeError(
+                f"no kube-controller-manager in {self.bin_dir} (envtest assets ship none: unset KUBEBUILDER_ASSETS "
+                "to use the v1.20.2 build of scripts/control-plane.sh)"
+            )
+        port = free_port()
+        kubeconfig = str(self.kubeconfig)
+        proc = _spawn(
+            "kube-controller-manager",
+            [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--authentication-skip-lookup",  # this apiserver has no front-proxy (requestheader) CA
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--port=0",  # no insecure port (its default 10252 would clash between instances)
+                f"--tls-cert-file={self._pki.controller_manager_cert}",
+                f"--tls-private-key-file={self._pki.controller_manager_key}",
+                f"--root-ca-file={self.ca_file}",
+                "--controllers=*,-serviceaccount-token",
+                "--leader-elect=false",
+                "--profiling=false",
+            ],
+            self.workdir,
+        )
+        self._processes.append(proc)
+        _wait_healthy(proc, port=port, path="/healthz", tls=self.tls_context(), expect_body=b"ok")
+        self.controller_manager_url = f"https://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        """Stop every component (newest first) and wait for each to exit."""
+        errors: list[BaseException] = []
+        while self._processes:
+            proc = self._processes.pop()
+            try:
+                proc.stop()
+            except Exception as exc:  # keep stopping the others, report at the end
+                errors.append(exc)
+        if errors:
+            raise RuntimeError(f"stopping the control plane: {errors}")
+
+    def __enter__(self) -> ControlPlane:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _write_kubeconfig(path: Path, *, url: str, token: str, ca_file: Path) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fightwatch-test", "cluster": {"server": url, "certificate-authority": str(ca_file)}}],
+        "users": [{"name": ADMIN_USER, "user": {"token": token}}],
+        "contexts": [{"name": "fightwatch-test", "context": {"cluster": "fightwatch-test", "user": ADMIN_USER}}],
+        "current-context": "fightwatch-test",
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+
+def _start_once(workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token: str) -> ControlPlane:
+    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+    etcd_url = f"http://127.0.0.1:{etcd_port}"
+    peer_url = f"http://127.0.0.1:{peer_port}"
+    data_dir = workdir / "etcd-data"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    url = f"https://127.0.0.1:{api_port}"
+    kubeconfig = workdir / "kubeconfig"
+    _write_kubeconfig(kubeconfig, url=url, token=token, ca_file=pki.ca_cert)
+    cp = ControlPlane(
+        url=url,
+        token=token,
+        ca_file=pki.ca_cert,
+        kubeconfig=kubeconfig,
+        workdir=workdir,
+        bin_dir=bin_dir,
+        etcd_url=etcd_url,
+        _pki=pki,
+    )
+    try:
+        etcd = _spawn(
+            "etcd",
+            [
+                str(bin_dir / "etcd"),
+                "--name=default",
+                f"--data-dir={data_dir}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=default={peer_url}",
+                "--initial-cluster-state=new",
+            ],
+            workdir,
+        )
+        cp._processes.append(etcd)
+        _wait_healthy(etcd, port=etcd_port, path="/health", tls=None, expect_body=b'"health":"true"')
+
+        apiserver = _spawn(
+            "kube-apiserver",
+            [
+                str(bin_dir / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                "--insecure-port=0",
+                f"--secure-port={api_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--cert-dir={workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={pki.apiserver_cert}",
+                f"--tls-private-key-file={pki.apiserver_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                f"--token-auth-file={token_file}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={url}",
+                f"--service-account-key-file={pki.service_account_pub}",
+                f"--service-account-signing-key-file={pki.service_account_key}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--allow-privileged=true",
+                # no serviceaccount-token controller, so that plugin would reject every Pod for lack of a token
+                "--disable-admission-plugins=ServiceAccount",
+                # the `kubernetes` Service's endpoint cannot be the loopback --advertise-address: skip it
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+            ],
+            workdir,
+        )
+        cp._processes.append(apiserver)
+        _wait_healthy(apiserver, port=api_port, path="/readyz", tls=cp.tls_context(), token=token)
+    except BaseException:
+        cp.stop()
+        raise
+    return cp
+
+
+def start_control_plane(workdir: Path) -> ControlPlane:
+    """Start etcd + kube-apiserver in workdir and wait until /readyz answers 200 for the admin token."""
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    bin_dir = control_plane_bin_dir()
+    pki = _make_pki(workdir / "pki")
+    token = secrets.token_urlsafe(32)
+    token_file = workdir / "tokens.csv"
+    token_file.write_text(f'{token},{ADMIN_USER},{ADMIN_USER}-uid,"system:masters"\n')
+    token_file.chmod(0o600)
+    attempts = 3  # a port picked free can be taken by someone else before the component binds it
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_once(workdir, bin_dir, pki, token_file, token)
+        except RuntimeError as exc:
+            if attempt == attempts or "address already in use" not in str(exc):
+                raise
+    raise AssertionError("unreachable")

@@ -1,0 +1,37 @@
+"""Run scenarios under a recorder against a control plane: what scripts/record_captures.py records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .control_plane import ControlPlane
+from .kube import JSON, Kube, new_api_client
+from .recorder import Recorder
+from .scenarios import SLOW_PERIOD, ensure_widget_crd, run_scenarios
+
+
+async def record_scenarios(
+    cp: ControlPlane, names: Iterable[str] | None = None, *, slow_period: float = SLOW_PERIOD
+) -> tuple[list[JSON], JSON]:
+    """Run the scenarios (default: all) under a Recorder; return its events and the server's /version.
+
+    The events are every watch event recorded, in arrival order (route them with scenarios.scenario_of).
+    Scenarios that need kube-controller-manager need cp.start_controller_manager() first.
+    """
+    writer_client = await new_api_client(cp.kubeconfig)
+    recorder_client = await new_api_client(cp.kubeconfig)  # watches hold connections: keep them apart
+    try:
+        kube = Kube(writer_client)
+        version = await kube.get("/version")
+        await ensure_widget_crd(kube)  # before the recorder, so widgets are watched from the start
+        recorder = Recorder(recorder_client)
+        await recorder.start()
+        try:
+            await run_scenarios(writer_client, names, slow_period=slow_period)
+            await recorder.sync()
+        finally:
+            await recorder.stop()
+    finally:
+        await writer_client.close()
+        await recorder_client.close()
+    return recorder.events, version

@@ -1,0 +1,701 @@
+"""Scenarios: real clients writing to a real API server, some fighting, some not.
+
+Every scenario works in its own namespace, named after the scenario, so they can all run concurrently
+against one server (cluster-scoped objects they own are listed in CLUSTER_OBJECT_OWNERS). Each writer is a
+distinct field manager unless a scenario says otherwise. Update writers read-modify-write (GET, change,
+PUT) and retry on 409 Conflict; when the object does not exist yet, the first such write creates it (POST,
+same manager). Apply writers use server-side apply with force=True; their first apply creates the object.
+
+Alternating writes are spaced STEP seconds apart on a fixed schedule from the scenario's start.
+``benign-status-vs-spec`` needs kube-controller-manager (ControlPlane.start_controller_manager()).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+from kubernetes_asyncio.client import ApiClient
+
+from .kube import (
+    CONFIGMAPS,
+    CRDS,
+    DEPLOYMENTS,
+    JSON,
+    LEASES,
+    VALIDATING_WEBHOOKS,
+    WIDGETS,
+    ApiError,
+    Kube,
+)
+
+STEP = 1.5  # seconds between two alternating writes
+SLOW_PERIOD = 50.0  # seconds between two writes of fight-slow
+READY_DEADLINE = 60.0  # seconds to wait for the CRD or the deployment controller
+POLL_INTERVAL = 0.2
+HARNESS_MANAGER = "fightwatch-harness"  # creates namespaces and the Widget CRD; never fights
+
+ScenarioFn = Callable[..., Awaitable[None]]
+Write = Callable[[], Awaitable[Any]]
+Mutation = Callable[[JSON], None]
+
+
+# --------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def rfc3339_now(*, digits: int = 6) -> str:
+    """Current UTC time as RFC 3339 with `digits` sub-second digits (0: whole seconds), e.g. ...:05.123456Z."""
+    now = datetime.now(UTC)
+    text = now.strftime("%Y-%m-%dT%H:%M:%S")
+    if digits:
+        text += f".{now.microsecond:06d}"[: digits + 1]
+    return text + "Z"
+
+
+async def ensure_namespace(kube: Kube, name: str) -> None:
+    await kube.ensure_namespace(name, manager=HARNESS_MANAGER)
+
+
+async def _at_intervals(writes: Sequence[Write], period: float) -> None:
+    """Run writes one after another, the k-th starting `k * period` seconds after the first."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for k, write in enumerate(writes):
+        await asyncio.sleep(max(0.0, start + k * period - loop.time()))
+        await write()
+
+
+async def _for_duration(write: Write, *, period: float, duration: float) -> int:
+    """Call write every `period` seconds (fixed schedule) for `duration` seconds; return how many writes."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    count = 0
+    while (due := start + count * period) < start + duration:
+        await asyncio.sleep(max(0.0, due - loop.time()))
+        await write()
+        count += 1
+    return count
+
+
+def _configmap(namespace: str, name: str) -> JSON:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
+
+
+def _deployment(namespace: str, name: str, *, replicas: int, image: str = "nginx:1.19.6") -> JSON:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": name, "image": image}]},
+            },
+        },
+    }
+
+
+def _set_label(key: str, value: str) -> Mutation:
+    def mutate(obj: JSON) -> None:
+        obj["metadata"].setdefault("labels", {})[key] = value
+
+    return mutate
+
+
+def _set_annotation(key: str, value: str | Callable[[], str]) -> Mutation:
+    def mutate(obj: JSON) -> None:
+        obj["metadata"].setdefault("annotations", {})[key] = value() if callable(value) else value
+
+    return mutate
+
+
+def _set_data(key: str, value: str) -> Mutation:
+    def mutate(obj: JSON) -> None:
+        obj.setdefault("data", {})[key] = value
+
+    return mutate
+
+
+def _updater(kube: Kube, path: str, create: Callable[[], JSON], manager: str, mutate: Mutation) -> Write:
+    """An Update writer: read-modify-write of path (creating the object first if missing)."""
+    return functools.partial(kube.read_modify_write, path, mutate, manager=manager, create=create)
+
+
+def _applier(kube: Kube, path: str, manager: str, manifest: JSON) -> Write:
+    return functools.partial(kube.apply, path, manifest, manager=manager, force=True)
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+# --------------------------------------------------------------------------------------------------------
+# fights
+
+
+async def fight_apply_vs_update_replicas(api_client: ApiClient) -> None:
+    ns = "fight-apply-vs-update-replicas"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = DEPLOYMENTS.path(ns, "web")
+
+    def replicas(count: int) -> Mutation:
+        def mutate(obj: JSON) -> None:
+            obj["spec"]["replicas"] = count
+
+        return mutate
+
+    argocd = _applier(kube, path, "argocd-controller", _deployment(ns, "web", replicas=2))
+    autoscaler = functools.partial(kube.read_modify_write, path, replicas(5), manager="custom-autoscaler")
+    await _at_intervals([argocd, autoscaler] * 3, STEP)
+
+
+async def fight_update_vs_update_label(api_client: ApiClient) -> None:
+    ns = "fight-update-vs-update-label"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "settings")
+    new = functools.partial(_configmap, ns, "settings")
+    team_a = _updater(kube, path, new, "team-a-operator", _set_label("owner", "team-a"))
+    team_b = _updater(kube, path, new, "team-b-operator", _set_label("owner", "team-b"))
+    await _at_intervals([team_a, team_b] * 3, STEP)
+
+
+async def fight_apply_vs_apply_annotation(api_client: ApiClient) -> None:
+    ns = "fight-apply-vs-apply-annotation"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "app-config")
+
+    def manifest(config_hash: str) -> JSON:
+        cm = _configmap(ns, "app-config")
+        cm["metadata"]["annotations"] = {"example.com/config-hash": config_hash}
+        return cm
+
+    flux = _applier(kube, path, "flux-kustomize", manifest("3f1a9c0e"))
+    helm = _applier(kube, path, "helm-controller", manifest("9c2b47d1"))
+    await _at_intervals([flux, helm] * 3, STEP)
+
+
+async def fight_data(api_client: ApiClient) -> None:
+    ns = "fight-data"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "service-endpoints")
+    manifest = _configmap(ns, "service-endpoints") | {"data": {"endpoint": "https://api.prod.example.com"}}
+    gitops = _applier(kube, path, "gitops-sync", manifest)
+    injector = _updater(
+        kube,
+        path,
+        functools.partial(_configmap, ns, "service-endpoints"),
+        "config-injector",
+        _set_data("endpoint", "https://api.internal.example.com:8443"),
+    )
+    await _at_intervals([gitops, injector] * 3, STEP)
+
+
+WIDGET_CRD: JSON = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {"size": {"type": "integer"}, "color": {"type": "string"}},
+                            },
+                            "status": {
+                                "type": "object",
+                                "properties": {"phase": {"type": "string"}, "message": {"type": "string"}},
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+async def ensure_widget_crd(kube: Kube, *, deadline: float = READY_DEADLINE) -> None:
+    """Create the widgets.example.com CRD unless it exists; wait until it is Established and served.
+
+    Safe to call concurrently: a losing creator sees 409 AlreadyExists and just waits like the others.
+    """
+    await kube.ensure(CRDS.path(), WIDGET_CRD, manager=HARNESS_MANAGER)
+    give_up = time.monotonic() + deadline
+    crd_path = CRDS.path(name="widgets.example.com")
+    while True:
+        crd = await kube.get(crd_path)
+        conditions = (crd.get("status") or {}).get("conditions") or []  # null until the controller runs
+        established = any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+        if established:
+            try:
+                await kube.get(WIDGETS.path())  # served (discovery and the REST handler are up)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+            else:
+                return
+        if time.monotonic() > give_up:
+            raise RuntimeError(f"CRD widgets.example.com not established and served after {deadline}s: {conditions}")
+        await asyncio.sleep(POLL_INTERVAL)
+
+
+async def fight_status(api_client: ApiClient) -> None:
+    ns = "fight-status"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    await ensure_widget_crd(kube)
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "gizmo", "namespace": ns},
+        "spec": {"size": 3, "color": "blue"},
+    }
+    await kube.ensure(WIDGETS.path(ns), widget, manager="kubectl-create")
+    path = WIDGETS.path(ns, "gizmo")
+
+    def phase(value: str) -> Mutation:
+        def mutate(obj: JSON) -> None:
+            obj.setdefault("status", {})["phase"] = value
+
+        return mutate
+
+    operator = functools.partial(
+        kube.read_modify_write, path, phase("Ready"), manager="widget-operator", subresource="status"
+    )
+    legacy = functools.partial(
+        kube.read_modify_write, path, phase("Pending"), manager="legacy-widget-controller", subresource="status"
+    )
+    await _at_intervals([operator, legacy] * 3, STEP)
+
+
+WEBHOOK_CONFIG_NAME = "fightwatch-test-validate"
+
+
+async def fight_cabundle(api_client: ApiClient) -> None:
+    ns = "fight-cabundle"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    manifest: JSON = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIG_NAME},
+        "webhooks": [
+            {
+                "name": "validate.example.com",
+                "clientConfig": {
+                    "service": {"namespace": ns, "name": "gadget-webhook", "path": "/validate", "port": 443},
+                    "caBundle": _b64("chart-ca"),
+                },
+                "rules": [
+                    {
+                        "apiGroups": ["example.com"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["gadgets"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 5,
+            }
+        ],
+    }
+    path = VALIDATING_WEBHOOKS.path(name=WEBHOOK_CONFIG_NAME)
+
+    def inject(obj: JSON) -> None:
+        for webhook in obj["webhooks"]:
+            if webhook["name"] == "validate.example.com":
+                webhook["clientConfig"]["caBundle"] = _b64("injected-ca")
+
+    helm = _applier(kube, path, "helm", manifest)
+    cainjector = functools.partial(kube.read_modify_write, path, inject, manager="cainjector")
+    await _at_intervals([helm, cainjector] * 3, STEP)
+
+
+async def fight_three_writers(api_client: ApiClient) -> None:
+    ns = "fight-three-writers"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "placement")
+    new = functools.partial(_configmap, ns, "placement")
+    writers = [
+        _updater(kube, path, new, manager, _set_label("tier", tier))
+        for manager, tier in [
+            ("alpha-controller", "gold"),
+            ("beta-controller", "silver"),
+            ("gamma-controller", "bronze"),
+        ]
+    ]
+    await _at_intervals(writers * 3, STEP)
+
+
+async def fight_slow(api_client: ApiClient, *, period: float = SLOW_PERIOD) -> None:
+    """Five writes, `period` seconds apart: Apply argocd-controller, Update mode-operator, ..."""
+    ns = "fight-slow"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "runtime-mode")
+    manifest = _configmap(ns, "runtime-mode")
+    manifest["metadata"]["annotations"] = {"example.com/mode": "managed"}
+    argocd = _applier(kube, path, "argocd-controller", manifest)
+    operator = _updater(
+        kube,
+        path,
+        functools.partial(_configmap, ns, "runtime-mode"),
+        "mode-operator",
+        _set_annotation("example.com/mode", "manual"),
+    )
+    await _at_intervals([argocd, operator, argocd, operator, argocd], period)
+
+
+async def fight_shared_manager(api_client: ApiClient) -> None:
+    """Two operators that both call themselves `manager` (the kubebuilder default)."""
+    ns = "fight-shared-manager"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "shared")
+    new = functools.partial(_configmap, ns, "shared")
+    op_one = _updater(kube, path, new, "manager", _set_label("owner", "op-one"))
+    op_two = _updater(kube, path, new, "manager", _set_label("owner", "op-two"))
+    await _at_intervals([op_one, op_two] * 3, STEP)
+
+
+async def fight_scale_vs_apply(api_client: ApiClient) -> None:
+    """SSA sets replicas=3; a scaler PATCHes the scale subresource to 6 (v1.20 tracks no owner for it)."""
+    ns = "fight-scale-vs-apply"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = DEPLOYMENTS.path(ns, "api")
+    kubectl = _applier(kube, path, "kubectl", _deployment(ns, "api", replicas=3))
+    scaler = functools.partial(
+        kube.merge_patch, DEPLOYMENTS.path(ns, "api", "scale"), {"spec": {"replicas": 6}}, manager="scaler"
+    )
+    await _at_intervals([kubectl, scaler] * 3, STEP)
+
+
+async def hot_loop_timestamp(api_client: ApiClient, *, rate: float = 5.0, duration: float = 15.0) -> None:
+    """One writer stamping the current time into an annotation `rate` times a second."""
+    ns = "hot-loop-timestamp"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "reconcile-state")
+    write = _updater(
+        kube,
+        path,
+        functools.partial(_configmap, ns, "reconcile-state"),
+        "reconciler",
+        _set_annotation("example.com/last-reconciled", functools.partial(rfc3339_now, digits=6)),
+    )
+    await _for_duration(write, period=1.0 / rate, duration=duration)
+
+
+# --------------------------------------------------------------------------------------------------------
+# benign
+
+
+async def benign_different_fields(api_client: ApiClient) -> None:
+    ns = "benign-different-fields"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "app")
+    new = functools.partial(_configmap, ns, "app")
+    writes: list[Write] = []
+    for n in range(1, 4):
+        writes.append(_updater(kube, path, new, "app-config", _set_data("a", str(n))))
+        writes.append(_updater(kube, path, new, "labeler", _set_label("env", f"env-{n}")))
+    await _at_intervals(writes, STEP)
+
+
+async def benign_status_vs_spec(api_client: ApiClient, *, period: float = 5.0) -> None:
+    """A user edits a Deployment's image 3 times; kube-controller-manager writes status and ReplicaSets."""
+    ns = "benign-status-vs-spec"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    await kube.ensure(
+        DEPLOYMENTS.path(ns), _deployment(ns, "frontend", replicas=1, image="nginx:1.19.0"), manager="kubectl-create"
+    )
+    path = DEPLOYMENTS.path(ns, "frontend")
+
+    def image(tag: str) -> Mutation:
+        def mutate(obj: JSON) -> None:
+            obj["spec"]["template"]["spec"]["containers"][0]["image"] = f"nginx:{tag}"
+
+        return mutate
+
+    edits: list[Write] = [
+        functools.partial(kube.read_modify_write, path, image(tag), manager="kubectl-edit")
+        for tag in ("1.19.1", "1.19.2", "1.19.3")
+    ]
+    await _at_intervals([_noop, *edits], period)
+    # The controller's reaction is part of the scenario: wait until it has seen the last edit.
+    give_up = time.monotonic() + READY_DEADLINE
+    while True:
+        obj = await kube.get(path)
+        if (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"]:
+            return
+        if time.monotonic() > give_up:
+            raise RuntimeError(
+                f"{ns}/frontend: the deployment controller never observed generation "
+                f"{obj['metadata']['generation']} (is kube-controller-manager running?)"
+            )
+        await asyncio.sleep(POLL_INTERVAL)
+
+
+async def _noop() -> None:
+    return None
+
+
+async def benign_one_correction(api_client: ApiClient) -> None:
+    """An operator sets a label, someone changes it, the operator sets it back once; then silence."""
+    ns = "benign-one-correction"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "ownership")
+    new = functools.partial(_configmap, ns, "ownership")
+    operator = _updater(kube, path, new, "owner-operator", _set_label("owner", "platform"))
+    human = _updater(kube, path, new, "kubectl-edit", _set_label("owner", "team-b"))
+    await _at_intervals([operator, human, operator], STEP)
+
+
+async def benign_normal_rate(api_client: ApiClient, *, period: float = 3.0) -> None:
+    ns = "benign-normal-rate"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "release")
+    new = functools.partial(_configmap, ns, "release")
+    writes = [_updater(kube, path, new, "deployer", _set_data("version", f"1.0.{n}")) for n in range(1, 9)]
+    await _at_intervals(writes, period)
+
+
+async def benign_leader_election(api_client: ApiClient, *, period: float = 1.0, duration: float = 15.0) -> None:
+    """A coordination.k8s.io Lease and an old-style ConfigMap lock, each renewed every second."""
+    ns = "benign-leader-election"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    holder = "example-controller-7d9f8b6c5-x2x4q"
+    acquired_micro = rfc3339_now(digits=6)
+    acquired = rfc3339_now(digits=0)
+
+    def new_lease() -> JSON:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "example-controller", "namespace": ns},
+            "spec": {
+                "holderIdentity": holder,
+                "leaseDurationSeconds": 15,
+                "acquireTime": acquired_micro,
+                "leaseTransitions": 0,
+            },
+        }
+
+    def renew_lease(obj: JSON) -> None:
+        obj["spec"]["renewTime"] = rfc3339_now(digits=6)
+
+    def renew_lock(obj: JSON) -> None:
+        record = {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 15,
+            "acquireTime": acquired,
+            "renewTime": rfc3339_now(digits=0),
+            "leaderTransitions": 0,
+        }
+        annotations = obj["metadata"].setdefault("annotations", {})
+        annotations["control-plane.alpha.kubernetes.io/leader"] = orjson.dumps(record).decode()
+
+    lease = _updater(kube, LEASES.path(ns, "example-controller"), new_lease, "leader-elector", renew_lease)
+    lock = _updater(
+        kube,
+        CONFIGMAPS.path(ns, "example-controller-lock"),
+        functools.partial(_configmap, ns, "example-controller-lock"),
+        "old-elector",
+        renew_lock,
+    )
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_for_duration(lease, period=period, duration=duration))
+        group.create_task(_for_duration(lock, period=period, duration=duration))
+
+
+# --------------------------------------------------------------------------------------------------------
+# registry
+
+Expectation = Literal["fight", "hot-loop", "benign"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str  # also the namespace it works in
+    run: ScenarioFn
+    expect: Expectation
+    summary: str
+    needs_controller_manager: bool = False
+
+
+_ALL = [
+    Scenario(
+        "fight-apply-vs-update-replicas",
+        fight_apply_vs_update_replicas,
+        "fight",
+        "Deployment web spec.replicas: Apply argocd-controller 2 / Update custom-autoscaler 5, x3",
+    ),
+    Scenario(
+        "fight-update-vs-update-label",
+        fight_update_vs_update_label,
+        "fight",
+        "ConfigMap settings label owner: Update team-a-operator / Update team-b-operator, x3",
+    ),
+    Scenario(
+        "fight-apply-vs-apply-annotation",
+        fight_apply_vs_apply_annotation,
+        "fight",
+        "ConfigMap app-config annotation example.com/config-hash: Apply flux-kustomize / Apply helm-controller, x3",
+    ),
+    Scenario(
+        "fight-data",
+        fight_data,
+        "fight",
+        "ConfigMap service-endpoints data.endpoint: Apply gitops-sync / Update config-injector, x3",
+    ),
+    Scenario(
+        "fight-status",
+        fight_status,
+        "fight",
+        "Widget gizmo status.phase via /status: Update widget-operator / Update legacy-widget-controller, x3",
+    ),
+    Scenario(
+        "fight-cabundle",
+        fight_cabundle,
+        "fight",
+        "ValidatingWebhookConfiguration fightwatch-test-validate caBundle: Apply helm / Update cainjector, x3",
+    ),
+    Scenario(
+        "fight-three-writers",
+        fight_three_writers,
+        "fight",
+        "ConfigMap placement label tier: Update alpha-, beta-, gamma-controller in turn, x3",
+    ),
+    Scenario(
+        "fight-slow",
+        fight_slow,
+        "fight",
+        "ConfigMap runtime-mode annotation example.com/mode: Apply argocd-controller / Update mode-operator, "
+        "5 writes one slow period apart",
+    ),
+    Scenario(
+        "fight-shared-manager",
+        fight_shared_manager,
+        "fight",
+        "ConfigMap shared label owner: two Update writers both named `manager`, op-one / op-two, x3",
+    ),
+    Scenario(
+        "fight-scale-vs-apply",
+        fight_scale_vs_apply,
+        "fight",
+        "Deployment api spec.replicas: Apply kubectl 3 / merge PATCH of the scale subresource 6 (no managedFields "
+        "entry on v1.20), x3",
+    ),
+    Scenario(
+        "hot-loop-timestamp",
+        hot_loop_timestamp,
+        "hot-loop",
+        "ConfigMap reconcile-state annotation example.com/last-reconciled: Update reconciler, 5/s for 15 s",
+    ),
+    Scenario(
+        "benign-different-fields",
+        benign_different_fields,
+        "benign",
+        "ConfigMap app: Update app-config data.a / Update labeler label env, new values each time, x3",
+    ),
+    Scenario(
+        "benign-status-vs-spec",
+        benign_status_vs_spec,
+        "benign",
+        "Deployment frontend: Update kubectl-edit image x3, 5 s apart; kube-controller-manager writes status, "
+        "ReplicaSets",
+        needs_controller_manager=True,
+    ),
+    Scenario(
+        "benign-one-correction",
+        benign_one_correction,
+        "benign",
+        "ConfigMap ownership label owner: owner-operator, kubectl-edit, owner-operator once",
+    ),
+    Scenario(
+        "benign-normal-rate",
+        benign_normal_rate,
+        "benign",
+        "ConfigMap release data.version: Update deployer, 8 new values 3 s apart",
+    ),
+    Scenario(
+        "benign-leader-election",
+        benign_leader_election,
+        "benign",
+        "Lease example-controller (leader-elector) and ConfigMap lock annotation (old-elector) renewed 1/s for 15 s",
+    ),
+]
+
+SCENARIO_INFO: dict[str, Scenario] = {s.name: s for s in _ALL}
+SCENARIOS: dict[str, ScenarioFn] = {s.name: s.run for s in _ALL}
+
+# Cluster-scoped objects written by a scenario: (kind, name) -> scenario.
+CLUSTER_OBJECT_OWNERS: dict[tuple[str, str], str] = {
+    ("ValidatingWebhookConfiguration", WEBHOOK_CONFIG_NAME): "fight-cabundle",
+}
+
+
+def scenario_of(obj: JSON) -> str | None:
+    """The scenario an object belongs to (by namespace, or CLUSTER_OBJECT_OWNERS), or None."""
+    metadata = obj.get("metadata", {})
+    namespace = metadata.get("namespace")
+    if namespace:
+        return namespace if namespace in SCENARIOS else None
+    return CLUSTER_OBJECT_OWNERS.get((obj.get("kind", ""), metadata.get("name", "")))
+
+
+async def run_scenario(api_client: ApiClient, name: str, *, slow_period: float = SLOW_PERIOD) -> None:
+    run = SCENARIOS[name]
+    if name == "fight-slow":
+        await run(api_client, period=slow_period)
+    else:
+        await run(api_client)
+
+
+async def run_scenarios(
+    api_client: ApiClient, names: Iterable[str] | None = None, *, slow_period: float = SLOW_PERIOD
+) -> None:
+    """Run the named scenarios (default: all) concurrently; the first failure cancels the rest and raises."""
+    selected = list(names) if names is not None else list(SCENARIOS)
+    unknown = sorted(set(selected) - set(SCENARIOS))
+    if unknown:
+        raise KeyError(f"unknown scenarios {unknown}; known: {sorted(SCENARIOS)}")
+    async with asyncio.TaskGroup() as group:
+        for name in selected:
+            group.create_task(run_scenario(api_client, name, slow_period=slow_period), name=name)

@@ -1,0 +1,30 @@
+"""The recorder sees every write from creation on, across re-watches, and nothing twice."""
+
+from __future__ import annotations
+
+from harness.kube import CONFIGMAPS
+from harness.recorder import Recorder
+from harness.scenarios import run_scenarios
+from kubernetes_asyncio.client import ApiClient
+
+
+async def test_recorder_keeps_every_event_across_rewatches(api_client: ApiClient) -> None:
+    recorder = Recorder(api_client, (CONFIGMAPS,), watch_timeout_seconds=1)  # the server ends each watch after 1 s
+    await recorder.start()
+    try:
+        await run_scenarios(api_client, ["benign-one-correction"])
+        await recorder.sync()
+    finally:
+        await recorder.stop()
+
+    events = [
+        e
+        for e in recorder.events
+        if e["object"]["metadata"]["namespace"] == "benign-one-correction"
+        and e["object"]["metadata"]["name"] == "ownership"
+    ]
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "MODIFIED"]
+    assert [e["object"]["metadata"]["labels"]["owner"] for e in events] == ["platform", "team-b", "platform"]
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert versions == sorted(set(versions))
+    assert all(e["observedAt"].endswith("Z") and len(e["observedAt"]) == 27 for e in events)

@@ -1,0 +1,122 @@
+"""`fightwatch replay` and `fightwatch demo` as a user runs them: output, exit status, errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.expectations import FINDINGS
+from tests.unit.captures import capture
+from watcher.cli import main
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "watcher", *args], input=stdin, capture_output=True, check=False, timeout=120
+    )
+
+
+def test_replay_prints_a_table_with_writers_fields_and_hint() -> None:
+    result = run("replay", str(capture("fight-apply-vs-update-replicas")))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.decode()
+    assert "Deployment.apps fight-apply-vs-update-replicas/web" in out
+    assert "argocd-controller (Apply)" in out
+    assert "custom-autoscaler (Update)" in out
+    assert "spec.replicas" in out
+    assert "Hint: " in out
+    assert "1 fight, 0 hot loops (1 active)." in out
+
+
+def test_json_output_is_one_object_per_finding_with_the_documented_fields() -> None:
+    result = run("replay", "--output", "json", str(capture("fight-scale-vs-apply")))
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()
+    finding = orjson.loads(line)
+    assert set(finding) >= {
+        "type",
+        "state",
+        "object",
+        "writers",
+        "fields",
+        "handovers",
+        "writes",
+        "first_seen",
+        "detected_at",
+        "last_seen",
+        "summary",
+        "hint",
+    }
+    assert finding["type"] == "fight"
+    assert finding["state"] == "active"
+    assert finding["object"] | {"uid": None} == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "namespace": "fight-scale-vs-apply",
+        "name": "api",
+        "uid": None,
+    }
+    assert {w["manager"] for w in finding["writers"]} == {"kubectl", None}
+    assert finding["fields"] == ["spec.replicas"]
+    assert finding["first_seen"].endswith("Z")
+
+
+def test_stdin_and_fail_on_findings() -> None:
+    data = capture("fight-data").read_bytes()
+    assert run("replay", "-", stdin=data).returncode == 0
+    assert run("replay", "--fail-on-findings", "-", stdin=data).returncode == 3
+    assert run("replay", "--fail-on-findings", str(capture("benign-one-correction"))).returncode == 0
+
+
+def test_malformed_event_prints_what_came_before_then_fails(tmp_path: Path) -> None:
+    lines = capture("fight-update-vs-update-label").read_bytes().splitlines()
+    path = tmp_path / "broken.jsonl"
+    path.write_bytes(b"\n".join([*lines, b'{"type": "MODIFIED", "object": ', *lines[:1]]))
+    result = run("replay", "--output", "json", str(path))
+    assert result.returncode == 2
+    assert f"{path}:{len(lines) + 1}: invalid JSON" in result.stderr.decode()
+    assert orjson.loads(result.stdout.splitlines()[0])["fields"] == ["metadata.labels.owner"]
+    skipped = run("replay", "--skip-invalid", str(path))
+    assert skipped.returncode == 0
+    assert "1 invalid events skipped" in skipped.stdout.decode()
+
+
+def test_broken_config_is_a_usage_error(tmp_path: Path) -> None:
+    config = tmp_path / "fw.yaml"
+    config.write_text("detection:\n  hot_loop:\n    min_writes_per_minut: 10\n")
+    result = run("replay", "--config", str(config), str(capture("fight-data")))
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert str(config) in err
+    assert "detection.hot_loop.min_writes_per_minut: unknown key (did you mean 'min_writes_per_minute'?)" in err
+
+
+def test_config_thresholds_change_the_outcome(tmp_path: Path) -> None:
+    config = tmp_path / "fw.yaml"
+    config.write_text("detection:\n  fight:\n    min_handovers: 6\n")
+    result = run("replay", "--config", str(config), str(capture("fight-data")))
+    assert "No controller fights or hot loops found." in result.stdout.decode()
+
+
+def test_ignore_rules_drop_a_manager(tmp_path: Path) -> None:
+    config = tmp_path / "fw.yaml"
+    config.write_text("detection:\n  ignore:\n    - manager: gitops-*\n")
+    result = run("replay", "--config", str(config), str(capture("fight-data")))
+    assert "No controller fights or hot loops found." in result.stdout.decode()
+
+
+def test_demo_finds_every_recorded_fight_and_hot_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--output", "json"]) == 0
+    found = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    names = {(f["object"]["kind"], f["object"]["name"]) for f in found}
+    assert names == {(e.kind, e.name) for e in FINDINGS.values()}
+
+
+def test_no_command_prints_help_and_fails() -> None:
+    result = run()
+    assert result.returncode == 2
+    assert b"replay" in result.stdout

@@ -1,0 +1,135 @@
+"""fieldsV1 decoding and readable paths, on tries recorded from a real kube-apiserver."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.captures import CAPTURES, events
+from watcher.detection.managed_fields import FieldSetCache, FieldsV1Error, decode, leaf_paths, raw_entries
+from watcher.detection.values import leaf_hashes
+
+
+def _owned(scenario: str, kind: str, manager: str) -> set[str]:
+    """What `manager` owned at some point on objects of `kind` in a scenario's capture."""
+    found: set[str] = set()
+    for event in events(scenario):
+        if event.object["kind"] == kind:
+            for entry in event.object["metadata"].get("managedFields", []):
+                if entry["manager"] == manager:
+                    found |= leaf_paths(entry["fieldsV1"])
+    return found
+
+
+@pytest.mark.parametrize(
+    ("scenario", "kind", "manager", "path"),
+    [
+        ("fight-apply-vs-update-replicas", "Deployment", "argocd-controller", "spec.replicas"),
+        ("fight-apply-vs-update-replicas", "Deployment", "argocd-controller", "metadata.labels.app"),
+        (
+            "fight-apply-vs-update-replicas",
+            "Deployment",
+            "argocd-controller",
+            "spec.template.spec.containers[name=web].image",
+        ),
+        (
+            "fight-cabundle",
+            "ValidatingWebhookConfiguration",
+            "cainjector",
+            "webhooks[name=validate.example.com].clientConfig.caBundle",
+        ),
+        ("hot-loop-timestamp", "ConfigMap", "reconciler", "metadata.annotations[example.com/last-reconciled]"),
+        ("fight-status", "Widget", "widget-operator", "status.phase"),
+        ("fight-data", "ConfigMap", "gitops-sync", "data.endpoint"),
+    ],
+)
+def test_real_tries_decode_to_readable_leaf_paths(scenario: str, kind: str, manager: str, path: str) -> None:
+    assert path in _owned(scenario, kind, manager)
+
+
+@pytest.mark.parametrize(
+    ("trie", "paths"),
+    [
+        (
+            {"f:metadata": {"f:finalizers": {".": {}, 'v:"example.com/cleanup"': {}}}},
+            {"metadata.finalizers[example.com/cleanup]"},
+        ),
+        ({"f:spec": {"f:args": {"i:0": {}}}}, {"spec.args[0]"}),
+        (
+            {"f:spec": {"f:ports": {'k:{"port":80,"protocol":"TCP"}': {".": {}, "f:port": {}}}}},
+            {"spec.ports[port=80,protocol=TCP].port"},
+        ),
+        (
+            {"f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/name": {}}}},
+            {"metadata.labels[app.kubernetes.io/name]"},
+        ),
+        ({"f:metadata": {"f:labels": {}}}, {"metadata.labels"}),
+        ({}, set()),
+    ],
+)
+def test_every_kind_of_trie_key(trie: dict[str, object], paths: set[str]) -> None:
+    assert leaf_paths(trie) == paths
+
+
+@pytest.mark.parametrize(
+    "trie", [{"x:spec": {}}, {"f:spec": "replicas"}, {"f:spec": {"k:{not json": {}}}, {"f:spec": {"k:[1]": {}}}]
+)
+def test_malformed_tries_are_rejected_with_the_place(trie: dict[str, object]) -> None:
+    with pytest.raises(FieldsV1Error, match="fieldsV1"):
+        leaf_paths(trie)
+
+
+def test_ownership_and_values_name_the_same_leaf_the_same_way() -> None:
+    """An owned leaf we can see a value for is named as the value renderer names it, or as its ancestor/descendant.
+
+    (A trie may own a struct as a whole, `spec.selector`; a list without merge keys is one value, `...ports`.)
+    """
+    checked = 0
+    for path in sorted(CAPTURES.glob("*.jsonl")):
+        for event in events(path.stem):
+            values = leaf_hashes(event.object)
+            for entry in event.object["metadata"].get("managedFields", []):
+                for leaf in leaf_paths(entry["fieldsV1"]):
+                    if leaf.startswith(("status", "metadata.")) and not leaf.startswith(
+                        ("metadata.labels", "metadata.annotations")
+                    ):
+                        continue
+                    if leaf in ("metadata.labels", "metadata.annotations"):
+                        continue
+                    checked += 1
+                    related = (
+                        p
+                        for p in values
+                        if p.startswith((leaf + ".", leaf + "[")) or leaf.startswith((p + ".", p + "["))
+                    )
+                    assert leaf in values or any(related), (path.name, leaf)
+    assert checked > 100
+
+
+def test_writers_under_two_api_versions_are_merged() -> None:
+    entries = [
+        {
+            "manager": "m",
+            "operation": "Update",
+            "apiVersion": "apps/v1beta1",
+            "time": "2026-01-01T00:00:00Z",
+            "fieldsV1": {"f:spec": {"f:replicas": {}}},
+        },
+        {
+            "manager": "m",
+            "operation": "Update",
+            "apiVersion": "apps/v1",
+            "time": "2026-01-01T00:00:05Z",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:a": {}}}},
+        },
+    ]
+    ((writer, (time, tries)),) = raw_entries(entries).items()
+    assert (writer.manager, writer.operation, writer.subresource, time) == ("m", "Update", "", "2026-01-01T00:00:05Z")
+
+    assert decode(FieldSetCache(), tries) == {"spec.replicas", "metadata.labels.a"}
+
+
+def test_identical_tries_share_one_set() -> None:
+    cache = FieldSetCache()
+    a = cache.get({"f:spec": {"f:replicas": {}}})
+    b = cache.get({"f:spec": {"f:replicas": {}}})
+    assert a is b

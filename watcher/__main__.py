@@ -1,0 +1,5 @@
+"""`python -m watcher` is the `fightwatch` command."""
+
+from watcher.cli import run
+
+run()
