@@ -48,7 +48,7 @@ class ObjectRef:
         return f"{kind} {where}{self.name}"
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class Writer:
     """A field manager as managedFields keys it. `manager=None` is the unattributed writer."""
 

@@ -46,6 +46,7 @@ from watcher.model import (
 
 _SWEEP_EVERY = 5.0  # seconds of event time between checks for quiet findings
 _REMOVED = -1  # value hash of a leaf that disappeared
+_UNTRACED = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
 
 
 class EventError(ValueError):
@@ -273,7 +274,7 @@ class Engine:
         before = state.values
         changed = self._changed_values(state, obj)
         if not writers and changed:
-            writers = self._same_second_writer(entries, changed, newest)
+            writers = self._owner_of_changes(entries, changed, raw)
         state.seq += 1
         self.stats.writes += 1
         if not writers:
@@ -287,11 +288,10 @@ class Engine:
             for path in changed:
                 if path not in taken:
                     by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
-                    write.handovers.append(
-                        _Handover(
-                            now, state.seq, path, by, was=before.get(path, _REMOVED), now=values.get(path, _REMOVED)
-                        )
-                    )
+                    # An unattributed change of a field someone owns names that owner as a party to the flip.
+                    owner = None if writers else next((w for w, e in entries.items() if path in e.fields), None)
+                    was, after = before.get(path, _REMOVED), values.get(path, _REMOVED)
+                    write.handovers.append(_Handover(now, state.seq, path, by, before=owner, was=was, now=after))
         state.entries = entries
         return write
 
@@ -380,15 +380,28 @@ class Engine:
                     taken.add(path)
         return taken
 
-    @staticmethod
-    def _same_second_writer(entries: dict[Writer, Entry], changed: list[str], newest: str) -> list[Writer]:
-        """Timestamps have one-second resolution: a second write in the same second advances nothing.
+    def _owner_of_changes(
+        self, entries: dict[Writer, Entry], changed: list[str], raw: dict[Writer, tuple[str, object]]
+    ) -> list[Writer]:
+        """Attribute a write no entry explains to the one writer that owns every visible field it changed.
 
-        When the only entry stamped in the newest second owns every visible field that changed, it is the
-        writer; any other case stays unattributed.
+        A manager that rewrites fields it already owns leaves managedFields as they were: its set does not
+        change and (at least up to v1.20) neither does its time. Only the owner can have changed those fields,
+        as any other recorded writer would have taken them, except through the scale subresource, which on
+        servers before 1.22 writes `spec.replicas` without a trace: a change of it alone stays unattributed. Two
+        owners (shared server-side-apply ownership) or none also leave the write unattributed.
         """
-        candidates = [e for e in entries.values() if e.time == newest and e.fields.issuperset(changed)]
-        return [candidates[0].writer] if len(candidates) == 1 else []
+        if changed == [_UNTRACED]:
+            return []
+        owners = []
+        for writer, entry in list(entries.items()):
+            if entry.fields.issuperset(changed):
+                fresh = decode(self._fields, raw[writer][1])  # an entry kept from before may since have lost fields
+                if fresh is not entry.fields:
+                    entries[writer] = Entry(writer, entry.time, fresh)
+                if fresh.issuperset(changed):
+                    owners.append(writer)
+        return owners if len(owners) == 1 else []
 
     # -------------------------------------------------------------------------------------------- detectors
 
@@ -530,7 +543,8 @@ class Engine:
 
     def _snapshot(self, finding: _Open, state: _Tracked, status: FindingState, resolved_at: float | None) -> Finding:
         writers = tuple(
-            WriterCount(w, n) for w, n in sorted(finding.writer_writes.items(), key=lambda kv: (-kv[1], kv[0]))
+            WriterCount(w, n)
+            for w, n in sorted(finding.writer_writes.items(), key=lambda kv: (-kv[1], _sort_key(kv[0])))
         )
         evidence = hints.Evidence(
             type=finding.type,
@@ -613,12 +627,17 @@ def _absorb(finding: _Open, handovers: list[_Handover]) -> None:
     counted: set[tuple[int, Writer]] = set()
     for h in handovers:
         finding.fields.add(h.path)
-        if h.before is not None:
+        if h.after is not None:
             finding.by_ownership = True
+        if h.before is not None:
             finding.writer_writes.setdefault(h.before, 0)
         if (h.seq, h.by) not in counted:
             counted.add((h.seq, h.by))
             finding.writer_writes[h.by] = finding.writer_writes.get(h.by, 0) + 1
+
+
+def _sort_key(writer: Writer) -> tuple[str, str, str]:
+    return (writer.manager or "", writer.operation, writer.subresource)
 
 
 def _notable(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
