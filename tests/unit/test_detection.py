@@ -41,3 +41,13 @@ def test_a_fight_is_reported_when_the_third_handover_happens() -> None:
 def test_scale_writes_on_v1_20_are_unattributed() -> None:
     _, engine = analyse("fight-scale-vs-apply")
     assert engine.stats.unattributed_writes >= 3
+
+
+def test_newer_servers_name_the_scale_subresource_writer() -> None:
+    """Derived from the real v1.20 capture (see tests/fixtures/captures/README.md)."""
+    (found,), engine = analyse("derived-newer-server-scale-subresource")
+    writers = {(c.writer.manager, c.writer.operation, c.writer.subresource) for c in found.writers}
+    assert writers == {("kubectl", "Apply", ""), ("kube-controller-manager", "Update", "scale")}
+    assert found.fields == ("spec.replicas",)
+    assert "scale subresource" in found.hint
+    assert engine.stats.unattributed_writes < analyse("fight-scale-vs-apply")[1].stats.unattributed_writes

@@ -44,7 +44,6 @@ from watcher.model import (
     parse_time,
 )
 
-_SWEEP_EVERY = 5.0  # seconds of event time between checks for quiet findings
 _REMOVED = -1  # value hash of a leaf that disappeared
 _UNTRACED = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
 
@@ -176,7 +175,7 @@ class Engine:
         self._fields = FieldSetCache()
         self._active: dict[str, tuple[_Open, _Tracked]] = {}
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
-        self._next_sweep = -math.inf
+        self._next_deadline = math.inf  # no active finding can resolve before this
         self._rules = _RuleBook(settings.ignore_rules)
         hot = settings.hot_loop
         self._tau = hot.time_constant
@@ -228,14 +227,21 @@ class Engine:
     def advance(self, now: float) -> list[FindingChange]:
         """Move the clock (never backwards) and resolve findings that have been quiet long enough."""
         self.now = max(self.now, now)
-        if self.now < self._next_sweep:
+        if self.now < self._next_deadline:
             return []
-        self._next_sweep = self.now + _SWEEP_EVERY
         changes = []
+        self._next_deadline = math.inf
         for finding, state in list(self._active.values()):
-            if self.now >= finding.last_seen + self._quiet(finding):
-                changes.append(self._close(finding, state, self.now))
+            deadline = finding.last_seen + self._quiet(finding)
+            if self.now >= deadline:
+                changes.append(self._close(finding, state, deadline))
+            else:  # (later writes only ever move a deadline later, so this stays a lower bound)
+                self._next_deadline = min(self._next_deadline, deadline)
         return changes
+
+    def _track(self, finding: _Open, state: _Tracked) -> None:
+        self._active[finding.id] = (finding, state)
+        self._next_deadline = min(self._next_deadline, finding.last_seen + self._quiet(finding))
 
     def active(self) -> list[Finding]:
         return [self._snapshot(f, s, FindingState.ACTIVE, None) for f, s in self._active.values()]
@@ -434,7 +440,7 @@ class Engine:
             finding = state.fight = _Open(
                 FindingType.FIGHT, state.ref, first_seen=involved[0].at, at=at, seq=involved[0].seq
             )
-            self._active[finding.id] = (finding, state)
+            self._track(finding, state)
             _absorb(finding, involved)
             return [FindingChange(ChangeKind.OPENED, self._snapshot(finding, state, FindingState.ACTIVE, None))]
         relevant = [h for h in handovers if h.path in contested or h.path in finding.fields]
@@ -500,7 +506,7 @@ class Engine:
                 at=write.at,
                 seq=min(r.start_seq for r in starts),
             )
-            self._active[finding.id] = (finding, state)
+            self._track(finding, state)
             before = None
         else:
             before = (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)
@@ -531,6 +537,7 @@ class Engine:
         del self._active[finding.id]
         if state.fight is finding:
             state.fight = None
+            state.history = None  # the handovers of a resolved fight do not count towards the next one
         if state.hot is finding:
             state.hot = None
         snapshot = self._snapshot(finding, state, FindingState.RESOLVED, now)

@@ -1,0 +1,130 @@
+"""Finding lifecycle: open, update, resolve after the quiet period, reopen; deletion; determinism; bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.captures import analyse, events
+from watcher.config import Config, DetectionSettings, parse_config
+from watcher.detection.engine import Engine
+from watcher.model import ChangeKind, EventType, FindingState, WatchEvent
+from watcher.sinks.report import finding_json
+
+
+def _settings(**detection: object) -> DetectionSettings:
+    return parse_config({"detection": detection}, source="test").detection
+
+
+def _replay(engine: Engine, name: str) -> list[ChangeKind]:
+    kinds = []
+    for event in events(name):
+        kinds += [c.kind for c in engine.process(event)]
+    return kinds
+
+
+def test_a_fight_opens_once_and_updates_as_it_goes_on() -> None:
+    kinds = _replay(Engine(Config().detection), "fight-three-writers")
+    assert kinds[0] is ChangeKind.OPENED
+    assert kinds.count(ChangeKind.OPENED) == 1
+    assert ChangeKind.UPDATED in kinds
+    assert ChangeKind.RESOLVED not in kinds
+
+
+def test_resolves_after_the_default_quiet_period_of_15_minutes() -> None:
+    engine = Engine(Config().detection)
+    _replay(engine, "fight-data")
+    (active,) = engine.active()
+    assert engine.advance(active.last_seen + 899) == []
+    (change,) = engine.advance(active.last_seen + 900)
+    assert change.kind is ChangeKind.RESOLVED
+    assert change.finding.state is FindingState.RESOLVED
+    assert change.finding.resolved_at == active.last_seen + 900
+    assert engine.active() == []
+    assert [f.id for f in engine.resolved()] == [active.id]
+
+
+def test_the_quiet_period_grows_with_a_slow_flip_period() -> None:
+    engine = Engine(_settings(resolve={"after": "30s", "flip_periods": 3}))
+    _replay(engine, "fight-slow")
+    (active,) = engine.active()
+    assert active.flip_period is not None
+    assert active.flip_period >= 45
+    quiet = 3 * active.flip_period
+    assert engine.advance(active.last_seen + quiet - 1) == []
+    assert [c.kind for c in engine.advance(active.last_seen + quiet)] == [ChangeKind.RESOLVED]
+
+
+def test_a_hot_loop_resolves_when_the_writes_stop() -> None:
+    engine = Engine(_settings(resolve={"after": "2m"}))
+    _replay(engine, "hot-loop-timestamp")
+    (active,) = engine.active()
+    assert [c.kind for c in engine.advance(active.last_seen + 120)] == [ChangeKind.RESOLVED]
+
+
+def test_a_resolved_fight_that_starts_again_is_a_new_finding() -> None:
+    engine = Engine(_settings(resolve={"after": "10s", "flip_periods": 1}))
+    captured = list(events("fight-update-vs-update-label"))
+    for event in captured:
+        engine.process(event)
+    (first,) = engine.active()
+    engine.advance(first.last_seen + 60)
+    assert engine.active() == []
+    # The same writes again, an hour later: new resourceVersions, same object.
+    offset = 3600.0
+    for n, event in enumerate(captured[3:]):  # A takes the label back from B, and so on
+        obj = dict(event.object, metadata=dict(event.object["metadata"], resourceVersion=f"9{n:04d}"))
+        engine.process(WatchEvent(event.type, obj, (event.observed_at or 0) + offset))
+    (second,) = engine.active()
+    assert second.id != first.id
+    assert second.first_seen > first.last_seen
+
+
+def test_deleting_the_object_resolves_its_findings_and_forgets_it() -> None:
+    engine = Engine(Config().detection)
+    captured = list(events("fight-data"))
+    for event in captured:
+        engine.process(event)
+    (active,) = engine.active()
+    last = captured[-1]
+    target = next(e for e in reversed(captured) if e.object["metadata"]["uid"] == active.object.uid)
+    before = engine.tracked_objects
+    changes = engine.process(WatchEvent(EventType.DELETED, target.object, (last.observed_at or 0) + 1))
+    assert [c.kind for c in changes] == [ChangeKind.RESOLVED]
+    assert engine.tracked_objects == before - 1
+
+
+def test_replay_is_deterministic() -> None:
+    first, _ = analyse("fight-apply-vs-update-replicas")
+    second, _ = analyse("fight-apply-vs-update-replicas")
+    assert [finding_json(f) for f in first] == [finding_json(f) for f in second]
+
+
+def test_history_per_object_is_bounded() -> None:
+    engine = Engine(_settings(history=4))
+    _replay(engine, "fight-three-writers")
+    for state in engine._objects.values():
+        assert state.history is None or len(state.history) <= 4
+
+
+@pytest.mark.parametrize(
+    ("rule", "expect_found"),
+    [
+        ({"namespace": "fight-data"}, False),
+        ({"kind": "configmap"}, False),
+        ({"group": "", "kind": "ConfigMap", "name": "service-*"}, False),
+        ({"name": "other-*"}, True),
+        ({"fields": ["data."]}, False),
+        ({"fields": ["metadata.labels"]}, True),
+        ({"manager": "config-injector", "fields": ["data.endpoint"]}, False),
+    ],
+)
+def test_ignore_rules(rule: dict[str, object], expect_found: bool) -> None:
+    findings, _ = analyse("fight-data", _settings(ignore=[rule]))
+    assert bool(findings) is expect_found
+
+
+def test_leases_are_ignored_by_default_and_analysed_when_asked() -> None:
+    _, engine = analyse("benign-leader-election")
+    assert engine.stats.ignored_events > 0
+    _, everything = analyse("benign-leader-election", _settings(default_ignores=False))
+    assert everything.stats.ignored_events == 0
