@@ -95,7 +95,8 @@ def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float |
     fights = sum(f.type is FindingType.FIGHT for f in findings)
     hot = len(findings) - fights
     s = engine.stats
-    span = f" from {format_time(first)} to {format_time(last)}" if first is not None and last is not None else ""
+    timed = first is not None and last is not None and s.untimed_events < s.events
+    span = f" from {format_time(first)} to {format_time(last)}" if timed and first and last else ""
     lines = [
         f"{fights} fight{'s' * (fights != 1)}, {hot} hot loop{'s' * (hot != 1)} ({len(engine.active())} active).",
         f"{stats.events:,} events{span}: {s.writes:,} writes to {engine.tracked_objects:,} objects "
@@ -104,6 +105,16 @@ def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float |
     ]
     if stats.skipped_invalid:
         lines.append(f"{stats.skipped_invalid:,} invalid events skipped.")
+    if s.without_managed_fields:
+        lines.append(
+            f"Warning: {s.without_managed_fields:,} events carried no managedFields, so their writers cannot be "
+            "named; kubectl hides them unless you capture with `--show-managed-fields`."
+        )
+    if s.untimed_events:
+        lines.append(
+            f"Warning: {s.untimed_events:,} events had neither observedAt nor a managedFields time; hot loops "
+            "cannot be measured on them."
+        )
     return "\n".join(lines)
 
 
@@ -139,7 +150,8 @@ def _parser() -> argparse.ArgumentParser:
         "replay",
         help="analyse recorded watch streams",
         description="Analyse recorded watch streams: the output of `kubectl get KIND -A --watch "
-        "--output-watch-events -o json`, or the same events as JSON Lines (optionally with observedAt). "
+        "--output-watch-events -o json --show-managed-fields`, or the same events as JSON Lines (optionally "
+        "with observedAt). "
         "Several files are merged by event time; `-` reads standard input; .gz files are decompressed.",
     )
     replay.add_argument("files", nargs="+", metavar="FILE")

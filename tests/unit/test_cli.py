@@ -120,3 +120,17 @@ def test_no_command_prints_help_and_fails() -> None:
     result = run()
     assert result.returncode == 2
     assert b"replay" in result.stdout
+
+
+def test_a_capture_without_managed_fields_warns_how_to_record_it() -> None:
+    stripped = []
+    for line in capture("fight-data").read_bytes().splitlines():
+        event = orjson.loads(line)
+        del event["object"]["metadata"]["managedFields"]
+        del event["observedAt"]
+        stripped.append(orjson.dumps(event))
+    result = run("replay", "-", stdin=b"\n".join(stripped))
+    out = result.stdout.decode()
+    assert result.returncode == 0
+    assert "--show-managed-fields" in out
+    assert "1 fight" in out  # the value flips are still visible

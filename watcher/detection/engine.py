@@ -60,6 +60,8 @@ class Stats:
     ignored_events: int = 0
     duplicate_events: int = 0
     deleted_objects: int = 0
+    without_managed_fields: int = 0  # e.g. `kubectl get` without --show-managed-fields
+    untimed_events: int = 0  # neither observedAt nor a managedFields time: no rate can be measured
 
 
 class _Handover(NamedTuple):
@@ -162,6 +164,7 @@ class _Write:
     writers: list[Writer]
     handovers: list[_Handover] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
+    timed: bool = True  # the write's time is known (rates need it)
 
 
 class Engine:
@@ -198,11 +201,19 @@ class Engine:
             self.stats.ignored_events += 1
             return []
         managed = meta.get("managedFields") or ()
+        if not managed:
+            self.stats.without_managed_fields += 1
         raw = raw_entries(managed)
         newest = max((t for t, _ in raw.values()), default="")
         at = event.observed_at
+        timed = True
         if at is None:
-            at = parse_time(newest) if newest else self.now
+            if newest:
+                at = parse_time(newest)
+            else:
+                self.stats.untimed_events += 1
+                timed = False
+                at = self.now if self.now > -math.inf else 0.0
         changes = self.advance(at)
         now = self.now
         uid: str = meta["uid"]
@@ -221,6 +232,7 @@ class Engine:
             return changes
         state.rv = rv
         write = self._attribute(state, obj, raw, newest, now)
+        write.timed = timed
         changes += self._detect(state, obj, write)
         return changes
 
@@ -419,7 +431,7 @@ class Engine:
         counted = [w for w in write.writers if not _manager_ignored(state.rules, w)]
         if write.changed and all(self._ignored_field(state, p, w, None) for p in write.changed for w in write.writers):
             counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
-        if counted:
+        if counted and write.timed:
             changes += self._hot_loop(state, obj, counted, write)
         return changes
 

@@ -99,7 +99,7 @@ def to_event(doc: Any) -> WatchEvent | None:
         if str(doc.get("kind", "")).endswith("List"):
             raise ValueError(
                 "this is a List, not a watch stream: capture with "
-                "`kubectl get KIND -A --watch --output-watch-events -o json`"
+                "`kubectl get KIND -A --watch --output-watch-events -o json --show-managed-fields`"
             )
         obj, event_type = doc, EventType.MODIFIED  # `kubectl get -w -o json` without --output-watch-events
     else:
