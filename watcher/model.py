@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 JSONObject = dict[str, Any]
 
@@ -16,12 +16,11 @@ class EventType(enum.StrEnum):
     DELETED = "DELETED"
 
 
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
+class WatchEvent(NamedTuple):
     """One watch event as received: `object` is the raw JSON object (full or PartialObjectMetadata).
 
     `observed_at` is the receive time (seconds since the epoch) when the source knows it; otherwise the engine
-    uses the newest managedFields time of the object.
+    uses the newest managedFields time of the object. (A NamedTuple: one is made per event, cheaply.)
     """
 
     type: EventType
@@ -48,9 +47,11 @@ class ObjectRef:
         return f"{kind} {where}{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class Writer:
-    """A field manager as managedFields keys it. `manager=None` is the unattributed writer."""
+class Writer(NamedTuple):
+    """A field manager as managedFields keys it. `manager=None` is the unattributed writer.
+
+    (A NamedTuple: writers key the engine's dictionaries on every event, and tuples hash in C.)
+    """
 
     manager: str | None
     operation: str = ""

@@ -19,15 +19,16 @@ import fnmatch
 import hashlib
 import math
 import re
+import sys
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from watcher.config import DetectionSettings, IgnoreRule
-from watcher.detection import hints
+from watcher.detection import hints, values
 from watcher.detection.managed_fields import Entry, FieldSetCache, decode, raw_entries
-from watcher.detection.values import LeafHashes, leaf_hashes, value_text, visible_digest
+from watcher.detection.values import LeafHashes, value_text
 from watcher.model import (
     UNATTRIBUTED,
     ChangeKind,
@@ -81,6 +82,23 @@ class _Handover(NamedTuple):
     now: int | None = None  # value hash after
 
 
+class _Values(NamedTuple):
+    """An object's value hashes at one moment: labels/annotations and body kept apart (see values.py)."""
+
+    meta: LeafHashes
+    body: LeafHashes
+
+    def get(self, path: str) -> int:
+        """The value hash at `path`, or `_REMOVED` when it has none."""
+        found = self.meta.get(path)
+        if found is None:
+            found = self.body.get(path, _REMOVED)
+        return found
+
+    def has(self, path: str) -> bool:
+        return path in self.meta or path in self.body
+
+
 class _Rate:
     __slots__ = ("last", "rate", "start", "start_seq", "streak")
 
@@ -127,18 +145,20 @@ class _Open:
 
 class _Tracked:
     __slots__ = (
+        "body_digest",
+        "body_values",
         "controlled",
-        "digest",
         "entries",
         "fight",
         "history",
         "hot",
+        "meta_digest",
+        "meta_values",
         "rates",
         "ref",
         "rules",
         "rv",
         "seq",
-        "values",
     )
 
     def __init__(self, ref: ObjectRef, rv: str, rules: tuple[IgnoreRule, ...]) -> None:
@@ -146,8 +166,10 @@ class _Tracked:
         self.rv = rv
         self.rules = rules
         self.entries: dict[Writer, Entry] = {}
-        self.digest = 0
-        self.values: LeafHashes = {}
+        self.meta_digest = 0
+        self.meta_values: LeafHashes = values.NO_LEAVES
+        self.body_digest = 0
+        self.body_values: LeafHashes = values.NO_LEAVES
         self.seq = 0  # writes seen
         self.history: deque[_Handover] | None = None
         self.rates: dict[Writer, _Rate] | None = None
@@ -271,16 +293,15 @@ class Engine:
         rules: tuple[IgnoreRule, ...],
     ) -> _Tracked:
         ref = ObjectRef(
-            api_version=obj.get("apiVersion") or "",
-            kind=obj.get("kind") or "",
-            namespace=meta.get("namespace") or None,
+            api_version=sys.intern(obj.get("apiVersion") or ""),
+            kind=sys.intern(obj.get("kind") or ""),
+            namespace=sys.intern(meta["namespace"]) if meta.get("namespace") else None,
             name=meta["name"],
             uid=meta["uid"],
         )
         state = _Tracked(ref, meta.get("resourceVersion") or "", rules)
         state.entries = {w: Entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items()}
-        state.digest = visible_digest(obj)
-        state.values = leaf_hashes(obj)
+        self._changed_values(state, obj)
         state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
         return state
 
@@ -289,7 +310,7 @@ class Engine:
     ) -> _Write:
         """Find the writer(s) of this write and the fields that changed hands or value."""
         entries, writers, gained = self._entries(state.entries, raw, newest)
-        before = state.values
+        before = _Values(state.meta_values, state.body_values)
         changed = self._changed_values(state, obj)
         if not writers and changed:
             writers = self._owner_of_changes(entries, changed, raw)
@@ -298,8 +319,10 @@ class Engine:
         if not writers:
             self.stats.unattributed_writes += 1
         write = _Write(now, writers or [UNATTRIBUTED], changed=changed)
-        values = state.values
-        taken = self._ownership_handovers(state, write, entries=entries, gained=gained, raw=raw, before=before)
+        after = _Values(state.meta_values, state.body_values)
+        taken = self._ownership_handovers(
+            state, write, entries=entries, gained=gained, raw=raw, before=before, after=after
+        )
         if not (state.controlled and len(writers) == 1):
             # (A single writer flipping values of an object another controller owns is an echo of that owner's
             # state, e.g. a ReplicaSet following its Deployment; a fight there is found on the owner.)
@@ -308,8 +331,8 @@ class Engine:
                     by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
                     # An unattributed change of a field someone owns names that owner as a party to the flip.
                     owner = None if writers else next((w for w, e in entries.items() if path in e.fields), None)
-                    was, after = before.get(path, _REMOVED), values.get(path, _REMOVED)
-                    write.handovers.append(_Handover(now, state.seq, path, by, before=owner, was=was, now=after))
+                    was, now_ = before.get(path), after.get(path)
+                    write.handovers.append(_Handover(now, state.seq, path, by, before=owner, was=was, now=now_))
         state.entries = entries
         return write
 
@@ -343,16 +366,21 @@ class Engine:
                     gained[writer] = grew
         return entries, writers, gained
 
-    def _changed_values(self, state: _Tracked, obj: JSONObject) -> list[str]:
+    @staticmethod
+    def _changed_values(state: _Tracked, obj: JSONObject) -> list[str]:
         """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes."""
-        digest = visible_digest(obj)
-        if digest == state.digest:
-            return []
-        values = leaf_hashes(obj)
-        old = state.values
-        changed = [p for p, h in values.items() if old.get(p) != h]
-        changed.extend(p for p in old if p not in values)
-        state.values, state.digest = values, digest
+        changed: list[str] = []
+        meta = obj["metadata"]
+        digest = values.meta_digest(meta)
+        if digest != state.meta_digest:
+            new = values.meta_leaves(meta)
+            changed = values.changed_paths(state.meta_values, new)
+            state.meta_values, state.meta_digest = new or values.NO_LEAVES, digest
+        digest = values.body_digest(obj)
+        if digest != state.body_digest:
+            new = values.body_leaves(obj)
+            changed += values.changed_paths(state.body_values, new)
+            state.body_values, state.body_digest = new or values.NO_LEAVES, digest
         return changed
 
     def _ownership_handovers(
@@ -363,7 +391,8 @@ class Engine:
         entries: dict[Writer, Entry],
         gained: dict[Writer, frozenset[str]],
         raw: dict[Writer, tuple[str, object]],
-        before: LeafHashes,
+        before: _Values,
+        after: _Values,
     ) -> set[str]:
         """Record leaves a writer gained that another manager owned before and no longer owns.
 
@@ -382,7 +411,7 @@ class Engine:
                         entry = entries[loser] = Entry(loser, entry.time, decode(self._fields, raw[loser][1]))
                     if entry is not None and path in entry.fields:
                         continue
-                    visible = path in before or path in state.values
+                    visible = before.has(path) or after.has(path)
                     write.handovers.append(
                         _Handover(
                             write.at,
@@ -391,8 +420,8 @@ class Engine:
                             taker,
                             before=loser,
                             after=taker,
-                            was=before.get(path, _REMOVED) if visible else None,
-                            now=state.values.get(path, _REMOVED) if visible else None,
+                            was=before.get(path) if visible else None,
+                            now=after.get(path) if visible else None,
                         )
                     )
                     taken.add(path)

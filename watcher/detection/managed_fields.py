@@ -8,6 +8,7 @@ same writer. `fieldsV1` is a trie whose keys are `f:<field>`, `k:<json merge key
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,15 @@ def leaf_paths(fields_v1: JSONObject) -> frozenset[str]:
     return frozenset(out)
 
 
+# Subtrees kept as one leaf: their keys hold per-object identities (owner uids), which would make every trie
+# unique, and nobody fights over their parts.
+_OPAQUE = frozenset({"metadata.ownerReferences"})
+
+
 def _walk(node: JSONObject, prefix: str, out: list[str]) -> None:
+    if prefix in _OPAQUE:
+        out.append(prefix)
+        return
     leaf = True
     for key, child in node.items():
         if key == ".":
@@ -82,11 +91,13 @@ class FieldSetCache:
 
     def __init__(self, max_entries: int = 20_000) -> None:
         self._max = max_entries
-        self._sets: dict[bytes, frozenset[str]] = {}
+        self._sets: dict[int, frozenset[str]] = {}
         self._interned: dict[frozenset[str], frozenset[str]] = {}
 
     def get(self, fields_v1: JSONObject) -> frozenset[str]:
-        key = orjson.dumps(fields_v1)
+        # Keyed by a 64-bit hash of the serialised trie, not the bytes: orjson's output keeps a buffer of
+        # several KiB per object, and the hash is all a lookup needs.
+        key = hash(orjson.dumps(fields_v1))
         found = self._sets.get(key)
         if found is None:
             decoded = leaf_paths(fields_v1)
@@ -118,7 +129,7 @@ def raw_entries(managed_fields: Iterable[Any]) -> dict[Writer, tuple[str, Any]]:
             raise FieldsV1Error("a managedFields entry is not an object")
         manager = raw.get("manager") or ""
         writer = writer_of(manager, raw.get("operation") or "", raw.get("subresource") or "")
-        time = raw.get("time") or ""
+        time = sys.intern(raw.get("time") or "")  # shared by every object written in that second
         fields = raw.get("fieldsV1") or {}
         if not isinstance(fields, dict):
             raise FieldsV1Error(f"fieldsV1 of manager {manager!r} is not an object")

@@ -31,17 +31,48 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
+_fields: dict[str, dict[str, str]] = {}
+_MAX_CACHED = 200_000
+
+
+def children(parent: str) -> dict[str, str]:
+    """The memo of `field(parent, name)` by name, for loops that look it up themselves before calling `field`."""
+    found = _fields.get(parent)
+    if found is None:
+        if len(_fields) > _MAX_CACHED:
+            _fields.clear()
+        found = _fields[parent] = {}
+    return found
+
+
 def field(parent: str, name: str) -> str:
-    """A struct field or map key: `.name` when it reads as an identifier, else `[name]`."""
-    if _PLAIN_NAME.match(name):
-        return sys.intern(f"{parent}.{name}" if parent else name)
-    return sys.intern(f"{parent}[{name}]")
+    """A struct field or map key: `.name` when it reads as an identifier, else `[name]`.
+
+    Memoised: the same few thousand paths are rendered for every object of a kind, millions of times.
+    """
+    memo = children(parent)
+    found = memo.get(name)
+    if found is None:
+        if _PLAIN_NAME.match(name):
+            found = sys.intern(f"{parent}.{name}" if parent else name)
+        else:
+            found = sys.intern(f"{parent}[{name}]")
+        if len(memo) < _MAX_CACHED:
+            memo[name] = found
+    return found
 
 
 def keyed_item(parent: str, keys: dict[str, Any]) -> str:
     """A list item identified by its merge keys, e.g. `containers[name=app]`."""
     rendered = ",".join(f"{k}={_scalar(v)}" for k, v in keys.items())
-    return sys.intern(f"{parent}[{rendered}]")
+    memo = children(parent)
+    memo_key = "\x00" + rendered  # cannot collide with a field name
+    found = memo.get(memo_key)
+    if found is None:
+        found = sys.intern(f"{parent}[{rendered}]")
+        if len(memo) < _MAX_CACHED:
+            memo[memo_key] = found
+    return found
 
 
 def set_member(parent: str, value: Any) -> str:

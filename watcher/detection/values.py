@@ -1,10 +1,12 @@
 """The values a watch event lets us see, flattened to readable leaf paths with a hash of each value.
 
 Metadata-only events (PartialObjectMetadata) show labels and annotations; full objects also show every other
-top-level section (spec, data, webhooks, ...). `status` is left out: status values legitimately swing back and
-forth (conditions, phases), so they are no evidence of a fight; status fights are seen through ownership.
+top-level section (spec, data, webhooks, ...), the *body*. `status` is left out: status values legitimately
+swing back and forth (conditions, phases), so they are no evidence of a fight; status fights are seen through
+ownership.
 
-Only hashes are kept, never values: memory stays small and no Secret value is ever held.
+Labels/annotations and the body are digested separately, so a write that changes only one of them flattens
+only that one. Only hashes are kept, never values: memory stays small and no Secret value is ever held.
 """
 
 from __future__ import annotations
@@ -16,56 +18,101 @@ import orjson
 from watcher.detection import paths
 from watcher.model import JSONObject
 
-_NOT_VALUES = frozenset({"apiVersion", "kind", "metadata", "status"})
+_NOT_BODY = frozenset({"apiVersion", "kind", "metadata", "status"})
 _LIST_KEYS = ("name", "type")
+_LABELS = paths.field("metadata", "labels")
+_ANNOTATIONS = paths.field("metadata", "annotations")
 
 LeafHashes = dict[str, int]
+NO_LEAVES: LeafHashes = {}  # shared by every metadata-only object: never mutated
 
 
-def visible_digest(obj: JSONObject) -> int:
-    """A hash of everything `leaf_hashes` would look at: equal digests mean no visible value changed."""
-    meta = obj.get("metadata") or {}
-    parts = [meta.get("labels"), meta.get("annotations")]
-    parts.extend(v for k, v in obj.items() if k not in _NOT_VALUES)
-    return hash(orjson.dumps(parts))
+def meta_digest(meta: JSONObject) -> int:
+    """Hash of labels and annotations (string maps, serialised by the server in a stable order)."""
+    labels = meta.get("labels")
+    annotations = meta.get("annotations")
+    return hash((tuple(labels.items()) if labels else None, tuple(annotations.items()) if annotations else None))
 
 
-def leaf_hashes(obj: JSONObject) -> LeafHashes:
-    """Map each visible leaf path to a hash of its value."""
+def body_digest(obj: JSONObject) -> int:
+    """Hash of the body sections; 0 for metadata-only objects."""
+    body = [(k, v) for k, v in obj.items() if k not in _NOT_BODY]
+    return hash(orjson.dumps(body)) if body else 0
+
+
+def meta_leaves(meta: JSONObject) -> LeafHashes:
     out: LeafHashes = {}
-    meta = obj.get("metadata") or {}
-    for section in ("labels", "annotations"):
+    for section, prefix in (("labels", _LABELS), ("annotations", _ANNOTATIONS)):
         found = meta.get(section)
-        if isinstance(found, dict):
-            prefix = paths.field("metadata", section)
+        if found:
+            memo = paths.children(prefix)
             for key, value in found.items():
-                out[paths.field(prefix, key)] = hash(value)
-    for key, value in obj.items():
-        if key not in _NOT_VALUES:
-            _flatten(value, paths.field("", key), out)
+                out[memo.get(key) or paths.field(prefix, key)] = hash(value)
     return out
 
 
-def _flatten(value: Any, prefix: str, out: LeafHashes) -> None:
-    if isinstance(value, dict):
-        if not value:
-            out[prefix] = 0
-        for key, child in value.items():
-            _flatten(child, paths.field(prefix, key), out)
-    elif isinstance(value, list):
-        list_key = _list_key(value)
-        if list_key is None:
-            out[prefix] = hash(orjson.dumps(value))
+def body_leaves(obj: JSONObject) -> LeafHashes:
+    out: LeafHashes = {}
+    memo = paths.children("")
+    for key, value in obj.items():
+        if key not in _NOT_BODY:
+            _leaf(value, memo.get(key) or paths.field("", key), out)
+    return out
+
+
+def leaf_hashes(obj: JSONObject) -> LeafHashes:
+    """Every visible leaf path of an object and the hash of its value."""
+    return meta_leaves(obj.get("metadata") or {}) | body_leaves(obj)
+
+
+def changed_paths(old: LeafHashes, new: LeafHashes) -> list[str]:
+    """Leaves whose value changed, appeared or vanished."""
+    changed = [p for p, h in new.items() if old.get(p) != h]
+    changed.extend(p for p in old if p not in new)
+    return changed
+
+
+def _leaf(value: Any, path: str, out: LeafHashes) -> None:
+    kind = type(value)
+    if kind is dict:
+        if value:
+            _flatten(value, path, out)
         else:
-            for item in value:
-                _flatten(item, paths.keyed_item(prefix, {list_key: item[list_key]}), out)
+            out[path] = 0
+    elif kind is list:
+        _flatten_list(value, path, out)
     else:
-        out[prefix] = hash(value) if not isinstance(value, float) else hash(repr(value))
+        out[path] = hash(value)
+
+
+def _flatten(node: JSONObject, prefix: str, out: LeafHashes) -> None:
+    memo = paths.children(prefix)
+    for key, value in node.items():
+        path = memo.get(key) or paths.field(prefix, key)
+        kind = type(value)
+        if kind is dict:
+            if value:
+                _flatten(value, path, out)
+            else:
+                out[path] = 0
+        elif kind is list:
+            _flatten_list(value, path, out)
+        else:
+            out[path] = hash(value)
+
+
+def _flatten_list(items: list[Any], prefix: str, out: LeafHashes) -> None:
+    list_key = _list_key(items)
+    if list_key is None:
+        out[prefix] = hash(orjson.dumps(items))
+    else:
+        for item in items:
+            _leaf(item, paths.keyed_item(prefix, {list_key: item[list_key]}), out)
 
 
 def _list_key(items: list[Any]) -> str | None:
     """The merge key of a list of objects (`name`, `type`) when every item has a distinct one."""
-    if not items or not all(isinstance(i, dict) for i in items):
+    if not items or not all(type(i) is dict for i in items):
         return None
     for key in _LIST_KEYS:
         seen = {i.get(key) for i in items}
@@ -74,12 +121,12 @@ def _list_key(items: list[Any]) -> str | None:
     return None
 
 
-def value_text(obj: JSONObject, path_prefix_free: str) -> str | None:
+def value_text(obj: JSONObject, path: str) -> str | None:
     """The text of a label or annotation value, for hints that look at what is written (e.g. timestamps)."""
     meta = obj.get("metadata") or {}
-    for section, prefix in (("annotations", "metadata.annotations"), ("labels", "metadata.labels")):
-        if path_prefix_free.startswith(prefix):
-            key = path_prefix_free[len(prefix) :]
+    for section, prefix in (("annotations", _ANNOTATIONS), ("labels", _LABELS)):
+        if path.startswith(prefix):
+            key = path[len(prefix) :]
             key = key[1:-1] if key.startswith("[") else key.lstrip(".")
             found = (meta.get(section) or {}).get(key)
             return found if isinstance(found, str) else None
