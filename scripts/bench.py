@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from watcher.cli import tune_gc
 from watcher.config import Config, DetectionSettings
 from watcher.detection.engine import Engine
 from watcher.model import Finding, FindingType
@@ -1400,6 +1401,7 @@ def main(argv: list[str] | None = None) -> int:
         if gen_seconds is not None:
             print(f"generated {path} in {gen_seconds:.1f} s", file=sys.stderr)
 
+        tune_gc()  # what `fightwatch replay` does; it applies to every measurement below alike
         floor = best_of(args.runs, lambda: decode_only(path))
         print(f"decode floor: {floor.rate:,.0f} ev/s", file=sys.stderr)
         engines: list[Engine] = []

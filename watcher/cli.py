@@ -7,6 +7,7 @@ printed); 3 with `--fail-on-findings` when a fight or hot loop was found.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> int:
+    tune_gc()
     stats = ReadStats()
     error: str | None = None
     first = last = None
@@ -88,6 +90,16 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
     if args.fail_on_findings and findings:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def tune_gc() -> None:
+    """Streaming allocates many short-lived dicts and keeps few: collect the young generation less often.
+
+    The engine's state holds no reference cycles worth chasing every few hundred allocations; with the default
+    thresholds the collector spends a tenth of a replay re-scanning it.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
 
 
 def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float | None) -> str:

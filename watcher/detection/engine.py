@@ -171,7 +171,7 @@ class _Tracked:
         self.body_digest = 0
         self.body_values: LeafHashes = values.NO_LEAVES
         self.seq = 0  # writes seen
-        self.history: deque[_Handover] | None = None
+        self.history: list[_Handover] | None = None  # a ring: bounded by `history` and the window
         self.rates: dict[Writer, _Rate] | None = None
         self.fight: _Open | None = None
         self.hot: _Open | None = None
@@ -218,7 +218,9 @@ class Engine:
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("uid") or not meta.get("name"):
             raise EventError("the object has no metadata.uid or metadata.name")
-        rules = self._rules.for_object(obj, meta)
+        uid: str = meta["uid"]
+        state = self._objects.get(uid)
+        rules = state.rules if state is not None else self._rules.for_object(obj, meta)
         if rules is None:
             self.stats.ignored_events += 1
             return []
@@ -238,8 +240,6 @@ class Engine:
                 at = self.now if self.now > -math.inf else 0.0
         changes = self.advance(at)
         now = self.now
-        uid: str = meta["uid"]
-        state = self._objects.get(uid)
         if event.type is EventType.DELETED:
             if state is not None:
                 self.stats.deleted_objects += 1
@@ -467,11 +467,13 @@ class Engine:
     def _fight(self, state: _Tracked, handovers: list[_Handover], at: float) -> list[FindingChange]:
         history = state.history
         if history is None:
-            history = state.history = deque(maxlen=self.settings.history)
+            history = state.history = []
         history.extend(handovers)
         horizon = at - self.settings.fight.window
-        while history[0].at < horizon:
-            history.popleft()
+        expired = next((i for i, h in enumerate(history) if h.at >= horizon), len(history))
+        expired = max(expired, len(history) - self.settings.history)
+        if expired:
+            del history[:expired]
         contested = {h.path for h in handovers if self._contested(history, h.path)}
         finding = state.fight
         if finding is None:

@@ -109,16 +109,13 @@ class FieldSetCache:
         return found
 
 
-_writers: dict[tuple[str, str, str], Writer] = {}
+_writers: dict[Writer, Writer] = {}
 
 
 def writer_of(manager: str, operation: str, subresource: str) -> Writer:
     """Interned Writer: there are few distinct writers in a cluster and millions of references to them."""
-    key = (manager, operation, subresource)
-    found = _writers.get(key)
-    if found is None:
-        found = _writers.setdefault(key, Writer(manager, operation, subresource))
-    return found
+    writer = Writer(manager, operation, subresource)
+    return _writers.setdefault(writer, writer)
 
 
 def raw_entries(managed_fields: Iterable[Any]) -> dict[Writer, tuple[str, Any]]:
