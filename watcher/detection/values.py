@@ -53,10 +53,9 @@ def meta_leaves(meta: JSONObject) -> LeafHashes:
 
 def body_leaves(obj: JSONObject) -> LeafHashes:
     out: LeafHashes = {}
-    memo = paths.children("")
-    for key, value in obj.items():
-        if key not in _NOT_BODY:
-            _leaf(value, memo.get(key) or paths.field("", key), out)
+    body = {k: v for k, v in obj.items() if k not in _NOT_BODY}
+    if body:
+        _flatten(body, "", out)
     return out
 
 
@@ -70,19 +69,6 @@ def changed_paths(old: LeafHashes, new: LeafHashes) -> list[str]:
     changed = [p for p, h in new.items() if old.get(p) != h]
     changed.extend(p for p in old if p not in new)
     return changed
-
-
-def _leaf(value: Any, path: str, out: LeafHashes) -> None:
-    kind = type(value)
-    if kind is dict:
-        if value:
-            _flatten(value, path, out)
-        else:
-            out[path] = 0
-    elif kind is list:
-        _flatten_list(value, path, out)
-    else:
-        out[path] = hash(value)
 
 
 def _flatten(node: JSONObject, prefix: str, out: LeafHashes) -> None:
@@ -107,7 +93,8 @@ def _flatten_list(items: list[Any], prefix: str, out: LeafHashes) -> None:
         out[prefix] = hash(orjson.dumps(items))
     else:
         for item in items:
-            _leaf(item, paths.keyed_item(prefix, {list_key: item[list_key]}), out)
+            path = paths.keyed_item(prefix, {list_key: item[list_key]})
+            _flatten(item, path, out)  # (never empty: it has its key)
 
 
 def _list_key(items: list[Any]) -> str | None:
