@@ -39,30 +39,49 @@ def _walk(node: JSONObject, prefix: str, out: list[str]) -> None:
     if prefix in _OPAQUE:
         out.append(prefix)
         return
+    memo = _children.get(prefix)
+    if memo is None:
+        if len(_children) > _MAX_MEMO:
+            _children.clear()
+        memo = _children[prefix] = {}
     leaf = True
     for key, child in node.items():
         if key == ".":
             continue
         leaf = False
-        if not isinstance(child, dict) or len(key) < 2 or key[1] != ":":
-            raise FieldsV1Error(f"unexpected fieldsV1 key {key!r} under {prefix or 'the root'}")
-        tag, text = key[0], key[2:]
-        if tag == "f":
-            path = paths.field(prefix, text)
-        elif tag == "k":
-            keys = _json(text, key, prefix)
-            if not isinstance(keys, dict):
-                raise FieldsV1Error(f"fieldsV1 key {key!r} under {prefix or 'the root'} is not a JSON object")
-            path = paths.keyed_item(prefix, keys)
-        elif tag == "v":
-            path = paths.set_member(prefix, _json(text, key, prefix))
-        elif tag == "i":
-            path = paths.index(prefix, text)
-        else:
-            raise FieldsV1Error(f"unexpected fieldsV1 key {key!r} under {prefix or 'the root'}")
+        if type(child) is not dict:
+            raise FieldsV1Error(f"unexpected fieldsV1 value under {key!r} at {prefix or 'the root'}")
+        path = memo.get(key)
+        if path is None:
+            path = _child_path(prefix, key)
+            if len(memo) < _MAX_MEMO:
+                memo[key] = path
         _walk(child, path, out)
     if leaf and prefix:
         out.append(prefix)
+
+
+# prefix -> raw trie key -> readable path: tries of one shape repeat the same keys object after object.
+_children: dict[str, dict[str, str]] = {}
+_MAX_MEMO = 100_000
+
+
+def _child_path(prefix: str, key: str) -> str:
+    if len(key) < 2 or key[1] != ":":
+        raise FieldsV1Error(f"unexpected fieldsV1 key {key!r} under {prefix or 'the root'}")
+    tag, text = key[0], key[2:]
+    if tag == "f":
+        return paths.field(prefix, text)
+    if tag == "k":
+        keys = _json(text, key, prefix)
+        if not isinstance(keys, dict):
+            raise FieldsV1Error(f"fieldsV1 key {key!r} under {prefix or 'the root'} is not a JSON object")
+        return paths.keyed_item(prefix, keys)
+    if tag == "v":
+        return paths.set_member(prefix, _json(text, key, prefix))
+    if tag == "i":
+        return paths.index(prefix, text)
+    raise FieldsV1Error(f"unexpected fieldsV1 key {key!r} under {prefix or 'the root'}")
 
 
 def _json(text: str, key: str, prefix: str) -> Any:
