@@ -1,0 +1,276 @@
+"""Write attribution: who wrote, and which fields changed hands or value, from one version to the next.
+
+The writer of a write is the managedFields entry whose time advanced, which appeared, or whose field set grew;
+failing that, the one owner of every visible field the write changed (v1.20 stamps no new time when a writer
+rewrites fields it already owns). Anything else is unattributed: counted, never guessed.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from watcher.config import IgnoreRule
+from watcher.detection import values
+from watcher.detection.findings import OpenFinding, Rate
+from watcher.detection.managed_fields import Entry, FieldSetCache, decode
+from watcher.detection.values import LeafHashes
+from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
+
+REMOVED = -1  # value hash of a leaf that disappeared
+_UNTRACED = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
+
+RawEntries = dict[Writer, tuple[str, object]]
+
+
+class Handover(NamedTuple):
+    """One field changing hands in one write.
+
+    Ownership evidence names the owners before and after (managedFields); value evidence the value hashes before
+    and after (labels, annotations, fields of full objects). A write may show either or both.
+    """
+
+    at: float
+    seq: int  # the object's write counter at this write
+    path: str
+    by: Writer  # who made the write
+    before: Writer | None = None  # owner that lost the field
+    after: Writer | None = None  # owner that took it
+    was: int | None = None  # value hash before
+    now: int | None = None  # value hash after
+
+
+class Values(NamedTuple):
+    """An object's value hashes at one moment: labels/annotations and body kept apart (see values.py)."""
+
+    meta: LeafHashes
+    body: LeafHashes
+
+    def get(self, path: str) -> int:
+        """The value hash at `path`, or `REMOVED` when it has none."""
+        found = self.meta.get(path)
+        if found is None:
+            found = self.body.get(path, REMOVED)
+        return found
+
+    def has(self, path: str) -> bool:
+        return path in self.meta or path in self.body
+
+
+class ObjectState:
+    """Everything the engine keeps per object between two of its versions; slotted, since there are many."""
+
+    __slots__ = (
+        "body_digest",
+        "body_values",
+        "controlled",
+        "entries",
+        "fight",
+        "history",
+        "hot",
+        "meta_digest",
+        "meta_values",
+        "rates",
+        "ref",
+        "rules",
+        "rv",
+        "seq",
+    )
+
+    def __init__(self, ref: ObjectRef, rv: str, rules: tuple[IgnoreRule, ...]) -> None:
+        self.ref = ref
+        self.rv = rv
+        self.rules = rules
+        self.entries: dict[Writer, Entry] = {}
+        self.meta_digest = 0
+        self.meta_values: LeafHashes = values.NO_LEAVES
+        self.body_digest = 0
+        self.body_values: LeafHashes = values.NO_LEAVES
+        self.seq = 0  # writes seen
+        self.history: list[Handover] | None = None  # a ring: bounded by `history` and the window
+        self.rates: dict[Writer, Rate] | None = None
+        self.fight: OpenFinding | None = None
+        self.hot: OpenFinding | None = None
+        self.controlled = False  # has a controller ownerReference
+
+
+@dataclass(slots=True)
+class Write:
+    """What one write did, as the detectors need it."""
+
+    at: float
+    writers: list[Writer]
+    handovers: list[Handover] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    timed: bool = True  # the write's time is known (rates need it)
+
+
+class Attribution:
+    """Turns consecutive versions of an object into `Write`s. Holds the shared cache of decoded field sets."""
+
+    def __init__(self) -> None:
+        self._fields = FieldSetCache()
+
+    def baseline(
+        self,
+        obj: JSONObject,
+        meta: JSONObject,
+        raw: dict[Writer, tuple[str, object]],
+        rules: tuple[IgnoreRule, ...],
+    ) -> ObjectState:
+        """The state of an object first seen (ADDED, or already there when the stream began): no write yet."""
+        ref = ObjectRef(
+            api_version=sys.intern(obj.get("apiVersion") or ""),
+            kind=sys.intern(obj.get("kind") or ""),
+            namespace=sys.intern(meta["namespace"]) if meta.get("namespace") else None,
+            name=meta["name"],
+            uid=meta["uid"],
+        )
+        state = ObjectState(ref, meta.get("resourceVersion") or "", rules)
+        state.entries = {w: Entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items()}
+        self._changed_values(state, obj)
+        state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
+        return state
+
+    def attribute(
+        self, state: ObjectState, obj: JSONObject, raw: dict[Writer, tuple[str, object]], newest: str, now: float
+    ) -> Write:
+        """Find the writer(s) of this write and the fields that changed hands or value."""
+        entries, writers, gained = self._entries(state.entries, raw, newest)
+        before = Values(state.meta_values, state.body_values)
+        changed = self._changed_values(state, obj)
+        if not writers and changed:
+            writers = self._owner_of_changes(entries, changed, raw)
+        state.seq += 1
+        write = Write(now, writers or [UNATTRIBUTED], changed=changed)
+        after = Values(state.meta_values, state.body_values)
+        taken = self._ownership_handovers(
+            state, write, entries=entries, gained=gained, raw=raw, before=before, after=after
+        )
+        if not (state.controlled and len(writers) == 1):
+            # (A single writer flipping values of an object another controller owns is an echo of that owner's
+            # state, e.g. a ReplicaSet following its Deployment; a fight there is found on the owner.)
+            for path in changed:
+                if path not in taken:
+                    by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
+                    # An unattributed change of a field someone owns names that owner as a party to the flip.
+                    owner = None if writers else next((w for w, e in entries.items() if path in e.fields), None)
+                    was, now_ = before.get(path), after.get(path)
+                    write.handovers.append(Handover(now, state.seq, path, by, before=owner, was=was, now=now_))
+        state.entries = entries
+        return write
+
+    def _entries(
+        self, prev: dict[Writer, Entry], raw: dict[Writer, tuple[str, object]], newest: str
+    ) -> tuple[dict[Writer, Entry], list[Writer], dict[Writer, frozenset[str]]]:
+        """The new entries, the writers they show (time advanced, new, or field set grown) and what each gained.
+
+        An entry not stamped in the newest second cannot have written now (a write stamps the current time), so
+        its trie is not even decoded; it may have *lost* fields, which `_ownership_handovers` checks lazily.
+        """
+        entries: dict[Writer, Entry] = {}
+        writers: list[Writer] = []
+        gained: dict[Writer, frozenset[str]] = {}
+        for writer, (time, fields_v1) in raw.items():
+            old = prev.get(writer)
+            if old is not None and old.time == time and time != newest:
+                entries[writer] = old
+                continue
+            fields = decode(self._fields, fields_v1)
+            if old is None:
+                entries[writer] = Entry(writer, time, fields)
+                writers.append(writer)
+                gained[writer] = fields
+                continue
+            entries[writer] = old if old.fields is fields and old.time == time else Entry(writer, time, fields)
+            grew = fields - old.fields
+            if time > old.time or grew:
+                writers.append(writer)
+                if grew:
+                    gained[writer] = grew
+        return entries, writers, gained
+
+    @staticmethod
+    def _changed_values(state: ObjectState, obj: JSONObject) -> list[str]:
+        """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes."""
+        changed: list[str] = []
+        meta = obj["metadata"]
+        digest = values.meta_digest(meta)
+        if digest != state.meta_digest:
+            new = values.meta_leaves(meta)
+            changed = values.changed_paths(state.meta_values, new)
+            state.meta_values, state.meta_digest = new or values.NO_LEAVES, digest
+        digest = values.body_digest(obj)
+        if digest != state.body_digest:
+            new = values.body_leaves(obj)
+            changed += values.changed_paths(state.body_values, new)
+            state.body_values, state.body_digest = new or values.NO_LEAVES, digest
+        return changed
+
+    def _ownership_handovers(
+        self,
+        state: ObjectState,
+        write: Write,
+        *,
+        entries: dict[Writer, Entry],
+        gained: dict[Writer, frozenset[str]],
+        raw: dict[Writer, tuple[str, object]],
+        before: Values,
+        after: Values,
+    ) -> set[str]:
+        """Record leaves a writer gained that another manager owned before and no longer owns.
+
+        The loser's entry may be gone altogether (it owned nothing else), or kept from the previous version
+        without decoding (its time did not move): then what it owns now is decoded here, only when it matters.
+        """
+        taken: set[str] = set()
+        prev = state.entries
+        for taker, paths in gained.items():
+            for path in paths:
+                for loser, owned in prev.items():
+                    if loser is taker or path not in owned.fields or loser.manager == taker.manager:
+                        continue
+                    entry = entries.get(loser)
+                    if entry is owned:
+                        entry = entries[loser] = Entry(loser, entry.time, decode(self._fields, raw[loser][1]))
+                    if entry is not None and path in entry.fields:
+                        continue
+                    visible = before.has(path) or after.has(path)
+                    write.handovers.append(
+                        Handover(
+                            write.at,
+                            state.seq,
+                            path,
+                            taker,
+                            before=loser,
+                            after=taker,
+                            was=before.get(path) if visible else None,
+                            now=after.get(path) if visible else None,
+                        )
+                    )
+                    taken.add(path)
+        return taken
+
+    def _owner_of_changes(
+        self, entries: dict[Writer, Entry], changed: list[str], raw: dict[Writer, tuple[str, object]]
+    ) -> list[Writer]:
+        """Attribute a write no entry explains to the one writer that owns every visible field it changed.
+
+        A manager that rewrites fields it already owns leaves managedFields as they were: its set does not
+        change and (at least up to v1.20) neither does its time. Only the owner can have changed those fields,
+        as any other recorded writer would have taken them, except through the scale subresource, which on
+        servers before 1.22 writes `spec.replicas` without a trace: a change of it alone stays unattributed. Two
+        owners (shared server-side-apply ownership) or none also leave the write unattributed.
+        """
+        if changed == [_UNTRACED]:
+            return []
+        owners = []
+        for writer, entry in list(entries.items()):
+            if entry.fields.issuperset(changed):
+                fresh = decode(self._fields, raw[writer][1])  # an entry kept from before may since have lost fields
+                if fresh is not entry.fields:
+                    entries[writer] = Entry(writer, entry.time, fresh)
+                if fresh.issuperset(changed):
+                    owners.append(writer)
+        return owners if len(owners) == 1 else []
