@@ -62,16 +62,15 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
             try:
                 engine.process(event)
             except ValueError as exc:  # malformed managedFields and the like, found while analysing
-                where = f"event {stats.events} of {', '.join(files)}"
                 if not args.skip_invalid:
-                    raise CaptureError(where, 0, str(exc)) from None
-                stats.note(f"{where}: {exc}")
+                    raise CaptureError(stats.source, stats.line, str(exc)) from None
+                stats.note(f"{stats.source}:{stats.line}: {exc}")
                 continue
             if first is None:
                 first = engine.now
             last = engine.now
     except CaptureError as exc:
-        error = str(exc).replace(":0:", ":", 1)
+        error = str(exc)
     findings = engine.active() + engine.resolved()
     if args.output == "json":
         write_json(findings, sys.stdout.buffer)

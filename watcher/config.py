@@ -7,13 +7,12 @@ Durations take Go-style text (`45s`, `15m`, `1h30m`) or a number of seconds.
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import re
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|m|s))")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -73,13 +72,6 @@ class IgnoreRule(_Strict):
     manager: str | None = None
     fields: tuple[str, ...] = Field((), description="Field-path prefixes, e.g. metadata.annotations[x/y].")
     reason: str = ""
-
-    @field_validator("namespace", "name", "manager")
-    @classmethod
-    def _pattern(cls, value: str | None) -> str | None:
-        if value is not None:
-            fnmatch.translate(value)
-        return value
 
     @property
     def whole_objects(self) -> bool:

@@ -134,3 +134,14 @@ def test_a_capture_without_managed_fields_warns_how_to_record_it() -> None:
     assert result.returncode == 0
     assert "--show-managed-fields" in out
     assert "1 fight" in out  # the value flips are still visible
+
+
+def test_malformed_managed_fields_name_the_file_and_line(tmp_path: Path) -> None:
+    lines = capture("fight-data").read_bytes().splitlines()
+    event = orjson.loads(lines[-1])
+    event["object"]["metadata"]["managedFields"][0]["fieldsV1"] = {"x:spec": {}}
+    path = tmp_path / "bad-fields.jsonl"
+    path.write_bytes(b"\n".join([*lines[:-1], orjson.dumps(event)]))
+    result = run("replay", str(path))
+    assert result.returncode == 2
+    assert f"{path}:{len(lines)}: unexpected fieldsV1 key 'x:spec'" in result.stderr.decode()

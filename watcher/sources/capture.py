@@ -29,8 +29,8 @@ _SKIPPED_TYPES = {"BOOKMARK", "ERROR"}
 class CaptureError(ValueError):
     """A capture that cannot be read; the message starts with `file:line:`."""
 
-    def __init__(self, source: str, line: int, message: str) -> None:
-        super().__init__(f"{source}:{line}: {message}")
+    def __init__(self, source: str, line: int | None, message: str) -> None:
+        super().__init__(f"{source}:{line}: {message}" if line is not None else f"{source}: {message}")
         self.source = source
         self.line = line
 
@@ -41,6 +41,8 @@ class ReadStats:
     skipped_invalid: int = 0
     skipped_other: int = 0  # BOOKMARK and ERROR events
     problems: list[str] = field(default_factory=list)  # first few skipped problems, for the report
+    source: str = ""  # where the event yielded last starts: file ...
+    line: int = 0  # ... and line
 
     def note(self, problem: str) -> None:
         self.skipped_invalid += 1
@@ -63,6 +65,7 @@ def read_capture(source: str, *, stats: ReadStats, skip_invalid: bool = False) -
                 stats.skipped_other += 1
                 continue
             stats.events += 1
+            stats.source, stats.line = source, line
             yield event
 
 
@@ -179,7 +182,7 @@ def _open(source: str) -> Iterator[BinaryIO]:
         try:
             raw = Path(source).open("rb")  # noqa: SIM115 - closed below
         except OSError as exc:
-            raise CaptureError(source, 0, f"cannot open: {exc.strerror or exc}") from None
+            raise CaptureError(source, None, f"cannot open: {exc.strerror or exc}") from None
     try:
         if raw.peek(2)[:2] == b"\x1f\x8b":
             with gzip.GzipFile(fileobj=raw) as unpacked:
