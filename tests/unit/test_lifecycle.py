@@ -128,3 +128,17 @@ def test_leases_are_ignored_by_default_and_analysed_when_asked() -> None:
     assert engine.stats.ignored_events > 0
     _, everything = analyse("benign-leader-election", _settings(default_ignores=False))
     assert everything.stats.ignored_events == 0
+
+
+def test_idle_objects_give_up_rates_then_history() -> None:
+    engine = Engine(Config().detection)
+    _replay(engine, "fight-data")
+    (state,) = [s for s in engine._objects.values() if s.ref.name == "service-endpoints"]
+    assert state.rates is not None
+    assert state.history
+    engine.advance(engine.now + 3 * 60)  # > two time constants
+    assert state.rates is None
+    assert state.history  # the fight is still open
+    engine.advance(engine.now + 2 * 3600)  # the fight resolves, the window passes
+    assert state.history is None
+    assert engine.active() == []

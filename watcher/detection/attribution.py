@@ -15,7 +15,7 @@ from watcher.config import IgnoreRule
 from watcher.detection import values
 from watcher.detection.findings import OpenFinding, Rate
 from watcher.detection.managed_fields import Entry, FieldSetCache, decode
-from watcher.detection.values import LeafHashes
+from watcher.detection.values import LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 
 REMOVED = -1  # value hash of a leaf that disappeared
@@ -44,18 +44,16 @@ class Handover(NamedTuple):
 class Values(NamedTuple):
     """An object's value hashes at one moment: labels/annotations and body kept apart (see values.py)."""
 
-    meta: LeafHashes
-    body: LeafHashes
+    meta: LeafTable
+    body: LeafTable
 
     def get(self, path: str) -> int:
         """The value hash at `path`, or `REMOVED` when it has none."""
-        found = self.meta.get(path)
-        if found is None:
-            found = self.body.get(path, REMOVED)
-        return found
+        table = self.meta if path.startswith("metadata.") else self.body
+        return table.get(path, REMOVED)
 
     def has(self, path: str) -> bool:
-        return path in self.meta or path in self.body
+        return self.meta.has(path) or self.body.has(path)
 
 
 class ObjectState:
@@ -69,6 +67,7 @@ class ObjectState:
         "fight",
         "history",
         "hot",
+        "last_write",
         "meta_digest",
         "meta_values",
         "rates",
@@ -82,17 +81,18 @@ class ObjectState:
         self.ref = ref
         self.rv = rv
         self.rules = rules
-        self.entries: dict[Writer, Entry] = {}
+        self.entries: tuple[Entry, ...] = ()  # a tuple, not a dict: a third of the memory
         self.meta_digest = 0
-        self.meta_values: LeafHashes = values.NO_LEAVES
+        self.meta_values: LeafTable = values.NO_LEAVES
         self.body_digest = 0
-        self.body_values: LeafHashes = values.NO_LEAVES
+        self.body_values: LeafTable = values.NO_LEAVES
         self.seq = 0  # writes seen
         self.history: list[Handover] | None = None  # a ring: bounded by `history` and the window
         self.rates: dict[Writer, Rate] | None = None
         self.fight: OpenFinding | None = None
         self.hot: OpenFinding | None = None
         self.controlled = False  # has a controller ownerReference
+        self.last_write = 0.0
 
 
 @dataclass(slots=True)
@@ -128,7 +128,7 @@ class Attribution:
             uid=meta["uid"],
         )
         state = ObjectState(ref, meta.get("resourceVersion") or "", rules)
-        state.entries = {w: Entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items()}
+        state.entries = tuple(Entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items())
         self._changed_values(state, obj)
         state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
         return state
@@ -137,7 +137,8 @@ class Attribution:
         self, state: ObjectState, obj: JSONObject, raw: dict[Writer, tuple[str, object]], newest: str, now: float
     ) -> Write:
         """Find the writer(s) of this write and the fields that changed hands or value."""
-        entries, writers, gained = self._entries(state.entries, raw, newest)
+        prev = {entry.writer: entry for entry in state.entries}
+        entries, writers, gained = self._entries(prev, raw, newest)
         before = Values(state.meta_values, state.body_values)
         changed = self._changed_values(state, obj)
         if not writers and changed:
@@ -146,7 +147,7 @@ class Attribution:
         write = Write(now, writers or [UNATTRIBUTED], changed=changed)
         after = Values(state.meta_values, state.body_values)
         taken = self._ownership_handovers(
-            state, write, entries=entries, gained=gained, raw=raw, before=before, after=after
+            state, write, prev=prev, entries=entries, gained=gained, raw=raw, before=before, after=after
         )
         if not (state.controlled and len(writers) == 1):
             # (A single writer flipping values of an object another controller owns is an echo of that owner's
@@ -158,7 +159,7 @@ class Attribution:
                     owner = None if writers else next((w for w, e in entries.items() if path in e.fields), None)
                     was, now_ = before.get(path), after.get(path)
                     write.handovers.append(Handover(now, state.seq, path, by, before=owner, was=was, now=now_))
-        state.entries = entries
+        state.entries = tuple(entries.values())
         return write
 
     def _entries(
@@ -198,14 +199,14 @@ class Attribution:
         meta = obj["metadata"]
         digest = values.meta_digest(meta)
         if digest != state.meta_digest:
-            new = values.meta_leaves(meta)
-            changed = values.changed_paths(state.meta_values, new)
-            state.meta_values, state.meta_digest = new or values.NO_LEAVES, digest
+            new = values.table(values.meta_leaves(meta))
+            changed = values.changed_leaves(state.meta_values, new)
+            state.meta_values, state.meta_digest = new, digest
         digest = values.body_digest(obj)
         if digest != state.body_digest:
-            new = values.body_leaves(obj)
-            changed += values.changed_paths(state.body_values, new)
-            state.body_values, state.body_digest = new or values.NO_LEAVES, digest
+            new = values.table(values.body_leaves(obj))
+            changed += values.changed_leaves(state.body_values, new)
+            state.body_values, state.body_digest = new, digest
         return changed
 
     def _ownership_handovers(
@@ -213,6 +214,7 @@ class Attribution:
         state: ObjectState,
         write: Write,
         *,
+        prev: dict[Writer, Entry],
         entries: dict[Writer, Entry],
         gained: dict[Writer, frozenset[str]],
         raw: dict[Writer, tuple[str, object]],
@@ -225,7 +227,6 @@ class Attribution:
         without decoding (its time did not move): then what it owns now is decoded here, only when it matters.
         """
         taken: set[str] = set()
-        prev = state.entries
         for taker, paths in gained.items():
             for path in paths:
                 for loser, owned in prev.items():

@@ -76,6 +76,10 @@ class Engine:
         self._active: dict[str, tuple[OpenFinding, ObjectState]] = {}
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
         self._next_deadline = math.inf  # no active finding can resolve before this
+        # Objects by last write, oldest first: idle ones give up their rates, later their handover history.
+        self._rated: dict[str, ObjectState] = {}
+        self._storied: dict[str, ObjectState] = {}
+        self._next_eviction = -math.inf
         self._rules = RuleBook(settings.ignore_rules)
         hot = settings.hot_loop
         self._tau = hot.time_constant
@@ -134,11 +138,15 @@ class Engine:
             self.stats.unattributed_writes += 1
         write.timed = timed
         changes += self._detect(state, obj, write)
+        state.last_write = now
+        self._touch(uid, state)
         return changes
 
     def advance(self, now: float) -> list[FindingChange]:
-        """Move the clock (never backwards) and resolve findings that have been quiet long enough."""
+        """Move the clock (never backwards), resolve findings quiet long enough, and let idle objects go."""
         self.now = max(self.now, now)
+        if self.now >= self._next_eviction:
+            self._evict_idle(self.now)
         if self.now < self._next_deadline:
             return []
         changes = []
@@ -150,6 +158,34 @@ class Engine:
             else:  # (later writes only ever move a deadline later, so this stays a lower bound)
                 self._next_deadline = min(self._next_deadline, deadline)
         return changes
+
+    def _touch(self, uid: str, state: ObjectState) -> None:
+        """Keep the idle-eviction queues ordered by last write (move to the end)."""
+        if state.rates is not None:
+            self._rated.pop(uid, None)
+            self._rated[uid] = state
+        if state.history:
+            self._storied.pop(uid, None)
+            self._storied[uid] = state
+
+    def _evict_idle(self, now: float) -> None:
+        """Drop the write rates of objects idle for two time constants (their streak is over, their rate at
+        most 14% of what it was) and the handovers of objects idle for a whole window (none can count any more).
+        """
+        self._next_eviction = now + self._tau / 2
+        for queue, horizon, field in (
+            (self._rated, now - 2 * self._tau, "rates"),
+            (self._storied, now - self.settings.fight.window, "history"),
+        ):
+            idle = []
+            for uid, state in queue.items():
+                if state.last_write >= horizon:
+                    break
+                if field == "history" and state.fight is not None:
+                    continue  # an open fight keeps its handovers until it resolves
+                idle.append(uid)
+            for uid in idle:
+                setattr(queue.pop(uid), field, None)
 
     def _track(self, finding: OpenFinding, state: ObjectState) -> None:
         self._active[finding.id] = (finding, state)
@@ -302,6 +338,8 @@ class Engine:
 
     def _forget(self, state: ObjectState, now: float) -> list[FindingChange]:
         del self._objects[state.ref.uid]
+        self._rated.pop(state.ref.uid, None)
+        self._storied.pop(state.ref.uid, None)
         return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
 
 

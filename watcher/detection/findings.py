@@ -111,7 +111,8 @@ def note_hot_evidence(
             hints.looks_like_timestamp(text) for p in write.changed if (text := value_text(obj, p))
         )
     if not finding.status_writes:
-        finding.status_writes = any(w.subresource == "status" or _owns_only_status(state.entries.get(w)) for w in hot)
+        owned = {entry.writer: entry for entry in state.entries}
+        finding.status_writes = any(w.subresource == "status" or _owns_only_status(owned.get(w)) for w in hot)
 
 
 def _owns_only_status(entry: Entry | None) -> bool:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -91,8 +90,7 @@ def _json(text: str, key: str, prefix: str) -> Any:
         raise FieldsV1Error(f"fieldsV1 key {key!r} under {prefix or 'the root'} holds invalid JSON") from exc
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One writer's managedFields entry, normalised: `time` stays the RFC 3339 text (1 s resolution, sortable)."""
 
     writer: Writer

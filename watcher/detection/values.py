@@ -11,7 +11,8 @@ only that one. Only hashes are kept, never values: memory stays small and no Sec
 
 from __future__ import annotations
 
-from typing import Any
+from array import array
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -24,7 +25,52 @@ _LABELS = paths.field("metadata", "labels")
 _ANNOTATIONS = paths.field("metadata", "annotations")
 
 LeafHashes = dict[str, int]
-NO_LEAVES: LeafHashes = {}  # shared by every metadata-only object: never mutated
+
+
+class LeafTable(NamedTuple):
+    """Leaf hashes as an object keeps them: 8 bytes a leaf, with the paths shared by every object of one shape.
+
+    `positions` maps each path to its place in `hashes`; objects with the same leaves share one `positions`.
+    """
+
+    positions: dict[str, int]
+    hashes: array[int]
+
+    def get(self, path: str, default: int) -> int:
+        position = self.positions.get(path)
+        return default if position is None else self.hashes[position]
+
+    def has(self, path: str) -> bool:
+        return path in self.positions
+
+
+NO_LEAVES = LeafTable({}, array("q"))  # shared by every metadata-only object: never mutated
+_SHAPES: dict[tuple[str, ...], dict[str, int]] = {}
+_MAX_SHAPES = 50_000
+
+
+def table(leaves: LeafHashes) -> LeafTable:
+    """Pack leaf hashes; the path index is shared with every earlier table of the same shape."""
+    if not leaves:
+        return NO_LEAVES
+    shape = tuple(leaves)
+    index = _SHAPES.get(shape)
+    if index is None:
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()  # live tables keep their own index
+        index = _SHAPES[shape] = {path: position for position, path in enumerate(shape)}
+    return LeafTable(index, array("q", leaves.values()))
+
+
+def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
+    """Leaves whose value changed, appeared or vanished."""
+    if old.positions is new.positions:
+        if old.hashes == new.hashes:
+            return []
+        return [path for path, a, b in zip(new.positions, old.hashes, new.hashes, strict=True) if a != b]
+    before = dict(zip(old.positions, old.hashes, strict=True))
+    after = dict(zip(new.positions, new.hashes, strict=True))
+    return changed_paths(before, after)
 
 
 def meta_digest(meta: JSONObject) -> int:
