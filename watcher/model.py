@@ -117,8 +117,22 @@ class FindingChange:
     finding: Finding
 
 
+_SECONDS: dict[str, float] = {}
+
+
 def parse_time(text: str) -> float:
-    """RFC 3339 (as the API server and `observedAt` write it) -> seconds since the epoch."""
+    """RFC 3339 (as the API server and `observedAt` write it) -> seconds since the epoch.
+
+    The UTC forms the API server writes (`...:SSZ`, `...:SS.ffffffZ`) are parsed once per second of time and
+    cached: a stream has many events per second. Other offsets take the general path.
+    """
+    if len(text) >= 20 and text[-1] == "Z" and text[10] == "T" and (len(text) == 20 or text[19] == "."):
+        base = _SECONDS.get(text[:19])
+        if base is None:
+            if len(_SECONDS) > 100_000:
+                _SECONDS.clear()
+            base = _SECONDS[text[:19]] = datetime.fromisoformat(text[:19] + "+00:00").timestamp()
+        return base + float("0" + text[19:-1]) if len(text) > 20 else base
     return datetime.fromisoformat(text).timestamp()
 
 

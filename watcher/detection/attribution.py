@@ -14,7 +14,7 @@ from typing import NamedTuple
 from watcher.config import IgnoreRule
 from watcher.detection import values
 from watcher.detection.findings import OpenFinding, Rate
-from watcher.detection.managed_fields import Entry, FieldSetCache, decode
+from watcher.detection.managed_fields import Entry, FieldSetCache, decode, keep_entry
 from watcher.detection.values import LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 
@@ -111,6 +111,7 @@ class Attribution:
 
     def __init__(self) -> None:
         self._fields = FieldSetCache()
+        self._tables = values.TableCache()
 
     def baseline(
         self,
@@ -128,7 +129,7 @@ class Attribution:
             uid=meta["uid"],
         )
         state = ObjectState(ref, meta.get("resourceVersion") or "", rules)
-        state.entries = tuple(Entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items())
+        state.entries = tuple(keep_entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items())
         self._changed_values(state, obj)
         state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
         return state
@@ -180,11 +181,11 @@ class Attribution:
                 continue
             fields = decode(self._fields, fields_v1)
             if old is None:
-                entries[writer] = Entry(writer, time, fields)
+                entries[writer] = keep_entry(writer, time, fields)
                 writers.append(writer)
                 gained[writer] = fields
                 continue
-            entries[writer] = old if old.fields is fields and old.time == time else Entry(writer, time, fields)
+            entries[writer] = old if old.fields is fields and old.time == time else keep_entry(writer, time, fields)
             grew = fields - old.fields
             if time > old.time or grew:
                 writers.append(writer)
@@ -192,19 +193,18 @@ class Attribution:
                     gained[writer] = grew
         return entries, writers, gained
 
-    @staticmethod
-    def _changed_values(state: ObjectState, obj: JSONObject) -> list[str]:
+    def _changed_values(self, state: ObjectState, obj: JSONObject) -> list[str]:
         """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes."""
         changed: list[str] = []
         meta = obj["metadata"]
         digest = values.meta_digest(meta)
         if digest != state.meta_digest:
-            new = values.table(values.meta_leaves(meta))
+            new = self._tables.meta(digest, meta)
             changed = values.changed_leaves(state.meta_values, new)
             state.meta_values, state.meta_digest = new, digest
         digest = values.body_digest(obj)
         if digest != state.body_digest:
-            new = values.table(values.body_leaves(obj))
+            new = self._tables.body(digest, obj)
             changed += values.changed_leaves(state.body_values, new)
             state.body_values, state.body_digest = new, digest
         return changed
@@ -271,7 +271,7 @@ class Attribution:
             if entry.fields.issuperset(changed):
                 fresh = decode(self._fields, raw[writer][1])  # an entry kept from before may since have lost fields
                 if fresh is not entry.fields:
-                    entries[writer] = Entry(writer, entry.time, fresh)
+                    entries[writer] = Entry(entry.writer, entry.time, fresh)
                 if fresh.issuperset(changed):
                     owners.append(writer)
         return owners if len(owners) == 1 else []

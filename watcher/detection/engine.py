@@ -217,10 +217,9 @@ class Engine:
             history = state.history = []
         history.extend(handovers)
         horizon = at - self.settings.fight.window
-        expired = next((i for i, h in enumerate(history) if h.at >= horizon), len(history))
-        expired = max(expired, len(history) - self.settings.history)
-        if expired:
-            del history[:expired]
+        if history[0].at < horizon or len(history) > self.settings.history:
+            expired = next((i for i, h in enumerate(history) if h.at >= horizon), len(history))
+            del history[: max(expired, len(history) - self.settings.history)]
         contested = {h.path for h in handovers if self._contested(history, h.path)}
         finding = state.fight
         if finding is None:
@@ -245,21 +244,21 @@ class Engine:
 
     def _contested(self, history: Iterable[Handover], path: str) -> bool:
         """Changed hands often enough, and came back to an earlier owner/value often enough."""
-        count = back = 0
+        needed = self.settings.fight.min_handovers
+        mine = [h for h in history if h.path == path]
+        if len(mine) < needed:  # most paths, most of the time
+            return False
+        back = 0
         owners: set[Writer] = set()
         values: set[int] = set()
-        for h in history:
-            if h.path != path:
-                continue
-            count += 1
+        for h in mine:
             if (h.after is not None and h.after in owners) or (h.now is not None and h.now in values):
                 back += 1
             if h.before is not None:
                 owners.add(h.before)
             if h.was is not None:
                 values.add(h.was)
-        needed = self.settings.fight.min_handovers
-        return count >= needed and back >= needed - 1
+        return back >= needed - 1
 
     def _rates(self, state: ObjectState, writers: list[Writer], at: float) -> tuple[dict[Writer, Rate], list[Writer]]:
         """Feed each writer's decaying rate; return the rates and the writers that are hot now."""

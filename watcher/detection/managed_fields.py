@@ -129,31 +129,32 @@ class FieldSetCache:
 _writers: dict[Writer, Writer] = {}
 
 
-def writer_of(manager: str, operation: str, subresource: str) -> Writer:
-    """Interned Writer: there are few distinct writers in a cluster and millions of references to them."""
-    writer = Writer(manager, operation, subresource)
-    return _writers.setdefault(writer, writer)
-
-
 def raw_entries(managed_fields: Iterable[Any]) -> dict[Writer, tuple[str, Any]]:
-    """Group raw entries by writer: writer -> (newest time, [fieldsV1, ...]) without decoding any trie."""
+    """Group raw entries by writer: writer -> (newest time, fieldsV1 or [fieldsV1, ...]) without decoding.
+
+    The writers are not interned here (that happens once an entry is kept, see `keep_entry`): most are only
+    compared with what the object had before.
+    """
     grouped: dict[Writer, tuple[str, Any]] = {}
     for raw in managed_fields:
-        if not isinstance(raw, dict):
+        if type(raw) is not dict:
             raise FieldsV1Error("a managedFields entry is not an object")
-        manager = raw.get("manager") or ""
-        writer = writer_of(manager, raw.get("operation") or "", raw.get("subresource") or "")
-        time = sys.intern(raw.get("time") or "")  # shared by every object written in that second
+        writer = Writer(raw.get("manager") or "", raw.get("operation") or "", raw.get("subresource") or "")
         fields = raw.get("fieldsV1") or {}
-        if not isinstance(fields, dict):
-            raise FieldsV1Error(f"fieldsV1 of manager {manager!r} is not an object")
+        if type(fields) is not dict:
+            raise FieldsV1Error(f"fieldsV1 of manager {writer.manager!r} is not an object")
         seen = grouped.get(writer)
         if seen is None:
-            grouped[writer] = (time, fields)
+            grouped[writer] = (raw.get("time") or "", fields)
         else:  # the same writer under two apiVersions
             merged = seen[1] if isinstance(seen[1], list) else [seen[1]]
-            grouped[writer] = (max(seen[0], time), [*merged, fields])
+            grouped[writer] = (max(seen[0], raw.get("time") or ""), [*merged, fields])
     return grouped
+
+
+def keep_entry(writer: Writer, time: str, fields: frozenset[str]) -> Entry:
+    """An Entry to keep: its writer and time string are interned, as millions of objects share a few of each."""
+    return Entry(_writers.setdefault(writer, writer), sys.intern(time), fields)
 
 
 def decode(cache: FieldSetCache, fields: Any) -> frozenset[str]:

@@ -62,6 +62,33 @@ def table(leaves: LeafHashes) -> LeafTable:
     return LeafTable(index, array("q", leaves.values()))
 
 
+class TableCache:
+    """Tables by the digest of what they were made from: objects of one template, and values that flip back
+    and forth, find their table made already, and share it (tables are never mutated)."""
+
+    def __init__(self, max_entries: int = 20_000) -> None:
+        self._max = max_entries
+        self._tables: dict[int, LeafTable] = {}
+
+    def meta(self, digest: int, meta: JSONObject) -> LeafTable:
+        found = self._tables.get(digest)
+        if found is None:
+            found = self._store(digest, table(meta_leaves(meta)))
+        return found
+
+    def body(self, digest: int, obj: JSONObject) -> LeafTable:
+        found = self._tables.get(digest)
+        if found is None:
+            found = self._store(digest, table(body_leaves(obj)))
+        return found
+
+    def _store(self, digest: int, made: LeafTable) -> LeafTable:
+        if len(self._tables) >= self._max:
+            self._tables.clear()
+        self._tables[digest] = made
+        return made
+
+
 def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
     """Leaves whose value changed, appeared or vanished."""
     if old.positions is new.positions:
@@ -83,7 +110,7 @@ def meta_digest(meta: JSONObject) -> int:
 def body_digest(obj: JSONObject) -> int:
     """Hash of the body sections; 0 for metadata-only objects."""
     body = [(k, v) for k, v in obj.items() if k not in _NOT_BODY]
-    return hash(orjson.dumps(body)) if body else 0
+    return hash((1, orjson.dumps(body))) if body else 0
 
 
 def meta_leaves(meta: JSONObject) -> LeafHashes:
