@@ -11,9 +11,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from watcher.config import IgnoreRule
 from watcher.detection import values
 from watcher.detection.findings import OpenFinding, Rate
+from watcher.detection.ignore import ObjectRules
 from watcher.detection.managed_fields import Entry, FieldSetCache, decode, keep_entry
 from watcher.detection.values import LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
@@ -77,7 +77,7 @@ class ObjectState:
         "seq",
     )
 
-    def __init__(self, ref: ObjectRef, rv: str, rules: tuple[IgnoreRule, ...]) -> None:
+    def __init__(self, ref: ObjectRef, rv: str, rules: ObjectRules) -> None:
         self.ref = ref
         self.rv = rv
         self.rules = rules
@@ -118,7 +118,7 @@ class Attribution:
         obj: JSONObject,
         meta: JSONObject,
         raw: dict[Writer, tuple[str, object]],
-        rules: tuple[IgnoreRule, ...],
+        rules: ObjectRules,
     ) -> ObjectState:
         """The state of an object first seen (ADDED, or already there when the stream began): no write yet."""
         ref = ObjectRef(

@@ -31,7 +31,7 @@ from watcher.detection.findings import (
     note_hot_evidence,
     snapshot,
 )
-from watcher.detection.ignore import RuleBook, field_ignored, manager_ignored
+from watcher.detection.ignore import RuleBook
 from watcher.detection.managed_fields import raw_entries
 from watcher.model import (
     UNATTRIBUTED,
@@ -201,11 +201,12 @@ class Engine:
 
     def _detect(self, state: ObjectState, obj: JSONObject, write: Write) -> list[FindingChange]:
         changes: list[FindingChange] = []
-        handovers = [h for h in write.handovers if not field_ignored(state.rules, h.path, h.by, h.before)]
+        rules = state.rules
+        handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
         if handovers:
             changes += self._fight(state, handovers, write.at)
-        counted = [w for w in write.writers if not manager_ignored(state.rules, w)]
-        if write.changed and all(field_ignored(state.rules, p, w, None) for p in write.changed for w in write.writers):
+        counted = [w for w in write.writers if not rules.manager_ignored(w)]
+        if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
             counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
         if counted and write.timed:
             changes += self._hot_loop(state, obj, counted, write)

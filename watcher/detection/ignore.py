@@ -4,9 +4,38 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from typing import NamedTuple
 
 from watcher.config import IgnoreRule
 from watcher.model import JSONObject, Writer
+
+
+class ObjectRules(NamedTuple):
+    """The field and manager rules that apply to one object, compiled for the per-write checks."""
+
+    prefixes: tuple[str, ...]  # field prefixes ignored whoever writes them
+    scoped: tuple[IgnoreRule, ...]  # rules that name a manager
+
+    def field_ignored(self, path: str, by: Writer, before: Writer | None) -> bool:
+        """Whether a change of `path` by `by` (taken from `before`) falls under a field or manager rule."""
+        if self.prefixes and path.startswith(self.prefixes):
+            return True
+        for rule in self.scoped:
+            if rule.fields and not path.startswith(rule.fields):
+                continue
+            for writer in (by, before):
+                if writer is not None and writer.manager and fnmatch.fnmatchcase(writer.manager, rule.manager or ""):
+                    return True
+        return False
+
+    def manager_ignored(self, writer: Writer) -> bool:
+        """Whether a rule with only a manager (no fields) drops this writer's writes."""
+        return writer.manager is not None and any(
+            not r.fields and fnmatch.fnmatchcase(writer.manager, r.manager or "") for r in self.scoped
+        )
+
+
+NO_RULES = ObjectRules((), ())
 
 
 class RuleBook:
@@ -28,9 +57,10 @@ class RuleBook:
             for r in rules
         ]
         self._by_name = any(r.name is not None for r in rules)
-        self._cache: dict[tuple[str, str, str | None], tuple[IgnoreRule, ...] | None] = {}
+        self._cache: dict[tuple[str, str, str | None], ObjectRules | None] = {}
+        self._compiled: dict[tuple[IgnoreRule, ...], ObjectRules] = {}
 
-    def for_object(self, obj: JSONObject, meta: JSONObject) -> tuple[IgnoreRule, ...] | None:
+    def for_object(self, obj: JSONObject, meta: JSONObject) -> ObjectRules | None:
         """The field/manager rules that apply to this object, or None when the whole object is ignored."""
         api_version: str = obj.get("apiVersion") or ""
         group = api_version.rpartition("/")[0]
@@ -47,7 +77,7 @@ class RuleBook:
             found = self._cache[key] = self._match(group, kind, namespace, None)
             return found
 
-    def _match(self, group: str, kind: str, namespace: str | None, name: str | None) -> tuple[IgnoreRule, ...] | None:
+    def _match(self, group: str, kind: str, namespace: str | None, name: str | None) -> ObjectRules | None:
         applicable = []
         for rule, ns_pattern, name_pattern in self._patterns:
             if rule.group is not None and rule.group != group:
@@ -61,28 +91,12 @@ class RuleBook:
             if rule.whole_objects:
                 return None
             applicable.append(rule)
-        return tuple(applicable)
+        return self._compile(tuple(applicable))
 
-
-def field_ignored(rules: tuple[IgnoreRule, ...], path: str, by: Writer, before: Writer | None) -> bool:
-    """Whether a change of `path` by `by` (taken from `before`) falls under a field or manager rule."""
-    for rule in rules:
-        if rule.fields and not any(path.startswith(prefix) for prefix in rule.fields):
-            continue
-        if rule.manager is None:
-            return True
-        for writer in (by, before):
-            if writer is not None and writer.manager and fnmatch.fnmatchcase(writer.manager, rule.manager):
-                return True
-    return False
-
-
-def manager_ignored(rules: tuple[IgnoreRule, ...], writer: Writer) -> bool:
-    """Whether a rule with only a manager (no fields) drops this writer's writes."""
-    return any(
-        r.manager is not None
-        and not r.fields
-        and writer.manager is not None
-        and fnmatch.fnmatchcase(writer.manager, r.manager)
-        for r in rules
-    )
+    def _compile(self, rules: tuple[IgnoreRule, ...]) -> ObjectRules:
+        found = self._compiled.get(rules)
+        if found is None:
+            prefixes = tuple(p for r in rules if r.manager is None for p in r.fields)
+            scoped = tuple(r for r in rules if r.manager is not None)
+            found = self._compiled[rules] = ObjectRules(prefixes, scoped) if rules else NO_RULES
+        return found
