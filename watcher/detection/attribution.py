@@ -174,17 +174,20 @@ class Attribution:
         entries: dict[Writer, Entry] = {}
         writers: list[Writer] = []
         gained: dict[Writer, frozenset[str]] = {}
-        for writer, (time, fields_v1) in raw.items():
-            old = prev.get(writer)
+        for raw_writer, (time, fields_v1) in raw.items():
+            old = prev.get(raw_writer)
             if old is not None and old.time == time and time != newest:
-                entries[writer] = old
+                entries[old.writer] = old
                 continue
             fields = decode(self._fields, fields_v1)
             if old is None:
-                entries[writer] = keep_entry(writer, time, fields)
+                kept = keep_entry(raw_writer, time, fields)
+                writer = kept.writer  # interned: handovers and rates keep it, not the decoded strings
+                entries[writer] = kept
                 writers.append(writer)
                 gained[writer] = fields
                 continue
+            writer = old.writer
             entries[writer] = old if old.fields is fields and old.time == time else keep_entry(writer, time, fields)
             grew = fields - old.fields
             if time > old.time or grew:

@@ -66,7 +66,7 @@ class TableCache:
     """Tables by the digest of what they were made from: objects of one template, and values that flip back
     and forth, find their table made already, and share it (tables are never mutated)."""
 
-    def __init__(self, max_entries: int = 20_000) -> None:
+    def __init__(self, max_entries: int = 4096) -> None:
         self._max = max_entries
         self._tables: dict[int, LeafTable] = {}
 
