@@ -173,19 +173,13 @@ class Engine:
         most 14% of what it was) and the handovers of objects idle for a whole window (none can count any more).
         """
         self._next_eviction = now + self._tau / 2
-        for queue, horizon, field in (
-            (self._rated, now - 2 * self._tau, "rates"),
-            (self._storied, now - self.settings.fight.window, "history"),
-        ):
-            idle = []
-            for uid, state in queue.items():
-                if state.last_write >= horizon:
-                    break
-                if field == "history" and state.fight is not None:
-                    continue  # an open fight keeps its handovers until it resolves
-                idle.append(uid)
-            for uid in idle:
-                setattr(queue.pop(uid), field, None)
+        for uid in _idle(self._rated, now - 2 * self._tau):
+            self._rated.pop(uid).rates = None
+        for uid in _idle(self._storied, now - self.settings.fight.window):
+            state = self._storied[uid]
+            if state.fight is None:  # an open fight keeps its handovers until it resolves
+                del self._storied[uid]
+                state.history = None
 
     def _track(self, finding: OpenFinding, state: ObjectState) -> None:
         self._active[finding.id] = (finding, state)
@@ -341,6 +335,16 @@ class Engine:
         self._rated.pop(state.ref.uid, None)
         self._storied.pop(state.ref.uid, None)
         return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
+
+
+def _idle(queue: dict[str, ObjectState], horizon: float) -> list[str]:
+    """The objects at the front of a queue ordered by last write that were last written before `horizon`."""
+    idle = []
+    for uid, state in queue.items():
+        if state.last_write >= horizon:
+            break
+        idle.append(uid)
+    return idle
 
 
 __all__ = ["Engine", "EventError", "Stats"]
