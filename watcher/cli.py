@@ -70,6 +70,9 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
                 first = engine.now
             last = engine.now
     except CaptureError as exc:
+        if stats.events == 0 and not stats.skipped_invalid:  # nothing analysed: the error is all there is to say
+            print(f"fightwatch: {exc}", file=sys.stderr)
+            return EXIT_ERROR
         error = str(exc)
     findings = engine.active() + engine.resolved()
     if args.output == "json":

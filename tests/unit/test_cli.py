@@ -145,3 +145,13 @@ def test_malformed_managed_fields_name_the_file_and_line(tmp_path: Path) -> None
     result = run("replay", str(path))
     assert result.returncode == 2
     assert f"{path}:{len(lines)}: unexpected fieldsV1 key 'x:spec'" in result.stderr.decode()
+
+
+def test_a_missing_capture_is_one_clear_error(tmp_path: Path) -> None:
+    result = run("replay", str(tmp_path / "absent.json"))
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert (
+        result.stderr.decode().strip()
+        == f"fightwatch: {tmp_path / 'absent.json'}: cannot open: No such file or directory"
+    )
