@@ -49,6 +49,11 @@ if [[ ! -x $bin/etcd ]]; then
 fi
 [[ -x $bin/etcd ]] || die "etcd is not executable at $bin/etcd"
 
+# kubectl (any recent client; Debian's kubernetes-client when none is installed), for the tests of the
+# README's kubectl capture path.
+command -v kubectl >/dev/null || apt_install kubernetes-client
+command -v kubectl >/dev/null || die "kubectl is not installed and kubernetes-client did not provide it"
+
 # etcdctl: Debian's etcd-client (same 3.4 line), for tests that inspect or compact etcd.
 if [[ ! -x $bin/etcdctl ]]; then
   apt_install etcd-client

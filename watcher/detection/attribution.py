@@ -50,7 +50,8 @@ class Values(NamedTuple):
     def get(self, path: str) -> int:
         """The value hash at `path`, or `REMOVED` when it has none."""
         table = self.meta if path.startswith("metadata.") else self.body
-        return table.get(path, REMOVED)
+        position = table.positions.get(path)
+        return REMOVED if position is None else table.hashes[position]
 
     def has(self, path: str) -> bool:
         return self.meta.has(path) or self.body.has(path)
@@ -153,15 +154,43 @@ class Attribution:
         if not (state.controlled and len(writers) == 1):
             # (A single writer flipping values of an object another controller owns is an echo of that owner's
             # state, e.g. a ReplicaSet following its Deployment; a fight there is found on the owner.)
-            for path in changed:
-                if path not in taken:
-                    by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
-                    # An unattributed change of a field someone owns names that owner as a party to the flip.
-                    owner = None if writers else next((w for w, e in entries.items() if path in e.fields), None)
-                    was, now_ = before.get(path), after.get(path)
-                    write.handovers.append(Handover(now, state.seq, path, by, before=owner, was=was, now=now_))
+            self._value_handovers(
+                write,
+                state.seq,
+                changed=changed,
+                taken=taken,
+                writers=writers,
+                entries=entries,
+                before=before,
+                after=after,
+            )
         state.entries = tuple(entries.values())
         return write
+
+    @staticmethod
+    def _value_handovers(
+        write: Write,
+        seq: int,
+        *,
+        changed: list[str],
+        taken: set[str],
+        writers: list[Writer],
+        entries: dict[Writer, Entry],
+        before: Values,
+        after: Values,
+    ) -> None:
+        """Record each changed visible value (not already recorded as an ownership handover) as a handover."""
+        sole = entries[writers[0]].fields if len(writers) == 1 else None
+        for path in changed:
+            if path in taken:
+                continue
+            if sole is not None:
+                by = writers[0] if path in sole else UNATTRIBUTED
+            else:
+                by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
+            # An unattributed change of a field someone owns names that owner as a party to the flip.
+            owner = None if writers else next((w for w, e in entries.items() if path in e.fields), None)
+            write.handovers.append(Handover(write.at, seq, path, by, owner, None, before.get(path), after.get(path)))
 
     def _entries(
         self, prev: dict[Writer, Entry], raw: dict[Writer, tuple[str, object]], newest: str
