@@ -74,10 +74,11 @@ def _shared_manager(e: Evidence) -> str:
     if names and not unattributed:
         return (
             f"The values flip back and forth but every write is recorded for the one field manager "
-            f"{names[0]!r}: several controllers share that name (common with kubebuilder's default `manager`). "
-            "Give each controller a distinct field manager (controller-runtime `client.FieldOwner`, client-go "
-            "`FieldManager` in Create/Update/Patch options) so fightwatch and server-side apply can tell "
-            "them apart, then decide which of them owns the field."
+            f"{names[0]!r}: most often several controllers share that name (kubebuilder's default is "
+            "`manager`). Give each controller a distinct field manager (controller-runtime `client.FieldOwner`, "
+            "client-go `FieldManager` in Create/Update/Patch options) so fightwatch and server-side apply can "
+            "tell them apart, then decide which of them owns the field. If only one controller runs under that "
+            "name, it is undoing its own writes."
         )
     return (
         "Some writes to these fields carry no managedFields entry (writes through the scale subresource on "
