@@ -155,3 +155,14 @@ def test_a_missing_capture_is_one_clear_error(tmp_path: Path) -> None:
         result.stderr.decode().strip()
         == f"fightwatch: {tmp_path / 'absent.json'}: cannot open: No such file or directory"
     )
+
+
+def test_labels_that_are_not_strings_name_the_file_and_line(tmp_path: Path) -> None:
+    lines = capture("fight-update-vs-update-label").read_bytes().splitlines()
+    event = orjson.loads(lines[3])
+    event["object"]["metadata"]["labels"] = {"owner": {"not": "a string"}}
+    path = tmp_path / "bad-labels.jsonl"
+    path.write_bytes(b"\n".join([*lines[:3], orjson.dumps(event), *lines[4:]]))
+    result = run("replay", str(path))
+    assert result.returncode == 2
+    assert f"{path}:4: metadata.labels and metadata.annotations must map strings to strings" in result.stderr.decode()

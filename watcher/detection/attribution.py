@@ -69,7 +69,6 @@ class ObjectState:
         "history",
         "hot",
         "last_write",
-        "meta_digest",
         "meta_values",
         "rates",
         "ref",
@@ -83,7 +82,6 @@ class ObjectState:
         self.rv = rv
         self.rules = rules
         self.entries: tuple[Entry, ...] = ()  # a tuple, not a dict: a third of the memory
-        self.meta_digest = 0
         self.meta_values: LeafTable = values.NO_LEAVES
         self.body_digest = 0
         self.body_values: LeafTable = values.NO_LEAVES
@@ -229,11 +227,11 @@ class Attribution:
         """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes."""
         changed: list[str] = []
         meta = obj["metadata"]
-        digest = values.meta_digest(meta)
-        if digest != state.meta_digest:
-            new = self._tables.meta(digest, meta)
-            changed = values.changed_leaves(state.meta_values, new)
-            state.meta_values, state.meta_digest = new, digest
+        new = values.meta_table(meta)
+        old = state.meta_values
+        if new.positions is not old.positions or new.hashes != old.hashes:
+            changed = values.changed_leaves(old, new)
+            state.meta_values = new
         digest = values.body_digest(obj)
         if digest != state.body_digest:
             new = self._tables.body(digest, obj)

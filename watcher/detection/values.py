@@ -70,12 +70,6 @@ class TableCache:
         self._max = max_entries
         self._tables: dict[int, LeafTable] = {}
 
-    def meta(self, digest: int, meta: JSONObject) -> LeafTable:
-        found = self._tables.get(digest)
-        if found is None:
-            found = self._store(digest, table(meta_leaves(meta)))
-        return found
-
     def body(self, digest: int, obj: JSONObject) -> LeafTable:
         found = self._tables.get(digest)
         if found is None:
@@ -89,6 +83,32 @@ class TableCache:
         return made
 
 
+_META_SHAPES: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, int]] = {}
+_NOTHING: JSONObject = {}
+
+
+def meta_table(meta: JSONObject) -> LeafTable:
+    """Labels and annotations as a table, without a Python step per leaf: the key tuples find the shared path
+    index, and the value hashes are packed straight from the maps. Comparing two tables is the digest."""
+    labels = meta.get("labels") or _NOTHING
+    annotations = meta.get("annotations") or _NOTHING
+    if not labels and not annotations:
+        return NO_LEAVES
+    shape = (tuple(labels), tuple(annotations))
+    positions = _META_SHAPES.get(shape)
+    if positions is None:
+        if len(_META_SHAPES) >= _MAX_SHAPES:
+            _META_SHAPES.clear()  # live tables keep their own index
+        paths_ = [paths.field(_LABELS, key) for key in shape[0]] + [paths.field(_ANNOTATIONS, key) for key in shape[1]]
+        positions = _META_SHAPES[shape] = {path: position for position, path in enumerate(paths_)}
+    try:
+        hashes = array("q", map(hash, labels.values()))
+        hashes.extend(map(hash, annotations.values()))
+    except TypeError:
+        raise ValueError("metadata.labels and metadata.annotations must map strings to strings") from None
+    return LeafTable(positions, hashes)
+
+
 def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
     """Leaves whose value changed, appeared or vanished."""
     if old.positions is new.positions:
@@ -98,13 +118,6 @@ def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
     before = dict(zip(old.positions, old.hashes, strict=True))
     after = dict(zip(new.positions, new.hashes, strict=True))
     return changed_paths(before, after)
-
-
-def meta_digest(meta: JSONObject) -> int:
-    """Hash of labels and annotations (string maps, serialised by the server in a stable order)."""
-    labels = meta.get("labels")
-    annotations = meta.get("annotations")
-    return hash((tuple(labels.items()) if labels else None, tuple(annotations.items()) if annotations else None))
 
 
 def body_digest(obj: JSONObject) -> int:
