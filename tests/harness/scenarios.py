@@ -401,8 +401,11 @@ async def fight_scale_vs_apply(api_client: ApiClient) -> None:
     await _at_intervals([kubectl, scaler] * 3, STEP)
 
 
-async def hot_loop_timestamp(api_client: ApiClient, *, rate: float = 5.0, duration: float = 15.0) -> None:
-    """One writer stamping the current time into an annotation `rate` times a second."""
+async def hot_loop_timestamp(api_client: ApiClient, *, rate: float = 5.0, duration: float = 30.0) -> None:
+    """One writer stamping the current time into an annotation `rate` times a second.
+
+    30 s, so that a loaded machine writing at only 2/s still reaches the 30/min decaying-rate threshold.
+    """
     ns = "hot-loop-timestamp"
     kube = Kube(api_client)
     await ensure_namespace(kube, ns)
@@ -626,7 +629,7 @@ _ALL = [
         "hot-loop-timestamp",
         hot_loop_timestamp,
         "hot-loop",
-        "ConfigMap reconcile-state annotation example.com/last-reconciled: Update reconciler, 5/s for 15 s",
+        "ConfigMap reconcile-state annotation example.com/last-reconciled: Update reconciler, 5/s for 30 s",
     ),
     Scenario(
         "benign-different-fields",
