@@ -14,14 +14,12 @@ from typing import NamedTuple
 from watcher.detection import values
 from watcher.detection.findings import OpenFinding, Rate
 from watcher.detection.ignore import ObjectRules
-from watcher.detection.managed_fields import Entry, FieldSetCache, decode, keep_entry
+from watcher.detection.managed_fields import Entry, FieldSetCache, RawEntries, decode, keep_entry
 from watcher.detection.values import LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 
 REMOVED = -1  # value hash of a leaf that disappeared
 _UNTRACED = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
-
-RawEntries = dict[Writer, tuple[str, object]]
 
 
 class Handover(NamedTuple):
@@ -49,9 +47,7 @@ class Values(NamedTuple):
 
     def get(self, path: str) -> int:
         """The value hash at `path`, or `REMOVED` when it has none."""
-        table = self.meta if path.startswith("metadata.") else self.body
-        position = table.positions.get(path)
-        return REMOVED if position is None else table.hashes[position]
+        return (self.meta if path.startswith("metadata.") else self.body).get(path, REMOVED)
 
     def has(self, path: str) -> bool:
         return self.meta.has(path) or self.body.has(path)
@@ -116,7 +112,7 @@ class Attribution:
         self,
         obj: JSONObject,
         meta: JSONObject,
-        raw: dict[Writer, tuple[str, object]],
+        raw: RawEntries,
         rules: ObjectRules,
     ) -> ObjectState:
         """The state of an object first seen (ADDED, or already there when the stream began): no write yet."""
@@ -133,9 +129,7 @@ class Attribution:
         state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
         return state
 
-    def attribute(
-        self, state: ObjectState, obj: JSONObject, raw: dict[Writer, tuple[str, object]], newest: str, now: float
-    ) -> Write:
+    def attribute(self, state: ObjectState, obj: JSONObject, raw: RawEntries, newest: str, now: float) -> Write:
         """Find the writer(s) of this write and the fields that changed hands or value."""
         prev = {entry.writer: entry for entry in state.entries}
         entries, writers, gained = self._entries(prev, raw, newest)
@@ -191,7 +185,7 @@ class Attribution:
             write.handovers.append(Handover(write.at, seq, path, by, owner, None, before.get(path), after.get(path)))
 
     def _entries(
-        self, prev: dict[Writer, Entry], raw: dict[Writer, tuple[str, object]], newest: str
+        self, prev: dict[Writer, Entry], raw: RawEntries, newest: str
     ) -> tuple[dict[Writer, Entry], list[Writer], dict[Writer, frozenset[str]]]:
         """The new entries, the writers they show (time advanced, new, or field set grown) and what each gained.
 
@@ -247,7 +241,7 @@ class Attribution:
         prev: dict[Writer, Entry],
         entries: dict[Writer, Entry],
         gained: dict[Writer, frozenset[str]],
-        raw: dict[Writer, tuple[str, object]],
+        raw: RawEntries,
         before: Values,
         after: Values,
     ) -> set[str]:
@@ -264,7 +258,7 @@ class Attribution:
                         continue
                     entry = entries.get(loser)
                     if entry is owned:
-                        entry = entries[loser] = Entry(loser, entry.time, decode(self._fields, raw[loser][1]))
+                        entry = self._refresh(entries, loser, raw)
                     if entry is not None and path in entry.fields:
                         continue
                     visible = before.has(path) or after.has(path)
@@ -283,9 +277,7 @@ class Attribution:
                     taken.add(path)
         return taken
 
-    def _owner_of_changes(
-        self, entries: dict[Writer, Entry], changed: list[str], raw: dict[Writer, tuple[str, object]]
-    ) -> list[Writer]:
+    def _owner_of_changes(self, entries: dict[Writer, Entry], changed: list[str], raw: RawEntries) -> list[Writer]:
         """Attribute a write no entry explains to the one writer that owns every visible field it changed.
 
         A manager that rewrites fields it already owns leaves managedFields as they were: its set does not
@@ -298,10 +290,14 @@ class Attribution:
             return []
         owners = []
         for writer, entry in list(entries.items()):
-            if entry.fields.issuperset(changed):
-                fresh = decode(self._fields, raw[writer][1])  # an entry kept from before may since have lost fields
-                if fresh is not entry.fields:
-                    entries[writer] = Entry(entry.writer, entry.time, fresh)
-                if fresh.issuperset(changed):
-                    owners.append(writer)
+            if entry.fields.issuperset(changed) and self._refresh(entries, writer, raw).fields.issuperset(changed):
+                owners.append(writer)
         return owners if len(owners) == 1 else []
+
+    def _refresh(self, entries: dict[Writer, Entry], writer: Writer, raw: RawEntries) -> Entry:
+        """What `writer` owns now: an entry kept from the previous version may since have lost fields."""
+        entry = entries[writer]
+        fresh = decode(self._fields, raw[writer][1])
+        if fresh is not entry.fields:
+            entry = entries[writer] = Entry(entry.writer, entry.time, fresh)
+        return entry

@@ -129,13 +129,16 @@ class FieldSetCache:
 _writers: dict[Writer, Writer] = {}
 
 
-def raw_entries(managed_fields: Iterable[Any]) -> dict[Writer, tuple[str, Any]]:
+RawEntries = dict[Writer, tuple[str, Any]]  # writer -> (time, fieldsV1 or [fieldsV1, ...]), not yet decoded
+
+
+def raw_entries(managed_fields: Iterable[Any]) -> RawEntries:
     """Group raw entries by writer: writer -> (newest time, fieldsV1 or [fieldsV1, ...]) without decoding.
 
     The writers are not interned here (that happens once an entry is kept, see `keep_entry`): most are only
     compared with what the object had before.
     """
-    grouped: dict[Writer, tuple[str, Any]] = {}
+    grouped: RawEntries = {}
     for raw in managed_fields:
         if type(raw) is not dict:
             raise FieldsV1Error("a managedFields entry is not an object")
