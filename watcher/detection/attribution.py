@@ -13,30 +13,13 @@ from typing import NamedTuple
 
 from watcher.detection import values
 from watcher.detection.findings import OpenFinding, Rate
+from watcher.detection.handovers import REMOVED, Handover, HandoverLog
 from watcher.detection.ignore import ObjectRules
 from watcher.detection.managed_fields import Entry, FieldSetCache, RawEntries, decode, keep_entry
 from watcher.detection.values import LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 
-REMOVED = -1  # value hash of a leaf that disappeared
 _UNTRACED = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
-
-
-class Handover(NamedTuple):
-    """One field changing hands in one write.
-
-    Ownership evidence names the owners before and after (managedFields); value evidence the value hashes before
-    and after (labels, annotations, fields of full objects). A write may show either or both.
-    """
-
-    at: float
-    seq: int  # the object's write counter at this write
-    path: str
-    by: Writer  # who made the write
-    before: Writer | None = None  # owner that lost the field
-    after: Writer | None = None  # owner that took it
-    was: int | None = None  # value hash before
-    now: int | None = None  # value hash after
 
 
 class Values(NamedTuple):
@@ -82,7 +65,7 @@ class ObjectState:
         self.body_digest = 0
         self.body_values: LeafTable = values.NO_LEAVES
         self.seq = 0  # writes seen
-        self.history: list[Handover] | None = None  # a ring: bounded by `history` and the window
+        self.history: HandoverLog | None = None  # bounded by `history` and the window
         self.rates: dict[Writer, Rate] | None = None
         self.fight: OpenFinding | None = None
         self.hot: OpenFinding | None = None

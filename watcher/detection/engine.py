@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from watcher.config import DetectionSettings
-from watcher.detection.attribution import Attribution, Handover, ObjectState, Write
+from watcher.detection.attribution import Attribution, ObjectState, Write
 from watcher.detection.findings import (
     OpenFinding,
     Rate,
@@ -31,6 +30,7 @@ from watcher.detection.findings import (
     note_hot_evidence,
     snapshot,
 )
+from watcher.detection.handovers import Handover, HandoverLog
 from watcher.detection.ignore import RuleBook
 from watcher.detection.managed_fields import raw_entries
 from watcher.model import (
@@ -209,18 +209,17 @@ class Engine:
     def _fight(self, state: ObjectState, handovers: list[Handover], at: float) -> list[FindingChange]:
         history = state.history
         if history is None:
-            history = state.history = []
+            history = state.history = HandoverLog()
+        # A field becomes contested only by coming back to an earlier owner or value: test that cheaply first.
+        candidates = [h for h in handovers if history.may_come_back(h)]
         history.extend(handovers)
-        horizon = at - self.settings.fight.window
-        if history[0].at < horizon or len(history) > self.settings.history:
-            expired = next((i for i, h in enumerate(history) if h.at >= horizon), len(history))
-            del history[: max(expired, len(history) - self.settings.history)]
-        contested = {h.path for h in handovers if self._contested(history, h.path)}
+        history.trim(horizon=at - self.settings.fight.window, limit=self.settings.history)
+        contested = {h.path for h in candidates if self._contested(history, h.path)}
         finding = state.fight
         if finding is None:
             if not contested:
                 return []
-            involved = [h for h in history if h.path in contested]
+            involved = history.of(contested)
             finding = state.fight = OpenFinding(
                 FindingType.FIGHT, state.ref, first_seen=involved[0].at, at=at, seq=involved[0].seq
             )
@@ -237,23 +236,9 @@ class Engine:
             return []
         return [FindingChange(ChangeKind.UPDATED, snapshot(finding, state, FindingState.ACTIVE, None))]
 
-    def _contested(self, history: Iterable[Handover], path: str) -> bool:
-        """Changed hands often enough, and came back to an earlier owner/value often enough."""
-        needed = self.settings.fight.min_handovers
-        mine = [h for h in history if h.path == path]
-        if len(mine) < needed:  # most paths, most of the time
-            return False
-        back = 0
-        owners: set[Writer] = set()
-        values: set[int] = set()
-        for h in mine:
-            if (h.after is not None and h.after in owners) or (h.now is not None and h.now in values):
-                back += 1
-            if h.before is not None:
-                owners.add(h.before)
-            if h.was is not None:
-                values.add(h.was)
-        return back >= needed - 1
+    def _contested(self, history: HandoverLog, path: str) -> bool:
+        """Changed hands and came back to an earlier owner/value often enough (`min_handovers` - 1 times)."""
+        return history.backs(path) >= self.settings.fight.min_handovers - 1
 
     def _rates(self, state: ObjectState, writers: list[Writer], at: float) -> tuple[dict[Writer, Rate], list[Writer]]:
         """Feed each writer's decaying rate; return the rates and the writers that are hot now."""

@@ -15,7 +15,8 @@ from watcher.detection.values import value_text
 from watcher.model import Finding, FindingState, FindingType, JSONObject, ObjectRef, Writer, WriterCount
 
 if TYPE_CHECKING:
-    from watcher.detection.attribution import Handover, ObjectState, Write
+    from watcher.detection.attribution import ObjectState, Write
+    from watcher.detection.handovers import Handover
 
 
 class Rate:
