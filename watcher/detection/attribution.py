@@ -58,7 +58,7 @@ class ObjectState:
 
     def __init__(self, ref: ObjectRef, rv: str, rules: ObjectRules) -> None:
         self.ref = ref
-        self.rv = rv
+        self.rv = hash(rv)  # only ever compared, to drop repeated versions: a hash is half the memory
         self.rules = rules
         self.entries: tuple[Entry, ...] = ()  # a tuple, not a dict: a third of the memory
         self.meta_values: LeafTable = values.NO_LEAVES

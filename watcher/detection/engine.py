@@ -127,7 +127,7 @@ class Engine:
         if state is None:
             self._objects[uid] = self._attribution.baseline(obj, meta, raw, rules)
             return changes
-        rv = meta.get("resourceVersion") or ""
+        rv = hash(meta.get("resourceVersion") or "")
         if rv and rv == state.rv:
             self.stats.duplicate_events += 1
             return changes
