@@ -18,6 +18,7 @@ demo: $(BIN)/fightwatch
 ## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver.
 test: $(BIN)/fightwatch lint
 	scripts/control-plane.sh >/dev/null
+	scripts/helm.sh >/dev/null
 	$(BIN)/pytest
 
 lint: $(BIN)/fightwatch

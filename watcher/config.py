@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|m|s))")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -28,7 +28,14 @@ def parse_duration(value: Any) -> Any:
     return value
 
 
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+_DURATION_SCHEMA = {
+    "anyOf": [
+        {"type": "number", "exclusiveMinimum": 0},
+        {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?(h|ms|m|s))+\s*$"},
+    ],
+    "description": "A duration: Go-style text (45s, 15m, 1h30m) or seconds.",
+}
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0), WithJsonSchema(_DURATION_SCHEMA)]
 
 
 class _Strict(BaseModel):

@@ -1,0 +1,151 @@
+"""Write helm/fightwatch/values.schema.json: the chart's own values, plus `config` from fightwatch's config schema.
+
+The `config` value becomes fightwatch's config file, so its schema is generated from the same pydantic model that
+validates `--config` (watcher/config.py): bad config fails at `helm install` time with the same rules. Run after
+changing either; `--check` (used by the tests) fails when the committed file is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from watcher.config import Config
+
+TARGET = Path(__file__).resolve().parent.parent / "helm" / "fightwatch" / "values.schema.json"
+
+_STR = {"type": "string"}
+_BOOL = {"type": "boolean"}
+_OBJ = {"type": "object"}
+_ARR = {"type": "array"}
+_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
+_DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
+
+
+def strict(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "properties": properties, **extra}
+
+
+def chart_schema() -> dict[str, Any]:
+    config = Config.model_json_schema()
+    defs = config.pop("$defs", {})
+    config["description"] = "The fightwatch config file (README 'Configuration'); validated again at start-up."
+    rule_override = strict({"for": _DURATION, "severity": {"enum": ["info", "warning", "critical"]}})
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "fightwatch chart values",
+        **strict(
+            {
+                "image": strict(
+                    {
+                        "repository": {"type": "string", "minLength": 1},
+                        "tag": _STR,
+                        "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+                    },
+                    required=["repository"],
+                ),
+                "imagePullSecrets": _ARR,
+                "replicaCount": {"type": "integer", "minimum": 0},
+                "nameOverride": _STR,
+                "fullnameOverride": _STR,
+                "serviceAccount": strict({"create": _BOOL, "name": _STR, "annotations": _LABELS}),
+                "rbac": strict(
+                    {
+                        "create": _BOOL,
+                        "watch": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": strict(
+                                {
+                                    "apiGroups": {"type": "array", "items": _STR, "minItems": 1},
+                                    "resources": {"type": "array", "items": _STR, "minItems": 1},
+                                },
+                                required=["apiGroups", "resources"],
+                            ),
+                        },
+                        "namespaces": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                    }
+                ),
+                "events": strict({"enabled": _BOOL}),
+                "leaderElection": strict({"enabled": _BOOL}),
+                "config": config,
+                "logLevel": {"enum": ["debug", "info", "warning", "error"]},
+                "extraArgs": {"type": "array", "items": _STR},
+                "extraEnv": _ARR,
+                "extraVolumes": _ARR,
+                "extraVolumeMounts": _ARR,
+                "service": strict(
+                    {
+                        "type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+                        "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    }
+                ),
+                "serviceMonitor": strict(
+                    {
+                        "enabled": _BOOL,
+                        "additionalLabels": _LABELS,
+                        "interval": _DURATION,
+                        "scrapeTimeout": _DURATION,
+                        "relabelings": _ARR,
+                        "metricRelabelings": _ARR,
+                    }
+                ),
+                "prometheusRule": strict(
+                    {
+                        "enabled": _BOOL,
+                        "additionalLabels": _LABELS,
+                        "alerts": {"type": "object", "additionalProperties": rule_override},
+                    }
+                ),
+                "dashboards": strict(
+                    {
+                        "enabled": _BOOL,
+                        "label": {"type": "string", "minLength": 1},
+                        "labelValue": _STR,
+                        "annotations": _LABELS,
+                        "namespace": _STR,
+                    }
+                ),
+                "podDisruptionBudget": strict({"enabled": _BOOL, "minAvailable": {"type": ["integer", "string"]}}),
+                "networkPolicy": strict(
+                    {"enabled": _BOOL, "metricsFrom": _ARR, "apiServer": _ARR, "extraEgress": _ARR}
+                ),
+                "resources": _OBJ,
+                "podSecurityContext": _OBJ,
+                "securityContext": _OBJ,
+                "podAnnotations": _LABELS,
+                "podLabels": _LABELS,
+                "priorityClassName": _STR,
+                "nodeSelector": _LABELS,
+                "tolerations": _ARR,
+                "affinity": _OBJ,
+            }
+        ),
+        "$defs": defs,
+    }
+
+
+def render() -> str:
+    return json.dumps(chart_schema(), indent=2, sort_keys=False) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail when the committed schema is out of date")
+    args = parser.parse_args()
+    text = render()
+    if args.check:
+        if TARGET.read_text(encoding="utf-8") != text:
+            print(f"{TARGET} is out of date: run python scripts/chart_schema.py", file=sys.stderr)
+            return 1
+        return 0
+    TARGET.write_text(text, encoding="utf-8")
+    print(f"wrote {TARGET}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

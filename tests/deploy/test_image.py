@@ -1,0 +1,52 @@
+"""The container image without a Docker engine: hadolint on the Dockerfile, and the Dockerfile's own two install
+steps (scripts/image-install.sh build, then install from those wheels only, offline) run for real here."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKERFILE = REPO / "Dockerfile"
+
+
+def test_hadolint_is_clean() -> None:
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    done = subprocess.run(
+        [hadolint, "--failure-threshold", "info", str(DOCKERFILE)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_runtime_stage_is_non_root_and_runs_the_watcher() -> None:
+    text = DOCKERFILE.read_text()
+    runtime = text[text.index("AS runtime") :]
+    assert re.search(r"^USER \d+:\d+$", runtime, re.MULTILINE), "the runtime user must be numeric"
+    assert 'ENTRYPOINT ["fightwatch", "run"]' in runtime
+    assert not re.search(r"apt-get install|gcc|build-essential", runtime)
+
+
+def test_the_image_install_steps_build_a_working_fightwatch(tmp_path: Path) -> None:
+    text = DOCKERFILE.read_text()
+    assert "scripts/image-install.sh build /wheels" in text
+    assert "image-install.sh install /wheels /opt/fightwatch" in text
+    script = REPO / "scripts" / "image-install.sh"
+    wheels, prefix = tmp_path / "wheels", tmp_path / "opt"
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOME": str(tmp_path)}
+    build = subprocess.run(
+        [str(script), "build", str(wheels)], cwd=REPO, capture_output=True, text=True, env=env, check=False
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    assert any(wheels.glob("fightwatch-*.whl"))
+    install = subprocess.run(
+        [str(script), "install", str(wheels), str(prefix)], capture_output=True, text=True, env=env, check=False
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+    demo = subprocess.run(
+        [str(prefix / "bin" / "fightwatch"), "demo", "--output", "json"], capture_output=True, check=False
+    )
+    assert demo.returncode == 0, demo.stderr
+    assert b'"type":"fight"' in demo.stdout.replace(b" ", b"")
