@@ -1,0 +1,298 @@
+"""Write the Grafana dashboards in dashboards/ from one description, so every panel follows the conventions.
+
+Conventions: a `${datasource}` variable (Prometheus), an optional `cluster` variable (matches everything when
+the series carry no cluster label), a fixed `uid`, the `fightwatch` tag, and `$__rate_interval` in every rate.
+`--check` (used by the tests) fails when the committed JSON differs from what this script writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent.parent / "dashboards"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+C = 'cluster=~"$cluster"'  # every selector carries it
+OBJ = f'{C}, namespace=~"$namespace", kind=~"$kind", name=~"$name"'
+
+
+def target(expr: str, legend: str = "", *, instant: bool = False, ref: str = "A") -> dict[str, Any]:
+    out: dict[str, Any] = {"datasource": DS, "expr": expr, "refId": ref, "legendFormat": legend or "__auto"}
+    if instant:
+        out |= {"instant": True, "range": False, "format": "table"}
+    return out
+
+
+def panel(kind: str, title: str, targets: list[dict[str, Any]], grid: tuple[int, int, int, int], **extra: Any) -> Any:
+    x, y, w, h = grid
+    return {
+        "type": kind,
+        "title": title,
+        "datasource": DS,
+        "targets": targets,
+        "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        **extra,
+    }
+
+
+def variable(name: str, query: str, *, label: str, multi: bool = True) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": query, "refId": name},
+        "definition": query,
+        "refresh": 2,
+        "includeAll": True,
+        "allValue": ".*",
+        "multi": multi,
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "sort": 1,
+    }
+
+
+def dashboard(uid: str, title: str, description: str, panels: list[Any], variables: list[Any]) -> dict[str, Any]:
+    for number, item in enumerate(panels, 1):
+        item["id"] = number
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": ["fightwatch", "kubernetes"],
+        "timezone": "utc",
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Data source",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {},
+                    "hide": 0,
+                },
+                variable("cluster", "label_values(fightwatch_build_info, cluster)", label="Cluster", multi=False),
+                *variables,
+            ]
+        },
+        "panels": panels,
+        "links": [{"title": "fightwatch dashboards", "type": "dashboards", "tags": ["fightwatch"], "asDropdown": True}],
+    }
+
+
+def overview() -> dict[str, Any]:
+    rate = "$__rate_interval"
+    panels = [
+        panel("stat", "Active fights", [target(f'sum(fightwatch_findings_active{{{C}, type="fight"}})')], (0, 0, 4, 4)),
+        panel(
+            "stat",
+            "Active hot loops",
+            [target(f'sum(fightwatch_findings_active{{{C}, type="hot_loop"}})')],
+            (4, 0, 4, 4),
+        ),
+        panel(
+            "stat",
+            "Writes per second",
+            [target(f"sum(rate(fightwatch_writes_total{{{C}}}[{rate}]))")],
+            (8, 0, 4, 4),
+            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
+        ),
+        panel(
+            "stat",
+            "Resources forbidden",
+            [target(f'sum(fightwatch_resources{{{C}, state="forbidden"}})')],
+            (12, 0, 4, 4),
+            description="Resources fightwatch may not list and watch (see /readyz for which).",
+        ),
+        panel(
+            "stat",
+            "Tracked objects",
+            [target(f"sum(fightwatch_tracked_objects{{{C}}})")],
+            (16, 0, 4, 4),
+        ),
+        panel(
+            "stat",
+            "Event lag p99",
+            [
+                target(
+                    f"histogram_quantile(0.99, sum by (le) (rate(fightwatch_event_lag_seconds_bucket{{{C}}}[{rate}])))"
+                )
+            ],
+            (20, 0, 4, 4),
+            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
+        ),
+        panel(
+            "table",
+            "Active findings",
+            [target(f"fightwatch_finding_info{{{C}}}", instant=True)],
+            (0, 4, 24, 8),
+            description="Who fights over which fields of which object; the hint is in the Event on the object and "
+            "in /api/v1/findings.",
+            transformations=[
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True, "Value": True, "__name__": True, "instance": True, "job": True},
+                        "indexByName": {"type": 0, "namespace": 1, "kind": 2, "name": 3, "writers": 4, "fields": 5},
+                    },
+                }
+            ],
+        ),
+        panel(
+            "timeseries",
+            "Findings opened",
+            [target(f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{rate}]))", "{{type}}")],
+            (0, 12, 12, 8),
+        ),
+        panel(
+            "timeseries",
+            "Handovers of active fights",
+            [target(f'fightwatch_finding_handovers{{{C}, type="fight"}}', "{{kind}} {{namespace}}/{{name}}")],
+            (12, 12, 12, 8),
+        ),
+        panel(
+            "timeseries",
+            "Writes by manager",
+            [target(f"sum by (manager) (rate(fightwatch_writes_total{{{C}}}[{rate}]))", "{{manager}}")],
+            (0, 20, 12, 8),
+            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
+        ),
+        panel(
+            "timeseries",
+            "Writes by kind",
+            [target(f"sum by (kind) (rate(fightwatch_writes_total{{{C}}}[{rate}]))", "{{kind}}")],
+            (12, 20, 12, 8),
+            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
+        ),
+        panel(
+            "bargauge",
+            "Top objects by write rate",
+            [
+                target(
+                    f"topk(10, fightwatch_finding_writes_per_minute{{{C}}})",
+                    "{{kind}} {{namespace}}/{{name}}",
+                    instant=True,
+                )
+            ],
+            (0, 28, 12, 8),
+            description="Objects of active findings, by writes per minute.",
+            options={"orientation": "horizontal", "displayMode": "basic"},
+        ),
+        panel(
+            "timeseries",
+            "Watch errors by HTTP code",
+            [target(f"sum by (code) (rate(fightwatch_watch_errors_total{{{C}}}[{rate}]))", "{{code}}")],
+            (12, 28, 12, 8),
+        ),
+        panel(
+            "timeseries",
+            "Watch restarts by reason",
+            [target(f"sum by (reason) (rate(fightwatch_watch_restarts_total{{{C}}}[{rate}]))", "{{reason}}")],
+            (0, 36, 12, 8),
+        ),
+        panel(
+            "timeseries",
+            "Events received by type",
+            [target(f"sum by (type) (rate(fightwatch_events_total{{{C}}}[{rate}]))", "{{type}}")],
+            (12, 36, 12, 8),
+        ),
+    ]
+    return dashboard(
+        "fightwatch-overview",
+        "fightwatch / Overview",
+        "Controllers fighting over objects, hot reconcile loops, and the health of the watcher.",
+        panels,
+        [],
+    )
+
+
+def object_drilldown() -> dict[str, Any]:
+    rate = "$__rate_interval"
+    kind_ns = f'{C}, namespace=~"$namespace", kind=~"$kind"'
+    panels = [
+        panel(
+            "table",
+            "Findings on this object",
+            [target(f"fightwatch_finding_info{{{OBJ}}}", instant=True)],
+            (0, 0, 24, 6),
+        ),
+        panel(
+            "timeseries",
+            "Handovers",
+            [target(f"fightwatch_finding_handovers{{{OBJ}}}", "{{type}} {{name}}")],
+            (0, 6, 12, 8),
+        ),
+        panel(
+            "timeseries",
+            "Writes per minute to the object",
+            [target(f"fightwatch_finding_writes_per_minute{{{OBJ}}}", "{{type}} {{name}}")],
+            (12, 6, 12, 8),
+        ),
+        panel(
+            "timeseries",
+            "Writes by manager (this kind in this namespace)",
+            [
+                target(
+                    f"sum by (manager, operation) (rate(fightwatch_writes_total{{{kind_ns}}}[{rate}]))",
+                    "{{manager}} ({{operation}})",
+                )
+            ],
+            (0, 14, 24, 8),
+            description="Write counters carry no object name (bounded cardinality): this is the object's kind in "
+            "its namespace.",
+            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
+        ),
+    ]
+    return dashboard(
+        "fightwatch-object",
+        "fightwatch / Object",
+        "One object's findings: who writes it, how often the contested fields change hands.",
+        panels,
+        [
+            variable("namespace", f"label_values(fightwatch_finding_info{{{C}}}, namespace)", label="Namespace"),
+            variable(
+                "kind", f'label_values(fightwatch_finding_info{{{C}, namespace=~"$namespace"}}, kind)', label="Kind"
+            ),
+            variable(
+                "name",
+                f'label_values(fightwatch_finding_info{{{C}, namespace=~"$namespace", kind=~"$kind"}}, name)',
+                label="Name",
+            ),
+        ],
+    )
+
+
+DASHBOARDS = {"fightwatch-overview.json": overview, "fightwatch-object.json": object_drilldown}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail when the committed dashboards are out of date")
+    args = parser.parse_args()
+    stale = []
+    for name, build in DASHBOARDS.items():
+        text = json.dumps(build(), indent=2) + "\n"
+        path = OUT / name
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+        else:
+            OUT.mkdir(exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    if stale:
+        print(f"out of date: {', '.join(stale)}: run python scripts/dashboards.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
