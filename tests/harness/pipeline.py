@@ -66,6 +66,7 @@ class Pipeline:
     ) -> None:
         self.recorder = Recorder(watch_client, resources)
         self.engine = CountingEngine(detection, metrics)
+        metrics.active = self.engine.active
         self.metrics = metrics
         self.delivery = delivery
         self.changes: list[FindingChange] = []

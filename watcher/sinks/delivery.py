@@ -131,12 +131,12 @@ class Delivery:
             async with asyncio.timeout(drain):
                 await asyncio.gather(*(lane.idle.wait() for lane in self._lanes if lane.task is not None))
         for lane in self._lanes:
+            left = lane.pending()
             if lane.task is not None:
                 lane.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await lane.task
                 lane.task = None
-            left = len(lane.queue) + lane.in_flight
             if left:
                 self._dropped(lane.sink, "attempts", left)
                 log.warning("delivery stopped with changes undelivered", sink=lane.sink.name, changes=left)

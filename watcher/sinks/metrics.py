@@ -75,26 +75,38 @@ def writer_label(writer: Writer) -> str:
 
 
 class ManagerLabels:
-    """Bounds the `manager` label: the K managers that wrote most recently-and-often keep their name.
+    """Bounds the `manager` label: the K managers that write most (lately) keep their name, the rest are `other`.
 
-    A Space-Saving sketch (4K entries) counts writes per manager with bounded memory; its counts are halved
-    at every re-ranking, so they follow what writes now. Until K managers are admitted, every new manager is;
-    after that a manager takes the place of the weakest admitted one only when it writes at least twice as
-    often (hysteresis, so two similar managers do not swap series back and forth). `on_evict` is called with
-    a manager that lost its place, so its series can be removed.
+    A Space-Saving sketch of 4K entries counts writes per manager in bounded memory; each entry also keeps the
+    count it inherited when it replaced another (its possible overestimate), so a newcomer is judged by what
+    it certainly wrote. Counts are halved every `decay_every` writes, so they follow what writes now; the
+    ranking is revisited every `rerank_every` writes by managers without a place. Until K managers
+    are admitted, every new manager is; after that a manager takes the place of the weakest admitted one only
+    when it certainly wrote at least twice as much (hysteresis: similar managers do not swap series back and
+    forth). `on_evict` gets a manager that lost its place, so its series can be removed.
     """
 
-    def __init__(self, k: int, on_evict: Callable[[str], None], *, rerank_every: int = 4096) -> None:
+    def __init__(
+        self, k: int, on_evict: Callable[[str], None], *, rerank_every: int = 4096, decay_every: int = 1 << 16
+    ) -> None:
         self.k = k
         self._on_evict = on_evict
         self._capacity = 4 * k
-        self._counts: dict[str, float] = {}
+        self._counts: dict[str, list[float]] = {}  # manager -> [count, overestimate]
         self.admitted: set[str] = set()
         self._rerank_every = rerank_every
         self._since_rerank = 0
+        self._decay_every = decay_every
+        self._since_decay = 0
 
     def label(self, manager: str) -> str:
         self._count(manager)
+        self._since_decay += 1
+        if self._since_decay >= self._decay_every:
+            self._since_decay = 0
+            for entry in self._counts.values():
+                entry[0] /= 2
+                entry[1] /= 2
         if manager in self.admitted:
             return manager
         if len(self.admitted) < self.k:
@@ -107,37 +119,51 @@ class ManagerLabels:
 
     def _count(self, manager: str) -> None:
         counts = self._counts
-        if manager in counts:
-            counts[manager] += 1
+        entry = counts.get(manager)
+        if entry is not None:
+            entry[0] += 1
         elif len(counts) < self._capacity:
-            counts[manager] = 1
-        else:  # Space-Saving: the newcomer inherits the smallest count (an overestimate, bounded by it)
-            weakest = min((m for m in counts if m not in self.admitted), key=counts.__getitem__, default=None)
-            if weakest is None:
-                return
-            counts[manager] = counts.pop(weakest) + 1
+            counts[manager] = [1.0, 0.0]
+        else:  # Space-Saving: the newcomer replaces the smallest count and inherits it as its overestimate
+            weakest = min((m for m in counts if m not in self.admitted), key=lambda m: counts[m][0], default=None)
+            if weakest is not None:
+                floor = counts.pop(weakest)[0]
+                counts[manager] = [floor + 1, floor]
 
     def rerank(self) -> None:
         self._since_rerank = 0
         counts = self._counts
-        contenders = sorted((m for m in counts if m not in self.admitted), key=counts.__getitem__, reverse=True)
+
+        def certain(manager: str) -> float:
+            count, over = counts.get(manager, (0.0, 0.0))
+            return count - over
+
+        contenders = sorted((m for m in counts if m not in self.admitted), key=certain, reverse=True)
         for manager in contenders:
-            weakest = min(self.admitted, key=lambda m: counts.get(m, 0.0))
-            if counts[manager] < 2 * counts.get(weakest, 0.0):
+            weakest = min(self.admitted, key=lambda m: counts.get(m, [0.0])[0])
+            if certain(manager) < max(2 * counts.get(weakest, [0.0])[0], 2):
                 break
             self.admitted.discard(weakest)
             self.admitted.add(manager)
             self._on_evict(weakest)
-        for manager in counts:
-            counts[manager] /= 2
 
 
 class Metrics:
     """All of fightwatch's metric families in one registry (a fresh `CollectorRegistry` in tests)."""
 
-    def __init__(self, registry: CollectorRegistry, settings: MetricsSettings | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        settings: MetricsSettings | None = None,
+        *,
+        active: Callable[[], Iterable[Finding]] | None = None,
+    ) -> None:
+        """`active`: where scrapes read the active findings, current to the last write (`Engine.active`); without
+        it, the snapshots of the last changes passed to `on_changes`, which the engine only emits on notable
+        changes (so handovers and rates lag)."""
         self.registry = registry
         self.settings = settings or MetricsSettings()
+        self.active = active
         self._direct: dict[str, Any] = {}
         for family in FAMILIES:
             if not family.collected:
@@ -278,7 +304,7 @@ class Metrics:
     # ------------------------------------------------------------------------------------ at scrape time
 
     def collect(self) -> Iterator[Metric]:
-        active = list(self._active.values())
+        active = list(self.active() if self.active is not None else self._active.values())
         by_type = Tally(f.type.value for f in active)
         families = {name: _gauge(BY_NAME[name]) for name in _COLLECTED}
         for kind in FindingType:
