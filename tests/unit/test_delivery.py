@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.unit.captures import events
@@ -76,8 +77,8 @@ def _metrics() -> tuple[CollectorRegistry, Metrics]:
 
 async def _until(condition: object, deadline: float = 10.0) -> None:
     async with asyncio.timeout(deadline):
-        while not condition():  # type: ignore[operator]
-            await asyncio.sleep(0.005)  # poll interval against the deadline
+        while not condition():  # type: ignore[operator]  # noqa: ASYNC110 - polls a plain condition against the deadline
+            await asyncio.sleep(0.005)
 
 
 async def test_a_hanging_sink_fills_only_its_own_queue_dropping_the_oldest() -> None:
@@ -168,9 +169,5 @@ async def test_stop_drains_what_is_queued_then_gives_up_on_the_rest() -> None:
 
 
 def test_sink_names_are_unique() -> None:
-    try:
+    with pytest.raises(ValueError, match="same name"):
         Delivery([FakeSink("x"), FakeSink("x")], _settings())
-    except ValueError as exc:
-        assert "same name" in str(exc)
-    else:
-        raise AssertionError("two sinks named x were accepted")

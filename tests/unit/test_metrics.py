@@ -245,7 +245,8 @@ def test_watched_resources_start_at_zero_and_their_series_go_with_them() -> None
 def test_build_info_and_openmetrics_negotiation() -> None:
     registry, _ = _metrics()
     (info,) = _series(registry, "fightwatch_build_info")
-    assert info["version"] and info["python_version"]
+    assert info["version"]
+    assert info["python_version"]
     body, content_type = exposition(registry, "application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     assert body.endswith(b"# EOF\n")
