@@ -13,7 +13,8 @@ from tests.unit.captures import events
 from watcher.config import AlertmanagerSettings, Config, ConfigError, Secret, WebhookSettings, parse_config
 from watcher.detection.engine import Engine
 from watcher.model import ChangeKind, Finding, FindingChange, ObjectRef, format_time
-from watcher.sinks import alertmanager, events as kube_events, webhook
+from watcher.sinks import alertmanager, webhook
+from watcher.sinks import events as kube_events
 from watcher.sinks.credentials import CredentialError, read_headers, read_secret
 from watcher.sinks.outlets import build_sinks
 
