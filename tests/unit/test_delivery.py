@@ -165,7 +165,7 @@ async def test_stop_drains_what_is_queued_then_gives_up_on_the_rest() -> None:
     delivery.submit(CHANGES[:2])
     await delivery.stop(drain=0.2)
     assert sum(len(b) for b in slow.sent) == 2
-    assert registry.get_sample_value("fightwatch_delivery_dropped_total", {"sink": "stuck", "reason": "attempts"}) == 2
+    assert registry.get_sample_value("fightwatch_delivery_dropped_total", {"sink": "stuck", "reason": "stopped"}) == 2
 
 
 def test_sink_names_are_unique() -> None:

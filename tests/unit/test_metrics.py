@@ -123,6 +123,21 @@ def test_per_object_series_are_capped_most_severe_first() -> None:
     assert len(engine.active()) == 2
 
 
+def test_the_writers_label_stays_put_while_alternating_writers_lead_in_turn() -> None:
+    registry, metrics = _metrics()
+    engine = Engine(Config().detection)
+    metrics.active = engine.active
+    labels = set()
+    orders = set()
+    for event in events("fight-update-vs-update-label"):
+        engine.process(event)
+        for finding in engine.active():
+            orders.add(tuple(c.writer.manager for c in finding.writers))
+            labels |= {i["writers"] for i in _series(registry, "fightwatch_finding_info")}
+    assert len(orders) == 2  # the engine ranks by writes, and the lead changes hands ...
+    assert labels == {"team-a-operator(Update),team-b-operator(Update)"}  # ... the label does not
+
+
 def test_long_writer_and_field_lists_are_cut() -> None:
     registry, metrics = _metrics(max_label_length=20)
     _replay(metrics, "fight-three-writers")
@@ -236,6 +251,9 @@ def test_watched_resources_start_at_zero_and_their_series_go_with_them() -> None
     )
     metrics.observe_event(deploy, "MODIFIED", duration=0.001, lag=None)
     metrics.watch_error(deploy, 500)
+    metrics.watch_error(secrets, 403)
+    metrics.set_resources([cm], [secrets])
+    assert {s["resource"] for s in _series(registry, "fightwatch_watch_errors_total")} == {"secrets"}
     metrics.set_resources([cm], [])
     assert {s["resource"] for s in _series(registry, "fightwatch_events_total")} == {"configmaps"}
     assert _series(registry, "fightwatch_watch_errors_total") == []

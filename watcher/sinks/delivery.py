@@ -138,7 +138,7 @@ class Delivery:
                     await lane.task
                 lane.task = None
             if left:
-                self._dropped(lane.sink, "attempts", left)
+                self._dropped(lane.sink, "stopped", left)
                 log.warning("delivery stopped with changes undelivered", sink=lane.sink.name, changes=left)
             lane.queue.clear()
             try:

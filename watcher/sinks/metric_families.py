@@ -162,7 +162,7 @@ FAMILIES: tuple[Family, ...] = (
         "fightwatch_delivery_dropped",
         "counter",
         "Finding changes given up, by sink and reason (queue_full: the oldest dropped; attempts: every retry failed; "
-        "rejected: the receiver refused it for good).",
+        "rejected: the receiver refused it for good; stopped: still queued at shutdown).",
         ("sink", "reason"),
     ),
     Family(

@@ -190,6 +190,7 @@ class Metrics:
         self._series_by_manager: dict[str, set[tuple[str, ...]]] = {}
         self._managers = ManagerLabels(self.settings.top_managers, self._forget_manager)
         self._resource_series: dict[ResourceKey, set[tuple[Any, tuple[str, ...]]]] = {}
+        self._event_children: dict[tuple[ResourceKey, str], tuple[Any, Any]] = {}
         registry.register(_Collected(self))
 
     # ------------------------------------------------------------------------------------------ detection
@@ -236,15 +237,19 @@ class Metrics:
     ) -> None:
         """One watch event of `resource` processed in `duration` seconds; `lag`: receive time minus its
         object's newest managedFields time (None when the object has none)."""
-        group, plural = resource
-        kind = event_type if event_type in EVENT_TYPES else OTHER
-        self._events.labels(group, plural, kind).inc()
+        children = self._event_children.get((resource, event_type))
+        if children is None:  # (once per resource and type: label lookups cost more than the updates)
+            group, plural = resource
+            kind = event_type if event_type in EVENT_TYPES else OTHER
+            children = (self._events.labels(group, plural, kind), self._last_event.labels(group, plural))
+            self._event_children[(resource, event_type)] = children
+            self._note(resource, self._last_event, (group, plural))
+            self._note(resource, self._events, (group, plural, kind))
+        children[0].inc()
+        children[1].set(time.time() if received_at is None else received_at)
         self._duration.observe(duration)
         if lag is not None:
             self._lag.observe(max(lag, 0.0))
-        self._last_event.labels(group, plural).set(time.time() if received_at is None else received_at)
-        self._note(resource, self._last_event, (group, plural))
-        self._note(resource, self._events, (group, plural, kind))
 
     def watch_restart(self, resource: ResourceKey, reason: str) -> None:
         """A watch of `resource` (re)started; `reason` is one of RESTART_REASONS (others count as `other`)."""
@@ -262,13 +267,16 @@ class Metrics:
         """What API discovery found: the resources watched now and those the RBAC forbids listing/watching.
 
         Every watched resource gets its `fightwatch_events_total` series at 0, so "no events" is a value an
-        alert can compare; the series of resources no longer watched are removed.
+        alert can compare; the series of resources neither watched nor forbidden any more are removed (a
+        forbidden resource keeps its error counts, for FightwatchWatchErrors).
         """
         self._resources.labels("watched").set(len(watched))
         self._resources.labels("forbidden").set(len(forbidden))
-        for resource in set(self._resource_series) - set(watched):
+        for resource in set(self._resource_series) - set(watched) - set(forbidden):
             for metric, labels in self._resource_series.pop(resource):
                 metric.remove(*labels)
+            for key in [k for k in self._event_children if k[0] == resource]:
+                del self._event_children[key]
         for resource in watched:
             for kind in ("ADDED", "MODIFIED", "DELETED"):
                 labels = (*resource, kind)
@@ -289,7 +297,7 @@ class Metrics:
         self._queues[sink] = length
         self._sent.labels(sink)
         self._failures.labels(sink)
-        for reason in ("queue_full", "attempts"):
+        for reason in ("queue_full", "attempts", "rejected", "stopped"):
             self._dropped.labels(sink, reason)
 
     def delivery_sent(self, sink: str, changes: int = 1) -> None:
@@ -316,7 +324,9 @@ class Metrics:
         for finding in shown:
             ref = finding.object
             ids = [finding.type.value, ref.group, ref.kind, ref.namespace or "", ref.name]
-            writers = cut(",".join(writer_label(c.writer) for c in finding.writers), limit)
+            # (By name, not by writes: an order by writes flips with every write of two alternating writers,
+            # and each new label set would restart the `for:` of the alert rules.)
+            writers = cut(",".join(sorted(writer_label(c.writer) for c in finding.writers)), limit)
             fields = cut(",".join(finding.fields), limit)
             families["fightwatch_finding_info"].add_metric([*ids, writers, fields], 1)
             families["fightwatch_finding_handovers"].add_metric(ids, finding.handovers)
