@@ -15,10 +15,12 @@ $(BIN)/fightwatch: pyproject.toml
 demo: $(BIN)/fightwatch
 	$(BIN)/fightwatch demo
 
-## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver.
+## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver,
+## end-to-end tests with a real Prometheus (promtool) and Alertmanager.
 test: $(BIN)/fightwatch lint
 	scripts/control-plane.sh >/dev/null
 	scripts/helm.sh >/dev/null
+	scripts/monitoring.sh >/dev/null
 	$(BIN)/pytest
 
 lint: $(BIN)/fightwatch

@@ -9,10 +9,10 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|m|s))")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -114,8 +114,87 @@ class DetectionSettings(_Strict):
         return (DEFAULT_IGNORES if self.default_ignores else ()) + self.ignore
 
 
+class MetricsSettings(_Strict):
+    """What `/metrics` exposes. Every series set is bounded, whatever the size of the cluster."""
+
+    writes_namespace_label: bool = Field(
+        True, description="Label fightwatch_writes_total by namespace (turn off on very large clusters)."
+    )
+    top_managers: int = Field(
+        50, ge=1, le=1000, description="Managers with their own fightwatch_writes_total series; the rest: other."
+    )
+    max_finding_series: int = Field(
+        200, ge=0, description="Active findings with per-object series (finding_info, ...), most severe first."
+    )
+    max_label_length: int = Field(
+        200, ge=16, description="Longer writers/fields label values are cut, ending with an ellipsis."
+    )
+
+
+class Secret(_Strict):
+    """A credential, read from a file or an environment variable at start; never written in the config itself."""
+
+    file: Path | None = Field(None, description="Read from this file (surrounding whitespace stripped).")
+    env: str | None = Field(None, description="Read from this environment variable.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Secret:
+        if (self.file is None) == (self.env is None):
+            raise ValueError("give exactly one of file or env")
+        return self
+
+
+class EventsSettings(_Strict):
+    """Kubernetes Events on the object of each finding (one per finding, updated as a series)."""
+
+    enabled: bool = Field(True, description="Write Events (the only objects fightwatch ever writes).")
+    api: Literal["auto", "events.k8s.io/v1", "v1"] = Field(
+        "auto", description="auto: events.k8s.io/v1 where the server has it, else core v1 Events."
+    )
+    reporting_instance: str | None = Field(
+        None, max_length=128, description="reportingInstance; default: $POD_NAME, else the host name."
+    )
+
+
+class AlertmanagerSettings(_Strict):
+    """Alerts posted to Alertmanager's API v2; every URL gets every alert (an HA cluster takes care of dedup)."""
+
+    urls: tuple[str, ...] = Field((), description="Base URLs, e.g. http://alertmanager:9093; none: off.")
+    resend_interval: Seconds = Field(60.0, description="Active alerts are re-sent this often.")
+    bearer_token: Secret | None = Field(None, description="Authorization: Bearer token, from a file or env.")
+    ca_file: Path | None = Field(None, description="CA bundle that verifies https URLs (default: system CAs).")
+    tls_verify: bool = Field(True, description="Verify TLS certificates.")
+    generator_url: str | None = Field(None, description="generatorURL of each alert, e.g. the fightwatch UI.")
+
+
+class WebhookSettings(_Strict):
+    """A JSON POST per finding change, for chat and incident tools (has a Slack-compatible `text`)."""
+
+    name: str = Field(..., pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$", description="Names the sink in metrics/logs.")
+    url: Secret = Field(..., description="The URL is a credential for most chat tools: a file or env only.")
+    headers: Secret | None = Field(None, description="A YAML/JSON mapping of extra headers, from a file or env.")
+    updates: bool = Field(False, description="Also post updates of active findings (default: opened/resolved).")
+    ca_file: Path | None = None
+    tls_verify: bool = True
+
+
+class DeliverySettings(_Strict):
+    """Delivery never blocks detection: each sink has a bounded queue (oldest dropped first) and retries."""
+
+    queue_size: int = Field(1000, ge=1, description="Finding changes queued per sink before the oldest drop.")
+    timeout: Seconds = Field(10.0, description="Timeout of one delivery attempt.")
+    attempts: int = Field(5, ge=1, description="Attempts per change before it is given up (and counted).")
+    backoff_initial: Seconds = Field(1.0, description="Delay before the first retry; doubles each retry.")
+    backoff_max: Seconds = Field(60.0, description="Longest delay between retries.")
+    events: EventsSettings = EventsSettings()
+    alertmanager: AlertmanagerSettings = AlertmanagerSettings()
+    webhooks: tuple[WebhookSettings, ...] = ()
+
+
 class Config(_Strict):
     detection: DetectionSettings = DetectionSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    delivery: DeliverySettings = DeliverySettings()
 
 
 class ConfigError(Exception):

@@ -1,1 +1,2 @@
-"""Sinks consume findings: reports for people and programs (later metrics, Events, alerts)."""
+"""Sinks consume findings: reports for people and programs, Prometheus metrics, and delivery to Kubernetes
+Events, Alertmanager and webhooks. The only layer that imports prometheus-client and HTTP clients."""

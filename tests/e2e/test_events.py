@@ -1,0 +1,181 @@
+"""Kubernetes Events: the core v1 path on the real test kube-apiserver (a hot loop and a fight, told and
+resolved, one Warning Event per finding updated as a series), and the choice of API on a server without
+events.k8s.io/v1.
+
+The events.k8s.io/v1 path meets the real server in test_delivery_live.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from aiohttp import web
+from harness.control_plane import ControlPlane, free_port
+from harness.kube import CONFIGMAPS, Kube, new_api_client
+from harness.pipeline import Pipeline, new_metrics
+from harness.scenarios import rfc3339_now
+from kubernetes_asyncio.client import ApiClient, Configuration
+
+from tests.unit.captures import events as capture_events
+from watcher.config import Config, EventsSettings, parse_config
+from watcher.detection.engine import Engine
+from watcher.model import FindingChange
+from watcher.sinks.delivery import Delivery
+from watcher.sinks.events import CORE_V1, KubeEventsSink
+
+NAMESPACE = "e2e-events-v1"
+DEADLINE = 90.0
+
+
+async def _write(kube: Kube, name: str, manager: str, mutate: Callable[[dict[str, Any]], None]) -> None:
+    def create() -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NAMESPACE}}
+
+    await kube.read_modify_write(CONFIGMAPS.path(NAMESPACE, name), mutate, manager=manager, create=create)
+
+
+def _annotate(value: str) -> Callable[[dict[str, Any]], None]:
+    def mutate(obj: dict[str, Any]) -> None:
+        obj["metadata"].setdefault("annotations", {})["example.com/last-reconciled"] = value
+
+    return mutate
+
+
+def _label(value: str) -> Callable[[dict[str, Any]], None]:
+    def mutate(obj: dict[str, Any]) -> None:
+        obj["metadata"].setdefault("labels", {})["tier"] = value
+
+    return mutate
+
+
+async def _hot_loop(kube: Kube) -> None:
+    """A reconciler stamping the time into an annotation 5 times a second for 8 seconds."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for n in range(40):
+        await asyncio.sleep(max(0.0, start + n * 0.2 - loop.time()))
+        await _write(kube, "hot", "reconciler", _annotate(rfc3339_now()))
+
+
+async def _fight(kube: Kube) -> None:
+    for n in range(8):
+        team = ("alpha", "beta")[n % 2]
+        await _write(kube, "contested", f"{team}-controller", _label(team))
+        await asyncio.sleep(0.5)  # the writers' pace, not a readiness wait
+
+
+async def _fightwatch_events(kube: Kube) -> list[dict[str, Any]]:
+    listing = await kube.get(f"/api/v1/namespaces/{NAMESPACE}/events")
+    return [e for e in listing["items"] if (e.get("source") or {}).get("component") == "fightwatch"]
+
+
+async def test_core_v1_events_tell_a_hot_loop_and_a_fight_once_each_and_their_resolution(
+    control_plane: ControlPlane,
+) -> None:
+    config = parse_config(
+        {
+            "detection": {
+                "hot_loop": {"min_writes_per_minute": 10, "min_writes": 10},
+                "resolve": {"after": "3s", "flip_periods": 2},
+            },
+            "delivery": {"events": {"api": "v1", "reporting_instance": "fightwatch-test-0"}, "backoff_initial": "0.1s"},
+        },
+        source="test",
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await new_api_client(control_plane.kubeconfig) for _ in range(3)]
+        for client in clients:
+            stack.push_async_callback(client.close)
+        sink_client, watch_client, writer_client = clients
+        kube = Kube(writer_client)
+        await kube.ensure_namespace(NAMESPACE)
+        _, metrics = new_metrics()
+        sink = KubeEventsSink(sink_client, config.delivery.events)
+        delivery = Delivery([sink], config.delivery, metrics=metrics)
+        pipeline = Pipeline(watch_client, [CONFIGMAPS], detection=config.detection, metrics=metrics, delivery=delivery)
+        await pipeline.start()
+        stack.push_async_callback(pipeline.stop)
+        await asyncio.gather(_hot_loop(kube), _fight(kube))
+
+        def resolved() -> set[str]:
+            return {c.finding.object.name for c in pipeline.changes if c.kind.value == "resolved"}
+
+        give_up = time.monotonic() + DEADLINE
+        while True:
+            pipeline.check()
+            told = await _fightwatch_events(kube)
+            normal = {e["involvedObject"]["name"] for e in told if e["type"] == "Normal"}
+            if resolved() >= {"hot", "contested"} and normal >= {"hot", "contested"}:
+                break
+            assert time.monotonic() < give_up, f"not told and resolved within {DEADLINE}s: {told}"
+            await asyncio.sleep(0.5)  # poll interval against the deadline
+
+        assert await sink.api() == CORE_V1
+        for name, reason, writer in (
+            ("hot", "ControllerHotLoop", "reconciler"),
+            ("contested", "ControllerFight", "beta-controller"),
+        ):
+            mine = [e for e in told if e["involvedObject"]["name"] == name]
+            warnings = [e for e in mine if e["type"] == "Warning"]
+            assert [e["reason"] for e in warnings] == [reason]  # one Event per finding, never one per write
+            assert [e["reason"] for e in mine if e["type"] == "Normal"] == [f"{reason}Resolved"]
+            (warning,) = warnings
+            assert writer in warning["message"]
+            assert warning["reportingInstance"] == "fightwatch-test-0"
+            assert warning["involvedObject"]["uid"]
+            updates = sum(1 for c in pipeline.changes if c.finding.object.name == name and c.kind.value == "updated")
+            assert warning["count"] == 1 + updates  # the series: one occurrence per opened/updated change
+
+
+@contextlib.asynccontextmanager
+async def _old_server() -> AsyncIterator[tuple[ApiClient, list[tuple[str, Any]]]]:
+    """A loopback HTTP server answering like an API server without events.k8s.io/v1 (Kubernetes < 1.19)."""
+    received: list[tuple[str, Any]] = []
+
+    async def no_group(request: web.Request) -> web.Response:
+        received.append((request.path, None))
+        return web.json_response({"kind": "Status", "code": 404}, status=404)
+
+    async def create(request: web.Request) -> web.Response:
+        body = await request.json()
+        received.append((request.path, body))
+        return web.json_response(body, status=201)
+
+    app = web.Application()
+    app.router.add_get("/apis/events.k8s.io/v1", no_group)
+    app.router.add_post("/api/v1/namespaces/{namespace}/events", create)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    configuration = Configuration(host=f"http://127.0.0.1:{port}")
+    client = ApiClient(configuration=configuration)
+    try:
+        yield client, received
+    finally:
+        await client.close()
+        await runner.cleanup()
+
+
+async def test_auto_falls_back_to_core_v1_events_where_events_k8s_io_v1_is_not_served() -> None:
+    engine = Engine(Config().detection)
+    changes: list[FindingChange] = []
+    for event in capture_events("fight-data"):
+        changes += engine.process(event)
+    async with _old_server() as (client, received):
+        sink = KubeEventsSink(client, EventsSettings(api="auto"))
+        await sink.send(changes[:1])
+        assert await sink.api() == CORE_V1
+    assert [path for path, _ in received] == [
+        "/apis/events.k8s.io/v1",
+        "/api/v1/namespaces/fight-data/events",
+    ]
+    body = received[1][1]
+    assert body["apiVersion"] == "v1"
+    assert body["involvedObject"]["name"] == "service-endpoints"
+    assert body["reason"] == "ControllerFight"
+    assert body["type"] == "Warning"

@@ -1,0 +1,128 @@
+"""Real Prometheus and Alertmanager processes for the end-to-end tests (Debian's packages, scripts/monitoring.sh).
+
+Like control_plane.py: free loopback ports, each component polled at its readiness endpoint against a deadline,
+and a component that exits or never gets ready raises RuntimeError with the tail of its log.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .control_plane import LOG_TAIL_LINES, REPO_ROOT, _Process, _spawn, _wait_healthy, free_port
+
+MONITORING_SCRIPT = REPO_ROOT / "scripts" / "monitoring.sh"
+RULES_FILE = REPO_ROOT / "deploy" / "prometheus" / "fightwatch-rules.yaml"
+RULES_TEST_FILE = REPO_ROOT / "deploy" / "prometheus" / "fightwatch-rules.test.yaml"
+
+
+@functools.cache
+def monitoring_bin_dir() -> Path:
+    """Directory with prometheus, promtool and prometheus-alertmanager (installs them on first use)."""
+    proc = subprocess.run(["bash", str(MONITORING_SCRIPT)], capture_output=True, text=True, check=False)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-LOG_TAIL_LINES:])
+        raise RuntimeError(f"{MONITORING_SCRIPT} failed (exit {proc.returncode}):\n{tail}")
+    return Path(lines[-1])
+
+
+def promtool(
+    *args: str | Path, stdin: bytes | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(monitoring_bin_dir() / "promtool"), *map(str, args)],
+        input=stdin.decode() if stdin is not None else None,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+    )
+
+
+@dataclass
+class Monitor:
+    """A running Prometheus or Alertmanager."""
+
+    name: str
+    url: str
+    workdir: Path
+    process: _Process = field(repr=False)
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def check_running(self) -> None:
+        self.process.check_running()
+
+    def log_tail(self) -> str:
+        return self.process.log_tail()
+
+
+def start_alertmanager(workdir: Path, *, name: str, webhook_url: str) -> Monitor:
+    """An Alertmanager (no clustering) that notifies `webhook_url`, resolved alerts included, within a second."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = {
+        "route": {
+            "receiver": "hook",
+            "group_by": ["alertname", "namespace", "name"],
+            "group_wait": "1s",
+            "group_interval": "1s",
+            "repeat_interval": "1h",
+        },
+        "receivers": [{"name": "hook", "webhook_configs": [{"url": webhook_url, "send_resolved": True}]}],
+    }
+    (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    proc = _spawn(
+        name,
+        [
+            str(monitoring_bin_dir() / "prometheus-alertmanager"),
+            f"--config.file={workdir / 'alertmanager.yml'}",
+            f"--storage.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",  # no gossip port: instances would find each other otherwise
+        ],
+        workdir,
+    )
+    try:
+        _wait_healthy(proc, port=port, path="/-/ready", tls=None)
+    except BaseException:
+        proc.stop()
+        raise
+    return Monitor(name, f"http://127.0.0.1:{port}", workdir, proc)
+
+
+def start_prometheus(workdir: Path, *, scrape_target: str, rule_files: list[Path], interval: str = "1s") -> Monitor:
+    """A Prometheus scraping `scrape_target` (host:port) as job="fightwatch" and evaluating `rule_files`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [str(p) for p in rule_files],
+        "scrape_configs": [{"job_name": "fightwatch", "static_configs": [{"targets": [scrape_target]}]}],
+    }
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    proc = _spawn(
+        "prometheus",
+        [
+            str(monitoring_bin_dir() / "prometheus"),
+            f"--config.file={workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--web.console.templates=/dev/null",
+            "--web.console.libraries=/dev/null",
+        ],
+        workdir,
+    )
+    try:
+        _wait_healthy(proc, port=port, path="/-/ready", tls=None)
+    except BaseException:
+        proc.stop()
+        raise
+    return Monitor("prometheus", f"http://127.0.0.1:{port}", workdir, proc)

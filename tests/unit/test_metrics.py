@@ -1,0 +1,275 @@
+"""Metrics: finding changes of captures recorded from a real kube-apiserver in, exposition text out.
+
+Each test reads values from a fresh registry (`get_sample_value`) or parses its exposition, so no test depends
+on another's counts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.unit.captures import events
+from watcher.config import Config, MetricsSettings
+from watcher.detection.engine import Engine
+from watcher.model import ChangeKind, FindingChange, ObjectRef, Writer
+from watcher.sinks.metric_families import FAMILIES, PREFIX
+from watcher.sinks.metrics import ManagerLabels, Metrics, exposition
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _metrics(**settings: object) -> tuple[CollectorRegistry, Metrics]:
+    registry = CollectorRegistry()
+    return registry, Metrics(registry, MetricsSettings.model_validate(settings))
+
+
+def _replay(metrics: Metrics, *names: str, follow: bool = True) -> tuple[Engine, list[FindingChange]]:
+    engine = Engine(Config().detection)
+    if follow:
+        metrics.active = engine.active
+    changes: list[FindingChange] = []
+    for name in names:
+        for event in events(name):
+            batch = engine.process(event)
+            metrics.on_changes(batch)
+            changes += batch
+    return engine, changes
+
+
+def _families(registry: CollectorRegistry) -> dict[str, object]:
+    body, _ = exposition(registry, None)
+    return {f.name: f for f in text_string_to_metric_families(body.decode())}
+
+
+def _series(registry: CollectorRegistry, name: str) -> list[dict[str, str]]:
+    body, _ = exposition(registry, None)
+    return [dict(s.labels) for f in text_string_to_metric_families(body.decode()) for s in f.samples if s.name == name]
+
+
+def test_every_family_is_exposed_as_declared_and_nothing_else() -> None:
+    registry, metrics = _metrics()
+    _replay(metrics, "fight-data", "hot-loop-timestamp")
+    metrics.observe_event(("", "configmaps"), "MODIFIED", duration=0.001, lag=0.5)
+    metrics.watch_restart(("", "configmaps"), "timeout")
+    metrics.watch_error(("", "configmaps"), 500)
+    metrics.count_write(ObjectRef("v1", "ConfigMap", "ns", "x", "u"), [Writer("m", "Update")])
+    metrics.delivery_queue("webhook:x", lambda: 0)
+    exposed = _families(registry)
+    declared = {f.name.removesuffix("_total") if f.type == "counter" else f.name: f for f in FAMILIES}
+    # (the parser names counter families without _total)
+    assert set(exposed) == set(declared)
+    for name, family in declared.items():
+        assert name.startswith(PREFIX)
+        assert exposed[name].type == family.type  # type: ignore[attr-defined]
+        assert exposed[name].documentation == family.help  # type: ignore[attr-defined]
+    assert not [name for name in exposed if name.endswith("_created")]
+
+
+def test_findings_are_counted_and_exposed_only_while_active() -> None:
+    registry, metrics = _metrics()
+    engine, changes = _replay(metrics, "fight-data", "hot-loop-timestamp")
+    opened = [c for c in changes if c.kind is ChangeKind.OPENED]
+    assert len(opened) == 2
+    assert (
+        registry.get_sample_value("fightwatch_findings_total", {"type": "fight", "group": "", "kind": "ConfigMap"}) == 1
+    )
+    assert registry.get_sample_value("fightwatch_findings_active", {"type": "hot_loop"}) == 1
+    infos = _series(registry, "fightwatch_finding_info")
+    fight = next(i for i in infos if i["type"] == "fight")
+    assert fight == {
+        "type": "fight",
+        "group": "",
+        "kind": "ConfigMap",
+        "namespace": "fight-data",
+        "name": "service-endpoints",
+        "writers": "config-injector(Update),gitops-sync(Apply)",
+        "fields": "data.endpoint",
+    }
+    ids = {k: fight[k] for k in ("type", "group", "kind", "namespace", "name")}
+    (finding,) = [f for f in engine.active() if f.type.value == "fight"]
+    assert registry.get_sample_value("fightwatch_finding_handovers", ids) == finding.handovers
+    assert registry.get_sample_value("fightwatch_finding_writes_per_minute", ids) == finding.writes_per_minute
+
+    metrics.on_changes(engine.advance(max(f.last_seen for f in engine.active()) + 3600))
+    assert _series(registry, "fightwatch_finding_info") == []
+    assert registry.get_sample_value("fightwatch_findings_active", {"type": "fight"}) == 0
+    assert (
+        registry.get_sample_value("fightwatch_findings_total", {"type": "fight", "group": "", "kind": "ConfigMap"}) == 1
+    )
+
+
+def test_without_the_engine_the_last_changes_are_exposed() -> None:
+    registry, metrics = _metrics()
+    engine, changes = _replay(metrics, "fight-data", follow=False)
+    last = [c.finding for c in changes][-1]
+    ids = {"type": "fight", "group": "", "kind": "ConfigMap", "namespace": "fight-data", "name": "service-endpoints"}
+    assert registry.get_sample_value("fightwatch_finding_handovers", ids) == last.handovers
+    metrics.on_changes(engine.advance(last.last_seen + 3600))
+    assert _series(registry, "fightwatch_finding_info") == []
+
+
+def test_per_object_series_are_capped_most_severe_first() -> None:
+    registry, metrics = _metrics(max_finding_series=1)
+    engine, _ = _replay(metrics, "fight-data", "hot-loop-timestamp")
+    infos = _series(registry, "fightwatch_finding_info")
+    assert [i["type"] for i in infos] == ["hot_loop"]  # 304 writes/min beats the fight's 54
+    assert len(_series(registry, "fightwatch_finding_handovers")) == 1
+    assert registry.get_sample_value("fightwatch_finding_series_omitted") == 1
+    assert registry.get_sample_value("fightwatch_findings_active", {"type": "fight"}) == 1
+    assert len(engine.active()) == 2
+
+
+def test_the_writers_label_stays_put_while_alternating_writers_lead_in_turn() -> None:
+    registry, metrics = _metrics()
+    engine = Engine(Config().detection)
+    metrics.active = engine.active
+    labels = set()
+    orders = set()
+    for event in events("fight-update-vs-update-label"):
+        engine.process(event)
+        for finding in engine.active():
+            orders.add(tuple(c.writer.manager for c in finding.writers))
+            labels |= {i["writers"] for i in _series(registry, "fightwatch_finding_info")}
+    assert len(orders) == 2  # the engine ranks by writes, and the lead changes hands ...
+    assert labels == {"team-a-operator(Update),team-b-operator(Update)"}  # ... the label does not
+
+
+def test_long_writer_and_field_lists_are_cut() -> None:
+    registry, metrics = _metrics(max_label_length=20)
+    _replay(metrics, "fight-three-writers")
+    (info,) = _series(registry, "fightwatch_finding_info")
+    assert len(info["writers"]) == 20
+    assert info["writers"].endswith("…")
+
+
+def test_writes_are_counted_by_manager_and_operation_unattributed_as_empty() -> None:
+    registry, metrics = _metrics()
+    ref = ObjectRef("apps/v1", "Deployment", "shop", "web", "uid")
+    metrics.count_write(ref, [Writer("argocd", "Apply")])
+    metrics.count_write(ref, [Writer("argocd", "Apply")])
+    metrics.count_write(ref, [Writer(None)])
+    labels = {"group": "apps", "kind": "Deployment", "namespace": "shop"}
+    assert (
+        registry.get_sample_value("fightwatch_writes_total", {**labels, "manager": "argocd", "operation": "Apply"}) == 2
+    )
+    assert registry.get_sample_value("fightwatch_writes_total", {**labels, "manager": "", "operation": ""}) == 1
+
+
+def test_the_namespace_label_can_be_switched_off() -> None:
+    registry, metrics = _metrics(writes_namespace_label=False)
+    for namespace in ("a", "b", None):
+        metrics.count_write(ObjectRef("v1", "ConfigMap", namespace, "x", "u"), [Writer("m", "Update")])
+    (series,) = _series(registry, "fightwatch_writes_total")
+    assert series["namespace"] == ""
+    assert registry.get_sample_value("fightwatch_writes_total", series) == 3
+
+
+def test_managers_beyond_the_top_k_write_as_other_and_a_busier_one_takes_a_place() -> None:
+    registry, metrics = _metrics(top_managers=2)
+    ref = ObjectRef("v1", "ConfigMap", "ns", "x", "u")
+    for manager in ("a", "b", "c", "d"):
+        metrics.count_write(ref, [Writer(manager, "Update")])
+    managers = {s["manager"] for s in _series(registry, "fightwatch_writes_total")}
+    assert managers == {"a", "b", "other"}
+    for _ in range(5000):  # c now writes far more than a or b: at a re-ranking it takes the weakest place
+        metrics.count_write(ref, [Writer("c", "Update")])
+    managers = {s["manager"] for s in _series(registry, "fightwatch_writes_total")}
+    assert "c" in managers
+    assert len(managers - {"other"}) == 2
+
+
+def test_manager_labels_stay_bounded_and_keep_similar_managers_in_place() -> None:
+    evicted: list[str] = []
+    labels = ManagerLabels(3, evicted.append, rerank_every=10)
+    for round_ in range(200):
+        for manager in (f"m{i}" for i in range(50)):  # 50 managers writing alike
+            labels.label(manager)
+        assert len(labels.admitted) == 3, round_
+    assert evicted == []  # none writes twice as much as an admitted one: no churn
+    assert len(labels._counts) <= 12
+
+
+def test_watch_loop_metrics_use_bounded_label_values() -> None:
+    registry, metrics = _metrics()
+    cm = ("", "configmaps")
+    metrics.watch_restart(cm, "expired")
+    metrics.watch_restart(cm, "something new")
+    metrics.watch_error(cm, 410)
+    metrics.watch_error(cm, None)
+    metrics.observe_event(cm, "WEIRD", duration=0.002, lag=-1.0, received_at=1234.5)
+    assert (
+        registry.get_sample_value(
+            "fightwatch_watch_restarts_total", {"group": "", "resource": "configmaps", "reason": "expired"}
+        )
+        == 1
+    )
+    assert (
+        registry.get_sample_value(
+            "fightwatch_watch_restarts_total", {"group": "", "resource": "configmaps", "reason": "other"}
+        )
+        == 1
+    )
+    assert (
+        registry.get_sample_value(
+            "fightwatch_watch_errors_total", {"group": "", "resource": "configmaps", "code": "410"}
+        )
+        == 1
+    )
+    assert (
+        registry.get_sample_value(
+            "fightwatch_watch_errors_total", {"group": "", "resource": "configmaps", "code": "network"}
+        )
+        == 1
+    )
+    assert (
+        registry.get_sample_value("fightwatch_events_total", {"group": "", "resource": "configmaps", "type": "other"})
+        == 1
+    )
+    assert registry.get_sample_value("fightwatch_event_lag_seconds_bucket", {"le": "0.5"}) == 1  # clamped to 0
+    assert (
+        registry.get_sample_value("fightwatch_last_event_timestamp_seconds", {"group": "", "resource": "configmaps"})
+        == 1234.5
+    )
+    assert registry.get_sample_value("fightwatch_event_processing_duration_seconds_count") == 1
+
+
+def test_watched_resources_start_at_zero_and_their_series_go_with_them() -> None:
+    registry, metrics = _metrics()
+    cm, deploy, secrets = ("", "configmaps"), ("apps", "deployments"), ("", "secrets")
+    metrics.set_resources([cm, deploy], [secrets])
+    assert registry.get_sample_value("fightwatch_resources", {"state": "watched"}) == 2
+    assert registry.get_sample_value("fightwatch_resources", {"state": "forbidden"}) == 1
+    assert (
+        registry.get_sample_value(
+            "fightwatch_events_total", {"group": "apps", "resource": "deployments", "type": "MODIFIED"}
+        )
+        == 0
+    )
+    metrics.observe_event(deploy, "MODIFIED", duration=0.001, lag=None)
+    metrics.watch_error(deploy, 500)
+    metrics.watch_error(secrets, 403)
+    metrics.set_resources([cm], [secrets])
+    assert {s["resource"] for s in _series(registry, "fightwatch_watch_errors_total")} == {"secrets"}
+    metrics.set_resources([cm], [])
+    assert {s["resource"] for s in _series(registry, "fightwatch_events_total")} == {"configmaps"}
+    assert _series(registry, "fightwatch_watch_errors_total") == []
+    assert _series(registry, "fightwatch_last_event_timestamp_seconds") == []
+
+
+def test_build_info_and_openmetrics_negotiation() -> None:
+    registry, _ = _metrics()
+    (info,) = _series(registry, "fightwatch_build_info")
+    assert info["version"]
+    assert info["python_version"]
+    body, content_type = exposition(registry, "application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    assert body.endswith(b"# EOF\n")
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_the_readme_documents_every_family(family: object) -> None:
+    assert f"`{family.exposed_name}`" in README.read_text()  # type: ignore[attr-defined]

@@ -1,0 +1,206 @@
+"""What each sink says: Alertmanager alerts, webhook payloads, Event names and notes; and how credentials and
+the delivery config are read. Findings come from captures recorded from a real kube-apiserver."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.unit.captures import events
+from watcher.config import AlertmanagerSettings, Config, ConfigError, Secret, WebhookSettings, parse_config
+from watcher.detection.engine import Engine
+from watcher.model import ChangeKind, Finding, FindingChange, ObjectRef, format_time
+from watcher.sinks import alertmanager, webhook
+from watcher.sinks import events as kube_events
+from watcher.sinks.credentials import CredentialError, read_headers, read_secret
+from watcher.sinks.outlets import build_sinks
+
+
+def _lifecycle(name: str) -> list[FindingChange]:
+    engine = Engine(Config().detection)
+    changes: list[FindingChange] = []
+    for event in events(name):
+        changes += engine.process(event)
+    changes += engine.advance(max(f.last_seen for f in engine.active()) + 3600)
+    return changes
+
+
+FIGHT = _lifecycle("fight-apply-vs-update-replicas")
+CABUNDLE = _lifecycle("fight-cabundle")  # a cluster-scoped object
+
+
+def test_an_active_alert_ends_a_few_resends_ahead_and_a_resolved_one_when_it_resolved() -> None:
+    opened, resolved = FIGHT[0].finding, FIGHT[-1].finding
+    assert FIGHT[-1].kind is ChangeKind.RESOLVED
+    active = alertmanager.alert(opened, now=1000.0, resend_interval=60.0)
+    assert active["labels"] == {
+        "alertname": "ControllerFightDetected",
+        "severity": "warning",
+        "type": "fight",
+        "namespace": "fight-apply-vs-update-replicas",
+        "kind": "Deployment",
+        "name": "web",
+    }
+    annotations = active["annotations"]
+    assert annotations["summary"] == opened.summary
+    assert annotations["hint"] == opened.hint
+    assert annotations["fields"] == "spec.replicas"
+    assert "argocd-controller (Apply)" in annotations["writers"]
+    assert "custom-autoscaler (Update)" in annotations["writers"]
+    assert annotations["runbook_url"].endswith("runbook.md#controllerfightdetected")
+    assert active["startsAt"] == format_time(opened.detected_at)
+    assert active["endsAt"] == format_time(1000.0 + 4 * 60.0)
+    assert resolved.resolved_at is not None
+    assert alertmanager.alert(resolved, now=1e10, resend_interval=60.0)["endsAt"] == format_time(resolved.resolved_at)
+
+
+def test_a_cluster_scoped_object_has_no_namespace_label() -> None:
+    labels = alertmanager.alert(CABUNDLE[0].finding, now=0.0, resend_interval=60.0)["labels"]
+    assert "namespace" not in labels
+    assert labels["kind"] == "ValidatingWebhookConfiguration"
+
+
+async def test_the_alertmanager_sink_keeps_the_active_set_and_sends_resolved_once() -> None:
+    sink = alertmanager.AlertmanagerSink("http://127.0.0.1:9/", AlertmanagerSettings())
+    posted: list[list[dict[str, object]]] = []
+
+    async def post(payload: list[dict[str, object]]) -> None:
+        posted.append(payload)
+
+    sink._poster.post = post  # type: ignore[method-assign]  # the HTTP side is tested against a real Alertmanager
+    await sink.send(FIGHT[:1] + CABUNDLE[:1])
+    assert len(posted[-1]) == 2
+    await sink.send([])  # a re-send
+    assert [a["labels"]["name"] for a in posted[-1]] == ["web", "fightwatch-test-validate"]  # type: ignore[index]
+    await sink.send(FIGHT[-1:])
+    assert [a["labels"]["name"] for a in posted[-1]] == ["fightwatch-test-validate", "web"]  # type: ignore[index]
+    await sink.send([])
+    assert [a["labels"]["name"] for a in posted[-1]] == ["fightwatch-test-validate"]  # type: ignore[index]
+    assert sink.name == "alertmanager:127.0.0.1:9"
+
+
+def test_alertmanager_urls_must_be_http() -> None:
+    with pytest.raises(ValueError, match="not an http"):
+        alertmanager.AlertmanagerSink("alertmanager:9093", AlertmanagerSettings())
+
+
+def test_the_webhook_payload_has_slack_text_and_the_stable_finding_json() -> None:
+    body = webhook.payload(FIGHT[0])
+    assert body["event"] == "opened"
+    assert body["finding"]["object"]["name"] == "web"
+    assert body["finding"]["state"] == "active"
+    assert body["text"].startswith(
+        ":rotating_light: Controller fight on Deployment.apps fight-apply-vs-update-replicas/web"
+    )
+    assert "Fields: spec.replicas" in body["text"]
+    assert "Hint: " in body["text"]
+    resolved = webhook.payload(FIGHT[-1])
+    assert resolved["event"] == "resolved"
+    assert resolved["text"].startswith(":white_check_mark: Controller fight resolved")
+
+
+def test_the_webhook_posts_updates_only_when_asked() -> None:
+    update = next(c for c in _lifecycle("fight-three-writers") if c.kind is ChangeKind.UPDATED)
+    quiet = webhook.WebhookSink(WebhookSettings(name="chat", url=Secret(env="X")), url="http://h/", headers={})
+    chatty = webhook.WebhookSink(
+        WebhookSettings(name="chat", url=Secret(env="X"), updates=True), url="http://h/", headers={}
+    )
+    assert not quiet.wants(update)
+    assert quiet.wants(FIGHT[0])
+    assert quiet.wants(FIGHT[-1])
+    assert chatty.wants(update)
+
+
+def _named(finding: Finding, name: str) -> Finding:
+    return replace(finding, object=ObjectRef("rbac.authorization.k8s.io/v1", "ClusterRole", None, name, "u"))
+
+
+@pytest.mark.parametrize("name", ["web", "system:controller:Job_Thing", "x" * 253, "..."])
+def test_event_names_are_valid_and_stable_whatever_the_object_is_called(name: str) -> None:
+    finding = _named(FIGHT[0].finding, name)
+    event_name = kube_events.event_name(finding)
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", event_name)
+    assert len(event_name) <= 253
+    assert event_name == kube_events.event_name(finding)
+    assert event_name != kube_events.event_name(finding, resolved=True)
+    assert kube_events.event_namespace(finding) == "default"
+
+
+def test_the_event_note_names_writers_fields_rate_and_hint_within_1kib() -> None:
+    finding = FIGHT[0].finding
+    note = kube_events.note(finding)
+    assert "argocd-controller (Apply)" in note
+    assert "spec.replicas" in note
+    assert "writes/min" in note
+    assert f"Hint: {finding.hint}" in note
+    long = replace(finding, fields=tuple(f"metadata.labels.l{i}" for i in range(200)))
+    assert len(kube_events.note(long).encode()) <= 1024
+    assert kube_events.note(FIGHT[-1].finding).startswith("Resolved, quiet since ")
+
+
+def test_secrets_come_from_files_or_the_environment_and_errors_never_show_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "url").write_text("https://hooks.example/T0/B0/s3cret\n")
+    assert read_secret(Secret(file=tmp_path / "url"), key="k") == "https://hooks.example/T0/B0/s3cret"
+    monkeypatch.setenv("FW_TOKEN", " tok ")
+    assert read_secret(Secret(env="FW_TOKEN"), key="k") == "tok"
+    with pytest.raises(CredentialError, match=r"delivery.x: \$FW_MISSING is empty or unset"):
+        read_secret(Secret(env="FW_MISSING"), key="delivery.x")
+    with pytest.raises(CredentialError, match="cannot read"):
+        read_secret(Secret(file=tmp_path / "nope"), key="k")
+    (tmp_path / "headers").write_text("Authorization: Bearer abc\nX-Count: 3\n")
+    assert read_headers(Secret(file=tmp_path / "headers"), key="k") == {"Authorization": "Bearer abc", "X-Count": "3"}
+    (tmp_path / "bad").write_text("- s3cret-list\n")
+    with pytest.raises(CredentialError) as info:
+        read_headers(Secret(file=tmp_path / "bad"), key="k")
+    assert "s3cret" not in str(info.value)
+    (tmp_path / "not-a-url").write_text("s3cret")
+    with pytest.raises(ValueError, match="not an http") as bad_url:
+        webhook.WebhookSink.from_settings(
+            WebhookSettings(name="x", url=Secret(file=tmp_path / "not-a-url")), key="delivery.webhooks.0"
+        )
+    assert "s3cret" not in str(bad_url.value)
+
+
+def test_the_config_builds_one_sink_per_alertmanager_and_webhook(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FW_HOOK", "http://127.0.0.1:1/hook")
+    monkeypatch.setenv("FW_AM_TOKEN", "t")
+    config = parse_config(
+        {
+            "delivery": {
+                "alertmanager": {
+                    "urls": ["http://am-0:9093", "https://am-1"],
+                    "bearer_token": {"env": "FW_AM_TOKEN"},
+                },
+                "webhooks": [{"name": "chat", "url": {"env": "FW_HOOK"}}],
+            }
+        },
+        source="test",
+    )
+    sinks = build_sinks(config.delivery, api_client=None)
+    assert [s.name for s in sinks] == ["alertmanager:am-0:9093", "alertmanager:am-1:443", "webhook:chat"]
+
+
+@pytest.mark.parametrize(
+    ("delivery", "message"),
+    [
+        ({"webhooks": [{"name": "chat", "url": "https://hooks/x"}]}, "delivery.webhooks.0.url"),
+        ({"webhooks": [{"name": "chat", "url": {"file": "/a", "env": "B"}}]}, "exactly one of file or env"),
+        ({"webhooks": [{"name": "Chat Room", "url": {"env": "B"}}]}, "delivery.webhooks.0.name"),
+        ({"events": {"api": "v2"}}, "delivery.events.api"),
+        ({"queue_sise": 3}, "did you mean 'queue_size'"),
+        ({"alertmanager": {"resend_interval": "soon"}}, "delivery.alertmanager.resend_interval"),
+    ],
+)
+def test_delivery_config_errors_name_the_key(delivery: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_config({"delivery": delivery}, source="test")
+
+
+def test_metrics_config_errors_name_the_key() -> None:
+    with pytest.raises(ConfigError, match=re.escape("metrics.top_managers")):
+        parse_config({"metrics": {"top_managers": 0}}, source="test")

@@ -1,0 +1,120 @@
+"""Findings as alerts in Alertmanager (API v2, `POST /api/v2/alerts`), for routing, silencing and paging.
+
+Alertmanager expects its clients to re-send active alerts (as Prometheus does), so this sink keeps the active
+set and posts all of it on every change and every `resend_interval`. Each active alert carries an `endsAt` a
+few re-send intervals ahead: if fightwatch stops, Alertmanager resolves the alerts on its own; a resolved
+finding is sent once more with `endsAt` set to its resolution time. One sink per Alertmanager URL, so one
+member of an HA cluster being down does not hold back the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from watcher.config import AlertmanagerSettings
+from watcher.model import ChangeKind, Finding, FindingChange, FindingType, format_time
+from watcher.sinks.http import JsonPoster, ssl_context
+
+ALERT_NAMES = {FindingType.FIGHT: "ControllerFightDetected", FindingType.HOT_LOOP: "ControllerHotLoop"}
+SEVERITY = "warning"
+RUNBOOK = "https://github.com/fightwatch/fightwatch/blob/main/docs/runbook.md"
+RUNBOOK_ANCHORS = {FindingType.FIGHT: "controllerfightdetected", FindingType.HOT_LOOP: "controllerhotloop"}
+ENDS_AFTER_RESENDS = 4  # an active alert ends this many re-send intervals ahead unless re-sent (as Prometheus)
+
+
+def alert(finding: Finding, *, now: float, resend_interval: float, generator_url: str | None = None) -> dict[str, Any]:
+    """The Alertmanager API v2 `postableAlert` of a finding."""
+    ref = finding.object
+    labels = {
+        "alertname": ALERT_NAMES[finding.type],
+        "severity": SEVERITY,
+        "type": finding.type.value,
+        "kind": ref.kind,
+        "name": ref.name,
+    }
+    if ref.namespace:  # (cluster-scoped objects have none; an empty label is no label in Alertmanager)
+        labels["namespace"] = ref.namespace
+    annotations = {
+        "summary": finding.summary,
+        "object": ref.display(),
+        "writers": ", ".join(f"{c.writer.display()} x{c.writes}" for c in finding.writers),
+        "fields": ", ".join(finding.fields),
+        "hint": finding.hint,
+        "writes_per_minute": f"{finding.writes_per_minute:g}",
+        "runbook_url": f"{RUNBOOK}#{RUNBOOK_ANCHORS[finding.type]}",
+        "finding_id": finding.id,
+    }
+    if finding.type is FindingType.FIGHT:
+        annotations["handovers"] = str(finding.handovers)
+    ends = finding.resolved_at if finding.resolved_at is not None else now + ENDS_AFTER_RESENDS * resend_interval
+    body: dict[str, Any] = {
+        "labels": labels,
+        "annotations": annotations,
+        "startsAt": format_time(finding.detected_at),
+        "endsAt": format_time(ends),
+    }
+    if generator_url:
+        body["generatorURL"] = generator_url
+    return body
+
+
+class AlertmanagerSink:
+    """Keep one Alertmanager told of the active findings."""
+
+    batch_size = 100
+
+    def __init__(
+        self,
+        url: str,
+        settings: AlertmanagerSettings,
+        *,
+        bearer_token: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in {"http", "https"} or not parts.netloc:
+            raise ValueError(f"delivery.alertmanager.urls: {url!r} is not an http(s) URL")
+        self.name = f"alertmanager:{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+        self.settings = settings
+        self.resend_interval: float | None = settings.resend_interval
+        self._clock = clock
+        headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else {}
+        self._poster = JsonPoster(
+            url.rstrip("/") + "/api/v2/alerts",
+            headers=headers,
+            tls=ssl_context(ca_file=settings.ca_file, verify=settings.tls_verify),
+        )
+        self._active: dict[str, Finding] = {}
+
+    @property
+    def active(self) -> list[Finding]:
+        return list(self._active.values())
+
+    def wants(self, change: FindingChange) -> bool:  # noqa: ARG002 - every change alters the alert set
+        return True
+
+    async def send(self, changes: Sequence[FindingChange]) -> None:
+        resolved: list[Finding] = []
+        for change in changes:
+            finding = change.finding
+            if change.kind is ChangeKind.RESOLVED:
+                self._active.pop(finding.id, None)
+                resolved.append(finding)
+            else:
+                self._active[finding.id] = finding
+        now = self._clock()
+        interval = self.settings.resend_interval
+        url = self.settings.generator_url
+        alerts = [alert(f, now=now, resend_interval=interval, generator_url=url) for f in self._active.values()]
+        alerts += [alert(f, now=now, resend_interval=interval, generator_url=url) for f in resolved]
+        if alerts:
+            await self._poster.post(alerts)
+
+    async def close(self) -> None:
+        await self._poster.close()
+
+
+__all__ = ["ALERT_NAMES", "AlertmanagerSink", "alert"]

@@ -1,0 +1,246 @@
+"""Kubernetes Events on the object of a finding, so `kubectl describe` tells the story where people look.
+
+One Warning Event per finding (reason ControllerFight or ControllerHotLoop), created when it opens and updated
+as a series when it changes (never one per write), and one Normal Event when it resolves. Event names are
+derived from the finding id, so a retry or a restarted watcher updates the same Event instead of adding one.
+`events.k8s.io/v1` is used where the server serves it, else core `v1` Events. These Events are the only
+objects fightwatch ever writes. Requests go through kubernetes-asyncio's ApiClient as raw JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from kubernetes_asyncio.client import ApiClient
+
+from watcher.config import EventsSettings
+from watcher.model import ChangeKind, Finding, FindingChange, FindingType, JSONObject
+from watcher.sinks.delivery import DeliveryError
+
+REPORTING_CONTROLLER = "fightwatch"
+EVENTS_V1 = "events.k8s.io/v1"
+CORE_V1 = "v1"
+NOTE_LIMIT = 1024  # events.k8s.io/v1 rejects longer notes
+REASONS = {FindingType.FIGHT: "ControllerFight", FindingType.HOT_LOOP: "ControllerHotLoop"}
+_NOT_DNS = re.compile(r"[^a-z0-9.-]+")
+
+
+def reporting_instance(settings: EventsSettings) -> str:
+    """`reportingInstance`: the setting, else $POD_NAME (the downward API), else the host name."""
+    return (settings.reporting_instance or os.environ.get("POD_NAME") or socket.gethostname())[:128]
+
+
+def event_name(finding: Finding, *, resolved: bool = False) -> str:
+    """`<object>.<finding id>`, a valid object name however the object is named, the same on every retry."""
+    base = _NOT_DNS.sub("-", finding.object.name.lower()).strip(".-")[:200] or "object"
+    return f"{base}.{finding.id}{'-resolved' if resolved else ''}"
+
+
+def event_namespace(finding: Finding) -> str:
+    """Events about cluster-scoped objects go to `default`, as client-go's recorder puts them."""
+    return finding.object.namespace or "default"
+
+
+def note(finding: Finding) -> str:
+    """The message: what happens (writers, fields, rate) and how to stop it, within the 1 KiB limit."""
+    writers = ", ".join(f"{c.writer.display()} x{c.writes}" for c in finding.writers)
+    rate = f"{finding.writes_per_minute:g} writes/min"
+    if finding.type is FindingType.FIGHT:
+        rate += f", {finding.handovers} handovers"
+    text = f"{finding.summary}. Writers: {writers}. Fields: {', '.join(finding.fields) or '-'}. Rate: {rate}. "
+    text += f"Hint: {finding.hint}"
+    if finding.resolved_at is not None:
+        text = f"Resolved, quiet since {_time(finding.last_seen)}: {text}"
+    encoded = text.encode()
+    if len(encoded) <= NOTE_LIMIT:
+        return text
+    return encoded[: NOTE_LIMIT - 3].decode(errors="ignore") + "…"
+
+
+class KubeEventsSink:
+    """Write findings as Events through an ApiClient (the service's, with its credentials and CA)."""
+
+    name = "events"
+    batch_size = 1
+    resend_interval = None
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        settings: EventsSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings or EventsSettings()
+        self._api_client = api_client
+        self._clock = clock
+        self._instance = reporting_instance(self.settings)
+        self._api: str | None = None if self.settings.api == "auto" else self.settings.api
+        self._counts: dict[str, int] = {}  # finding id -> occurrences in its Event's series
+
+    def wants(self, change: FindingChange) -> bool:  # noqa: ARG002 - every change is told
+        return True
+
+    async def close(self) -> None:
+        return None
+
+    async def api(self) -> str:
+        """The Events API in use: events.k8s.io/v1 when the server serves it (found once), else v1."""
+        if self._api is None:
+            status, _ = await self._call("GET", "/apis/events.k8s.io/v1")
+            if status == 200:
+                self._api = EVENTS_V1
+            elif status == 404:
+                self._api = CORE_V1
+            else:
+                raise DeliveryError(f"GET /apis/events.k8s.io/v1: HTTP {status}")
+        return self._api
+
+    async def send(self, changes: Sequence[FindingChange]) -> None:
+        for change in changes:
+            if change.kind is ChangeKind.RESOLVED:
+                await self._resolved(change.finding)
+            else:
+                await self._occurred(change.finding)
+
+    async def _occurred(self, finding: Finding) -> None:
+        api = await self.api()
+        name, namespace = event_name(finding), event_namespace(finding)
+        now = self._clock()
+        count = self._counts.get(finding.id)
+        if count is None:
+            status, body = await self._call("POST", _collection(api, namespace), self._new(api, finding, name, now))
+            if status < 300:
+                self._counts[finding.id] = 1
+                return
+            if status != 409:
+                raise _error("create", status, body)
+            # Already there (a retry whose answer was lost, or a restarted watcher): continue its series.
+            status, body = await self._call("GET", f"{_collection(api, namespace)}/{name}")
+            if status >= 300:
+                raise _error("read", status, body)
+            count = _occurrences(api, body)
+        patch = _series(api, finding, count + 1, now)
+        status, body = await self._call("PATCH", f"{_collection(api, namespace)}/{name}", patch, merge=True)
+        if status >= 300:
+            raise _error("update", status, body)
+        self._counts[finding.id] = count + 1
+
+    async def _resolved(self, finding: Finding) -> None:
+        api = await self.api()
+        namespace = event_namespace(finding)
+        body = self._new(api, finding, event_name(finding, resolved=True), self._clock(), resolved=True)
+        status, answer = await self._call("POST", _collection(api, namespace), body)
+        if status >= 300 and status != 409:  # 409: told already (a retry whose answer was lost)
+            raise _error("create", status, answer)
+        self._counts.pop(finding.id, None)
+
+    def _new(self, api: str, finding: Finding, name: str, now: float, *, resolved: bool = False) -> JSONObject:
+        ref = finding.object
+        regarding = {
+            "apiVersion": ref.api_version,
+            "kind": ref.kind,
+            "name": ref.name,
+            "uid": ref.uid,
+            **({"namespace": ref.namespace} if ref.namespace else {}),
+        }
+        reason = REASONS[finding.type] + ("Resolved" if resolved else "")
+        kind = "Normal" if resolved else "Warning"
+        action = "Resolved" if resolved else "Detected"
+        metadata = {"name": name, "namespace": event_namespace(finding)}
+        if api == EVENTS_V1:
+            return {
+                "apiVersion": EVENTS_V1,
+                "kind": "Event",
+                "metadata": metadata,
+                "eventTime": _micro_time(now),
+                "reportingController": REPORTING_CONTROLLER,
+                "reportingInstance": self._instance,
+                "action": action,
+                "reason": reason,
+                "regarding": regarding,
+                "note": note(finding),
+                "type": kind,
+            }
+        stamp = _time(now)
+        return {
+            "apiVersion": CORE_V1,
+            "kind": "Event",
+            "metadata": metadata,
+            "involvedObject": regarding,
+            "reason": reason,
+            "message": note(finding),
+            "type": kind,
+            "source": {"component": REPORTING_CONTROLLER},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+            "reportingComponent": REPORTING_CONTROLLER,
+            "reportingInstance": self._instance,
+            "action": action,
+        }
+
+    async def _call(
+        self, method: str, path: str, body: JSONObject | None = None, *, merge: bool = False
+    ) -> tuple[int, bytes]:
+        content_type = "application/merge-patch+json" if merge else "application/json"
+        response: Any = await self._api_client.call_api(
+            path,
+            method,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+        try:
+            return int(response.status), await response.read()
+        finally:
+            response.release()
+
+
+def _collection(api: str, namespace: str) -> str:
+    prefix = "/apis/events.k8s.io/v1" if api == EVENTS_V1 else "/api/v1"
+    return f"{prefix}/namespaces/{namespace}/events"
+
+
+def _series(api: str, finding: Finding, count: int, now: float) -> JSONObject:
+    if api == EVENTS_V1:
+        return {"series": {"count": count, "lastObservedTime": _micro_time(now)}, "note": note(finding)}
+    return {"count": count, "lastTimestamp": _time(now), "message": note(finding)}
+
+
+def _occurrences(api: str, event: bytes) -> int:
+    try:
+        data = orjson.loads(event)
+    except orjson.JSONDecodeError:
+        return 1
+    count = (data.get("series") or {}).get("count") if api == EVENTS_V1 else data.get("count")
+    return count if isinstance(count, int) and count > 0 else 1
+
+
+def _error(what: str, status: int, body: bytes) -> DeliveryError:
+    try:
+        message = orjson.loads(body).get("message", "")
+    except (orjson.JSONDecodeError, AttributeError):
+        message = ""
+    # 4xx but 409/429: the server will refuse it again (RBAC, validation); 5xx and 429 may pass later.
+    retry = status >= 500 or status == 429
+    return DeliveryError(f"{what} Event: HTTP {status}{': ' + message[:300] if message else ''}", retry=retry)
+
+
+def _micro_time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+__all__ = ["KubeEventsSink", "event_name", "note"]

@@ -1,0 +1,177 @@
+"""Every metric family fightwatch exposes, declared once: name, type, help, labels (and histogram buckets).
+
+`metrics.Metrics` builds the prometheus-client objects from this table and the README's metric table is
+checked against it, so a family cannot be exposed, documented or alerted on under a name declared nowhere.
+Conventions (Prometheus and kube-state-metrics): one `fightwatch_` prefix, base units, `_total` for counters,
+`_info` for metadata gauges that are always 1, lower-case label names, and bounded label sets.
+
+`collected` families are computed when scraped (from the active findings or the delivery queues) rather
+than updated in place: their series exist only while what they describe does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+PREFIX = "fightwatch_"
+
+MetricType = Literal["counter", "gauge", "histogram"]
+
+# The identifying labels of one finding's per-object series.
+FINDING_LABELS = ("type", "group", "kind", "namespace", "name")
+RESOURCE_LABELS = ("group", "resource")
+
+_DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+# Watch lag: receive time minus the object's newest managedFields time, which has one-second resolution.
+_LAG_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    name: str  # without the _total suffix of a counter (prometheus-client adds it)
+    type: MetricType
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+    collected: bool = False
+
+    @property
+    def exposed_name(self) -> str:
+        """The name as scraped (counters end in `_total`)."""
+        return f"{self.name}_total" if self.type == "counter" else self.name
+
+
+FAMILIES: tuple[Family, ...] = (
+    # ---------------------------------------------------------------------------------------- what happens
+    Family(
+        "fightwatch_writes",
+        "counter",
+        'Writes seen, by the manager they are attributed to (manager="": unattributed; "other": managers '
+        "beyond the top-K).",
+        ("group", "kind", "namespace", "manager", "operation"),
+    ),
+    Family(
+        "fightwatch_findings",
+        "counter",
+        "Findings opened (fights and hot loops).",
+        ("type", "group", "kind"),
+    ),
+    Family(
+        "fightwatch_findings_active",
+        "gauge",
+        "Findings active now.",
+        ("type",),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_finding_info",
+        "gauge",
+        "1 for each active finding (capped, most severe first): who writes which fields of which object.",
+        (*FINDING_LABELS, "writers", "fields"),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_finding_handovers",
+        "gauge",
+        "Handovers of the contested fields of an active finding (0 for hot loops).",
+        FINDING_LABELS,
+        collected=True,
+    ),
+    Family(
+        "fightwatch_finding_writes_per_minute",
+        "gauge",
+        "Writes per minute to the object of an active finding, between its first and last write.",
+        FINDING_LABELS,
+        collected=True,
+    ),
+    Family(
+        "fightwatch_finding_series_omitted",
+        "gauge",
+        "Active findings left without per-object series by metrics.max_finding_series.",
+        collected=True,
+    ),
+    # --------------------------------------------------------------------------------------- the watcher
+    Family(
+        "fightwatch_events",
+        "counter",
+        "Watch events received, by resource and event type.",
+        (*RESOURCE_LABELS, "type"),
+    ),
+    Family(
+        "fightwatch_watch_restarts",
+        "counter",
+        "Watches (re)started, by reason.",
+        (*RESOURCE_LABELS, "reason"),
+    ),
+    Family(
+        "fightwatch_watch_errors",
+        "counter",
+        'List and watch errors, by HTTP status code ("network": no HTTP answer).',
+        (*RESOURCE_LABELS, "code"),
+    ),
+    Family(
+        "fightwatch_resources",
+        "gauge",
+        "Resources fightwatch watches (state=watched) or may not list and watch (state=forbidden).",
+        ("state",),
+    ),
+    Family(
+        "fightwatch_tracked_objects",
+        "gauge",
+        "Objects the detection engine holds state for.",
+    ),
+    Family(
+        "fightwatch_event_processing_duration_seconds",
+        "histogram",
+        "Time to process one watch event (decode, detect, hand the changes to the sinks).",
+        buckets=_DURATION_BUCKETS,
+    ),
+    Family(
+        "fightwatch_event_lag_seconds",
+        "histogram",
+        "Receive time of a watch event minus the newest managedFields time of its object.",
+        buckets=_LAG_BUCKETS,
+    ),
+    Family(
+        "fightwatch_last_event_timestamp_seconds",
+        "gauge",
+        "When the last watch event of a resource was received (seconds since the epoch).",
+        RESOURCE_LABELS,
+    ),
+    Family(
+        "fightwatch_build_info",
+        "gauge",
+        "1, labelled with the fightwatch and Python versions.",
+        ("version", "python_version"),
+    ),
+    # ------------------------------------------------------------------------------------------ delivery
+    Family(
+        "fightwatch_delivery_sent",
+        "counter",
+        "Finding changes delivered, by sink.",
+        ("sink",),
+    ),
+    Family(
+        "fightwatch_delivery_failures",
+        "counter",
+        "Delivery attempts that failed (each retry counts), by sink.",
+        ("sink",),
+    ),
+    Family(
+        "fightwatch_delivery_dropped",
+        "counter",
+        "Finding changes given up, by sink and reason (queue_full: the oldest dropped; attempts: every retry failed; "
+        "rejected: the receiver refused it for good; stopped: still queued at shutdown).",
+        ("sink", "reason"),
+    ),
+    Family(
+        "fightwatch_delivery_queue_length",
+        "gauge",
+        "Finding changes waiting in a sink's queue.",
+        ("sink",),
+        collected=True,
+    ),
+)
+
+BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}

@@ -1,0 +1,36 @@
+"""The delivery sinks a config asks for, built with their credentials read (from files or the environment).
+
+The service passes them to `Delivery(build_sinks(config.delivery, api_client=...), config.delivery, ...)`;
+without an ApiClient there are no Kubernetes Events (e.g. `replay`).
+"""
+
+from __future__ import annotations
+
+from kubernetes_asyncio.client import ApiClient
+
+from watcher.config import DeliverySettings
+from watcher.sinks.alertmanager import AlertmanagerSink
+from watcher.sinks.credentials import read_secret
+from watcher.sinks.delivery import Sink
+from watcher.sinks.events import KubeEventsSink
+from watcher.sinks.webhook import WebhookSink
+
+
+def build_sinks(settings: DeliverySettings, *, api_client: ApiClient | None) -> list[Sink]:
+    """Every configured sink; raises CredentialError or ValueError (naming the config key) at start-up."""
+    sinks: list[Sink] = []
+    if settings.events.enabled and api_client is not None:
+        sinks.append(KubeEventsSink(api_client, settings.events))
+    manager = settings.alertmanager
+    token = (
+        read_secret(manager.bearer_token, key="delivery.alertmanager.bearer_token")
+        if manager.bearer_token is not None
+        else None
+    )
+    sinks.extend(AlertmanagerSink(url, manager, bearer_token=token) for url in manager.urls)
+    for index, hook in enumerate(settings.webhooks):
+        sinks.append(WebhookSink.from_settings(hook, key=f"delivery.webhooks.{index}"))
+    return sinks
+
+
+__all__ = ["build_sinks"]
