@@ -33,22 +33,6 @@ from .recorder import Recorder
 PUMP_INTERVAL = 0.1  # seconds between two looks at the recorder's new events
 
 
-class CountingEngine(Engine):
-    """The engine, reporting each attributed write to the metrics.
-
-    Stand-in for the engine hook this branch asks for (an `on_write(ref, writers)` callback, see the README's
-    Metrics section); it overrides a private method, which is acceptable only in test scaffolding.
-    """
-
-    def __init__(self, settings: DetectionSettings, metrics: Metrics) -> None:
-        super().__init__(settings)
-        self._metrics = metrics
-
-    def _detect(self, state: Any, obj: Any, write: Any) -> list[FindingChange]:
-        self._metrics.count_write(state.ref, write.writers)
-        return super()._detect(state, obj, write)
-
-
 def _lag(obj: dict[str, Any], received: float) -> float | None:
     times = [e.get("time") for e in (obj.get("metadata", {}).get("managedFields") or []) if e.get("time")]
     return received - parse_time(max(times)) if times else None
@@ -65,7 +49,7 @@ class Pipeline:
         delivery: Delivery,
     ) -> None:
         self.recorder = Recorder(watch_client, resources)
-        self.engine = CountingEngine(detection, metrics)
+        self.engine = Engine(detection, on_write=metrics.count_write)
         metrics.active = self.engine.active
         self.metrics = metrics
         self.delivery = delivery

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.expectations import BENIGN, FINDINGS, assert_found
-from tests.unit.captures import analyse
+from tests.unit.captures import analyse, events
+from watcher.config import Config
+from watcher.detection.engine import Engine
 
 
 @pytest.mark.parametrize("scenario", sorted(FINDINGS))
@@ -51,3 +53,15 @@ def test_newer_servers_name_the_scale_subresource_writer() -> None:
     assert found.fields == ("spec.replicas",)
     assert "scale subresource" in found.hint
     assert engine.stats.unattributed_writes < analyse("fight-scale-vs-apply")[1].stats.unattributed_writes
+
+
+def test_every_write_is_reported_to_on_write_with_its_writers() -> None:
+    seen: list[tuple[str, tuple[str | None, ...]]] = []
+    engine = Engine(
+        Config().detection, on_write=lambda ref, writers: seen.append((ref.name, tuple(w.manager for w in writers)))
+    )
+    for event in events("fight-update-vs-update-label"):
+        engine.process(event)
+    assert len(seen) == engine.stats.writes
+    managers = {m for _, writers in seen for m in writers}
+    assert {"team-a-operator", "team-b-operator"} <= managers

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from watcher.config import DetectionSettings
@@ -42,6 +43,7 @@ from watcher.model import (
     FindingState,
     FindingType,
     JSONObject,
+    ObjectRef,
     WatchEvent,
     Writer,
     parse_time,
@@ -67,8 +69,16 @@ class Stats:
 class Engine:
     """Turn watch events into finding changes. Feed events in time order; `advance` resolves quiet findings."""
 
-    def __init__(self, settings: DetectionSettings, *, max_resolved: int = 10_000) -> None:
+    def __init__(
+        self,
+        settings: DetectionSettings,
+        *,
+        max_resolved: int = 10_000,
+        on_write: Callable[[ObjectRef, Sequence[Writer]], None] | None = None,
+    ) -> None:
+        """`on_write` is told of every write and its writers (e.g. to count writes per manager)."""
         self.settings = settings
+        self._on_write = on_write
         self.stats = Stats()
         self.now = -math.inf
         self._objects: dict[str, ObjectState] = {}
@@ -134,6 +144,8 @@ class Engine:
         state.rv = rv
         write = self._attribution.attribute(state, obj, raw, newest, now)
         self.stats.writes += 1
+        if self._on_write is not None:
+            self._on_write(state.ref, write.writers)
         if write.writers[0] is UNATTRIBUTED:
             self.stats.unattributed_writes += 1
         write.timed = timed
