@@ -62,6 +62,7 @@ class Stats:
     deleted_objects: int = 0
     without_managed_fields: int = 0  # e.g. `kubectl get` without --show-managed-fields
     untimed_events: int = 0  # neither observedAt nor a managedFields time: no rate can be measured
+    resynced_objects: int = 0  # ADDED again with a new resourceVersion (relisted): re-read, not a write
 
 
 class Engine:
@@ -130,6 +131,10 @@ class Engine:
         rv = meta.get("resourceVersion") or ""
         if rv and rv == state.rv:
             self.stats.duplicate_events += 1
+            return changes
+        if event.type is EventType.ADDED:  # listed again (a relist after a gap): its state now, not a write
+            self.stats.resynced_objects += 1
+            self._attribution.resync(state, obj, meta, raw)
             return changes
         state.rv = rv
         write = self._attribution.attribute(state, obj, raw, newest, now)
