@@ -1,7 +1,9 @@
-"""`fightwatch` command line: composition root for the offline analysis (`replay`, `demo`).
+"""`fightwatch` command line: composition root for the offline analysis (`replay`, `demo`); `run` starts the
+live watcher (`watcher.service`).
 
-Exit status: 0 the analysis ran; 2 usage, config or input error (what was analysed before it is still
-printed); 3 with `--fail-on-findings` when a fight or hot loop was found.
+Exit status: 0 the analysis ran (or the watcher stopped on a signal); 2 usage, config or input error (what was
+analysed before it is still printed), or the watcher could not start; 3 with `--fail-on-findings` when a fight
+or hot loop was found.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"fightwatch: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    if args.command == "run":
+        from watcher import service  # noqa: PLC0415 - the live watcher's imports (aiohttp, clients) only when run
+
+        return service.run(config, kubeconfig=args.kubeconfig, context=args.context, record=args.record)
     with ExitStack() as stack:
         if args.command == "demo":
             files = [str(stack.enter_context(resources.as_file(resources.files("watcher") / "data" / DEMO_CAPTURE)))]
@@ -172,6 +178,25 @@ def _parser() -> argparse.ArgumentParser:
     common(replay)
     demo = commands.add_parser("demo", help="analyse the bundled capture of real controller fights")
     common(demo)
+    run = commands.add_parser(
+        "run",
+        help="watch a cluster and serve findings",
+        description="Watch every resource of a cluster (or those the config selects) and report controllers that "
+        "fight over objects and hot reconcile loops: in the log, at /api/v1/findings and /metrics. Credentials: "
+        "--kubeconfig, else $KUBECONFIG, else the pod's service account, else ~/.kube/config. Stops on "
+        "SIGTERM or SIGINT.",
+    )
+    run.add_argument("--config", type=Path, help="YAML config file (what to watch, thresholds, serving, logs)")
+    run.add_argument(
+        "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
+    )
+    run.add_argument("--context", help="kubeconfig context (default: the current context)")
+    run.add_argument(
+        "--record",
+        type=Path,
+        metavar="FILE",
+        help="append every received event to FILE as JSON Lines (replayable; rotated by size, see record.*)",
+    )
     return parser
 
 
