@@ -166,3 +166,27 @@ def test_labels_that_are_not_strings_name_the_file_and_line(tmp_path: Path) -> N
     result = run("replay", str(path))
     assert result.returncode == 2
     assert f"{path}:4: metadata.labels and metadata.annotations must map strings to strings" in result.stderr.decode()
+
+
+def test_run_without_a_usable_kubeconfig_says_where_it_looked(tmp_path: Path) -> None:
+    absent = tmp_path / "absent-kubeconfig"
+    result = run("run", "--kubeconfig", str(absent))
+    assert result.returncode == 2
+    assert str(absent) in result.stderr.decode()
+    assert "no such file" in result.stderr.decode()
+
+
+def test_run_with_a_broken_kubeconfig_names_it(tmp_path: Path) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n")
+    result = run("run", "--kubeconfig", str(broken))
+    assert result.returncode == 2
+    assert f"kubeconfig {broken}: cannot use it" in result.stderr.decode()
+
+
+def test_run_with_a_broken_config_is_a_usage_error(tmp_path: Path) -> None:
+    config = tmp_path / "fw.yaml"
+    config.write_text("watch:\n  discovery_intervall: 5s\n")
+    result = run("run", "--config", str(config), "--kubeconfig", str(tmp_path / "absent"))
+    assert result.returncode == 2
+    assert "watch.discovery_intervall: unknown key (did you mean 'discovery_interval'?)" in result.stderr.decode()

@@ -1,9 +1,9 @@
 """The watcher's HTTP endpoints (aiohttp): /metrics, /healthz, /readyz and /api/v1/findings.
 
 `/api/v1/findings` answers `{"findings": [...]}` with each finding in the JSON schema of `replay --output json`
-(most severe first), filtered by `namespace`, `kind`, `type` and `state` (repeat a parameter or separate values
-with commas for several). The endpoints only read: the handlers get their data through plain callables, so
-this module knows nothing of watches or the engine.
+(most severe first), filtered by `namespace` (empty: cluster-scoped objects), `kind`, `type` and `state` (repeat
+a parameter or separate values with commas for several). The endpoints only read: the handlers get their data
+through plain callables, so this module knows nothing of watches or the engine.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def parse_filters(query: Any) -> dict[str, set[str]]:
     for key, value in query:
         if key not in FILTERS:
             raise ValueError(f"unknown query parameter {key!r} (filters: {', '.join(FILTERS)})")
-        values = {v.strip() for v in value.split(",") if v.strip()}
+        values = {v.strip() for v in value.split(",") if v.strip() or key == "namespace"}  # "": cluster-scoped
         allowed = {"type": {t.value for t in FindingType}, "state": {s.value for s in FindingState}}.get(key)
         if allowed is not None and values - allowed:
             raise ValueError(f"{key}: unknown value {sorted(values - allowed)} (one of {', '.join(sorted(allowed))})")
