@@ -107,6 +107,13 @@ def status_failure(code: int) -> Failure:
     }.get(code, Failure.SERVER_ERROR)
 
 
+def error_event(status: JSONObject) -> WatchError:
+    """The failure an ERROR watch event (its object a Status) stands for."""
+    code = status.get("code")
+    failure = status_failure(code) if isinstance(code, int) else Failure.SERVER_ERROR
+    return WatchError(failure, f"ERROR event: {code} {status.get('reason', '')}: {status.get('message', '')}")
+
+
 class WatchError(Exception):
     """A classified failure of one list or watch."""
 
@@ -367,17 +374,16 @@ class ResourceWatch:
             doc = orjson.loads(line)
             kind: str = doc["type"]
             obj: JSONObject = doc["object"]
+            if kind == "ERROR":  # a Status, with or without metadata
+                self.status.events[kind] += 1
+                raise error_event(obj)
             meta: JSONObject = obj["metadata"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             raise WatchError(Failure.CONNECTION, f"malformed watch event: {line[:120]!r}") from None
         self.status.events[kind] += 1
         if kind == "BOOKMARK":
             self._rv = meta.get("resourceVersion") or self._rv
             return
-        if kind == "ERROR":
-            code = obj.get("code")
-            failure = status_failure(code) if isinstance(code, int) else Failure.SERVER_ERROR
-            raise WatchError(failure, f"ERROR event: {code} {obj.get('reason', '')}: {obj.get('message', '')}")
         event_type = _TYPES.get(kind)
         if event_type is None or not meta.get("uid"):
             self._log.warning("skipped a watch event", type=kind, uid=meta.get("uid"))
