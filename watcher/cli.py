@@ -43,6 +43,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         from watcher import service  # noqa: PLC0415 - the live watcher's imports (aiohttp, clients) only when run
 
+        if args.listen is not None:
+            host, port = args.listen
+            config = config.model_copy(
+                update={"serve": config.serve.model_copy(update={"address": host, "port": port})}
+            )
+        if args.log_level is not None:
+            config = config.model_copy(update={"log": config.log.model_copy(update={"level": args.log_level})})
         return service.run(config, kubeconfig=args.kubeconfig, context=args.context, record=args.record)
     with ExitStack() as stack:
         if args.command == "demo":
@@ -192,12 +199,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--context", help="kubeconfig context (default: the current context)")
     run.add_argument(
+        "--listen",
+        type=_listen,
+        metavar="[HOST]:PORT",
+        help="serve the endpoints on HOST:PORT (overrides serve.address and serve.port; no HOST: every address)",
+    )
+    run.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), help="overrides log.level of the config"
+    )
+    run.add_argument(
         "--record",
         type=Path,
         metavar="FILE",
         help="append every received event to FILE as JSON Lines (replayable; rotated by size, see record.*)",
     )
     return parser
+
+
+def _listen(text: str) -> tuple[str, int]:
+    """`[HOST]:PORT` -> (host, port); an empty host is every address. IPv6 hosts in brackets: `[::1]:8080`."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not [HOST]:PORT (e.g. :8080 or 127.0.0.1:8080)")
+    return host.removeprefix("[").removesuffix("]") or "0.0.0.0", int(port)  # noqa: S104 - asked for: every address
 
 
 def run() -> None:

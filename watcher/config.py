@@ -168,7 +168,11 @@ class WatchSettings(_Strict):
     exclude_resources: tuple[ResourceSelector, ...] = Field(
         DEFAULT_EXCLUDED_RESOURCES, description="Denylist (pods: opt in by leaving them out of this list)."
     )
-    namespaces: tuple[str, ...] = Field((), description="Only objects in these namespaces (shell patterns).")
+    namespaces: tuple[str, ...] = Field(
+        (),
+        description="Only objects in these namespaces. Plain names are watched one namespace at a time (what a "
+        "RoleBinding per namespace allows); shell patterns watch cluster-wide and filter.",
+    )
     exclude_namespaces: tuple[str, ...] = Field((), description="Not objects in these namespaces (shell patterns).")
     per_resource: dict[ResourceSelector, ResourceSettings] = Field(
         default_factory=dict, description="Settings by resource; when several keys match, later ones win."

@@ -237,7 +237,7 @@ class Service:
         errors: _Series = []
         objects: _Series = []
         for watch in watches:
-            name, status = watch.resource.name, watch.status
+            name, status = watch.target.name, watch.status
             state += [((name, s.value), float(status.state is s)) for s in State]
             events += [((name, kind), float(n)) for kind, n in sorted(status.events.items())]
             size.append(((name,), float(status.bytes)))

@@ -25,6 +25,8 @@ import aiohttp
 import orjson
 import yaml
 
+from .control_plane import _die_with_parent
+
 DEADLINE = 120.0  # seconds for any awaited condition
 POLL = 0.2
 STOP_DEADLINE = 30.0
@@ -44,6 +46,7 @@ class Watcher:
         env: Mapping[str, str] | None = None,
         record: bool = True,
         name: str = "watcher",
+        args: tuple[str, ...] = (),
     ) -> None:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -59,6 +62,7 @@ class Watcher:
             self.argv += ["--kubeconfig", str(kubeconfig)]
         if self.recording is not None:
             self.argv += ["--record", str(self.recording)]
+        self.argv += args
         self.env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
         self.env.update(env or {})
         self.url = ""
@@ -78,7 +82,12 @@ class Watcher:
     async def start(self) -> None:
         with self.log_path.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, env=self.env
+                *self.argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=self.env,
+                preexec_fn=_die_with_parent,  # a killed test run leaves no watcher behind
             )
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         started = await self.wait_for_log(lambda e: e.get("event") == "started", what="its `started` line")

@@ -131,7 +131,8 @@ def test_the_watcher_was_ready_watched_metadata_only_and_resumed_its_watches(liv
     assert (live_run.metrics["rewatches"] or 0) >= 1  # the server ended watches (timeoutSeconds), they resumed
 
 
-def test_the_live_run_logged_no_errors(live_run: LiveRun) -> None:
+def test_the_live_run_logged_at_info_level_without_errors(live_run: LiveRun) -> None:
+    assert not [e for e in live_run.log if e.get("level") == "debug"]
     problems = [
         e for e in live_run.log if e.get("level") in ("error", "critical") or e.get("event") == "invalid event skipped"
     ]

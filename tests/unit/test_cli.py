@@ -11,7 +11,7 @@ import pytest
 
 from tests.expectations import FINDINGS
 from tests.unit.captures import capture
-from watcher.cli import main
+from watcher.cli import _listen, main
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -190,3 +190,20 @@ def test_run_with_a_broken_config_is_a_usage_error(tmp_path: Path) -> None:
     result = run("run", "--config", str(config), "--kubeconfig", str(tmp_path / "absent"))
     assert result.returncode == 2
     assert "watch.discovery_intervall: unknown key (did you mean 'discovery_interval'?)" in result.stderr.decode()
+
+
+EVERY_ADDRESS = "0.0.0.0"  # noqa: S104 - what `--listen=:PORT` means
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(":8080", (EVERY_ADDRESS, 8080)), ("127.0.0.1:0", ("127.0.0.1", 0)), ("[::1]:9090", ("::1", 9090))],
+)
+def test_listen_takes_host_and_port_as_the_chart_passes_them(text: str, expected: tuple[str, int]) -> None:
+    assert _listen(text) == expected
+
+
+def test_a_bad_listen_address_is_a_usage_error() -> None:
+    result = run("run", "--listen", "8080")
+    assert result.returncode == 2
+    assert "'8080' is not [HOST]:PORT" in result.stderr.decode()

@@ -118,3 +118,27 @@ def test_selectors_name_resources_like_kubectl(selector: str, name: str, expecte
     plural, _, group = name.partition(".")
     resource = ApiResource(group=group, version="v1", plural=plural, kind="X", namespaced=True)
     assert matches(resource, selector) is expected
+
+
+def test_plain_namespace_names_are_watched_one_namespace_at_a_time() -> None:
+    settings = parse_config(
+        {"watch": {"resources": ["configmaps", "widgets.example.com", "namespaces"], "namespaces": ["b", "a", "a"]}},
+        source="t",
+    ).watch
+    targets = {t.name: t for t in select(_served(), settings)}
+    assert set(targets) == {
+        "configmaps@a",
+        "configmaps@b",
+        "widgets.example.com@a",
+        "widgets.example.com@b",
+        "namespaces",
+    }
+    assert targets["configmaps@a"].path == "/api/v1/namespaces/a/configmaps"
+    assert targets["widgets.example.com@b"].path == "/apis/example.com/v1/namespaces/b/widgets"
+    assert targets["namespaces"].path == "/api/v1/namespaces"  # cluster-scoped: cluster-wide
+
+
+def test_namespace_patterns_are_watched_cluster_wide_and_filtered() -> None:
+    settings = parse_config({"watch": {"resources": ["configmaps"], "namespaces": ["team-*", "b"]}}, source="t").watch
+    (target,) = select(_served(), settings)
+    assert (target.name, target.path) == ("configmaps", "/api/v1/configmaps")

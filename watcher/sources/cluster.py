@@ -60,7 +60,7 @@ class ClusterWatch:
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._namespaces = NamespaceFilter(settings.namespaces, settings.exclude_namespaces)
         self._discovered: list[ApiResource] = []
-        self._watches: dict[tuple[str, str], tuple[ResourceWatch, asyncio.Task[None]]] = {}
+        self._watches: dict[tuple[str, str, str | None], tuple[ResourceWatch, asyncio.Task[None]]] = {}
         self._refresh = asyncio.Event()
         self._started = False
 
@@ -81,14 +81,14 @@ class ClusterWatch:
     def report(self) -> dict[str, Any]:
         """For /readyz: discovery, and each resource's state (the failing ones with their error)."""
         resources: dict[str, Any] = {}
-        for watch in sorted(self.watches, key=lambda w: w.resource.name):
+        for watch in sorted(self.watches, key=lambda w: w.target.name):
             status = watch.status
             entry: dict[str, Any] = {"state": status.state.value, "synced": status.synced, "objects": status.objects}
             if status.failure is not None:
                 entry |= {"failure": status.failure.value, "error": status.error, "failures": status.failures}
             if not watch.target.full_objects:
                 entry["metadata_only"] = True
-            resources[watch.resource.name] = entry
+            resources[watch.target.name] = entry
         d = self.discovery
         discovery: dict[str, Any] = {"ok": d.ok, "resources": d.resources, "watched": len(resources)}
         if d.error:
@@ -144,8 +144,8 @@ class ClusterWatch:
                 await self._refresh.wait()
 
     async def _reconcile(self, targets: list[Target]) -> None:
-        wanted = {(t.resource.group, t.resource.plural): t for t in targets}
-        handed_over: dict[tuple[str, str], ResourceWatch] = {}
+        wanted = {(t.resource.group, t.resource.plural, t.namespace): t for t in targets}
+        handed_over: dict[tuple[str, str, str | None], ResourceWatch] = {}
         for key, (watch, task) in list(self._watches.items()):
             target = wanted.get(key)
             if target == watch.target:
@@ -158,7 +158,7 @@ class ClusterWatch:
                 handed_over[key] = watch  # a new version or new settings: the same objects, relisted
                 continue
             forgotten = watch.forget()
-            log.info("stopped watching", resource=watch.resource.name, reason="no longer served", objects=forgotten)
+            log.info("stopped watching", resource=watch.target.name, reason="no longer served", objects=forgotten)
         added = []
         for key, target in wanted.items():
             if key in self._watches:
@@ -175,7 +175,7 @@ class ClusterWatch:
             previous = handed_over.get(key)
             if previous is not None:
                 watch.adopt(previous)
-            task = asyncio.create_task(watch.run(), name=f"watch {target.resource.name}")
+            task = asyncio.create_task(watch.run(), name=f"watch {target.name}")
             task.add_done_callback(_report_crash)
             self._watches[key] = (watch, task)
             added.append(target)
@@ -186,12 +186,12 @@ class ClusterWatch:
             log.info(
                 "watching",
                 resources=len(added),
-                full_objects=sorted(t.resource.name for t in added if t.full_objects),
-                names=sorted(t.resource.name for t in added),
+                full_objects=sorted(t.name for t in added if t.full_objects),
+                names=sorted(t.name for t in added),
             )
             return
         for target in added:
-            log.info("watching", resource=target.resource.name, full_objects=target.full_objects)
+            log.info("watching", resource=target.name, full_objects=target.full_objects)
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

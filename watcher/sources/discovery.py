@@ -49,10 +49,24 @@ class ApiResource:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A resource chosen to be watched, and how."""
+    """A resource chosen to be watched, and how: cluster-wide, or in one namespace."""
 
     resource: ApiResource
     full_objects: bool
+    namespace: str | None = None
+
+    @property
+    def name(self) -> str:
+        """How logs, /readyz and /metrics name this watch: `configmaps`, or `configmaps@team-a` in one namespace."""
+        return f"{self.resource.name}@{self.namespace}" if self.namespace else self.resource.name
+
+    @property
+    def path(self) -> str:
+        r = self.resource
+        if self.namespace is None:
+            return r.path
+        prefix = f"/apis/{r.group}/{r.version}" if r.group else f"/api/{r.version}"
+        return f"{prefix}/namespaces/{self.namespace}/{r.plural}"
 
 
 @dataclass
@@ -119,8 +133,21 @@ def matches(resource: ApiResource, selector: str) -> bool:
     return "." not in selector and fnmatch.fnmatchcase(resource.plural, selector)
 
 
+def literal_namespaces(settings: WatchSettings) -> list[str] | None:
+    """`watch.namespaces` when they are plain names (each watched on its own), else None (cluster-wide)."""
+    names = list(settings.namespaces)
+    if not names or any(set(n) & set("*?[") for n in names):
+        return None
+    return sorted(set(names))
+
+
 def select(resources: Iterable[ApiResource], settings: WatchSettings) -> list[Target]:
-    """The resources to watch by the allowlist and denylist, each with its per-resource settings."""
+    """The resources to watch by the allowlist and denylist, each with its per-resource settings.
+
+    With plain namespace names in `watch.namespaces`, namespaced resources are watched in each of them (what RBAC
+    granted by a RoleBinding per namespace allows); otherwise cluster-wide, objects filtered by namespace.
+    """
+    namespaces = literal_namespaces(settings)
     targets = []
     for resource in resources:
         if settings.resources and not any(matches(resource, s) for s in settings.resources):
@@ -133,7 +160,10 @@ def select(resources: Iterable[ApiResource], settings: WatchSettings) -> list[Ta
                 full = options.full_objects
         if resource.group == "" and resource.plural in ALWAYS_METADATA_ONLY:
             full = False
-        targets.append(Target(resource, full))
+        if namespaces is not None and resource.namespaced:
+            targets += [Target(resource, full, namespace) for namespace in namespaces]
+        else:
+            targets.append(Target(resource, full))
     return targets
 
 

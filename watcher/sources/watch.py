@@ -214,7 +214,8 @@ class ResourceWatch:
         self._secret = resource.group == "" and resource.plural == "secrets"
         self._rv: str | None = None
         self._known: dict[str, tuple[str | None, str]] = {}  # uid -> (namespace, name): to see what vanished
-        self._log = log.bind(resource=resource.name)
+        self._path = target.path
+        self._log = log.bind(resource=target.name)
 
     # ---------------------------------------------------------------------------------------------- the loop
 
@@ -294,7 +295,7 @@ class ResourceWatch:
         token = ""
         while True:
             query = [*page, ("continue", token)] if token else page
-            doc, size = await self._api.get(self.resource.path, query=query, accept=self._list_accept)
+            doc, size = await self._api.get(self._path, query=query, accept=self._list_accept)
             status.bytes += size
             now = observed_time(time.time())
             items = doc.get("items") or ()
@@ -312,7 +313,7 @@ class ResourceWatch:
             self._vanished(uid, now)
         version = metadata.get("resourceVersion")
         if not version:
-            raise WatchError(Failure.SERVER_ERROR, f"the list of {self.resource.name} has no resourceVersion")
+            raise WatchError(Failure.SERVER_ERROR, f"the list of {self.target.name} has no resourceVersion")
         self._rv = str(version)
         status.lists += 1
         status.synced = True
@@ -332,10 +333,9 @@ class ResourceWatch:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=settings.request_timeout, sock_read=server_timeout + settings.read_timeout
         )
-        response = await self._api.open(
-            self.resource.path, query=query, accept=self._watch_accept, client_timeout=timeout
-        )
+        response = await self._api.open(self._path, query=query, accept=self._watch_accept, client_timeout=timeout)
         self._recovered()
+        self._log.debug("watch open", resource_version=self._rv, timeout_seconds=server_timeout)
         status = self.status
         started = time.monotonic()
         lines = 0
