@@ -131,7 +131,6 @@ class Attribution:
         """Take this version as the object's baseline without counting a write: ownership and values are read
         afresh; its handovers, rates and open findings stay (a relist after a watch lost events).
         """
-        state.rv = meta.get("resourceVersion") or ""
         state.entries = tuple(keep_entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items())
         self._changed_values(state, obj)
         state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())

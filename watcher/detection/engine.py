@@ -132,11 +132,11 @@ class Engine:
         if rv and rv == state.rv:
             self.stats.duplicate_events += 1
             return changes
+        state.rv = rv
         if event.type is EventType.ADDED:  # listed again (a relist after a gap): its state now, not a write
             self.stats.resynced_objects += 1
             self._attribution.resync(state, obj, meta, raw)
             return changes
-        state.rv = rv
         write = self._attribution.attribute(state, obj, raw, newest, now)
         self.stats.writes += 1
         if write.writers[0] is UNATTRIBUTED:
