@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|m|s))")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -54,7 +54,14 @@ def parse_size(value: Any) -> Any:
     return value
 
 
-Bytes = Annotated[int, BeforeValidator(parse_size), Field(gt=0)]
+_SIZE_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "exclusiveMinimum": 0},
+        {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*([KkMmGgTt]i?)?[Bb]?\s*$"},
+    ],
+    "description": "A size: bytes, or with a unit (64Mi, 1G).",
+}
+Bytes = Annotated[int, BeforeValidator(parse_size), Field(gt=0), WithJsonSchema(_SIZE_SCHEMA)]
 
 
 class _Strict(BaseModel):
