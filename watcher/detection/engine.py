@@ -56,6 +56,9 @@ class EventError(ValueError):
 
 @dataclass(slots=True)
 class Stats:
+    """Counts of what the engine did. Every event processed ends as exactly one of: a write, a new or a resynced
+    object, a duplicate, ignored, a deletion (of a tracked object or not), or invalid (`process` raised)."""
+
     events: int = 0
     writes: int = 0
     unattributed_writes: int = 0
@@ -65,6 +68,8 @@ class Stats:
     without_managed_fields: int = 0  # e.g. `kubectl get` without --show-managed-fields
     untimed_events: int = 0  # neither observedAt nor a managedFields time: no rate can be measured
     resynced_objects: int = 0  # ADDED again with a new resourceVersion (relisted): re-read, not a write
+    new_objects: int = 0  # first seen (or seen again after being let go): its baseline taken
+    untracked_deletions: int = 0  # DELETED for an object not tracked (never seen, or let go when idle)
 
 
 class Engine:
@@ -126,9 +131,12 @@ class Engine:
             if state is not None:
                 self.stats.deleted_objects += 1
                 changes += self._forget(state, now)
+            else:
+                self.stats.untracked_deletions += 1
             return changes
         if state is None:
             self._objects[uid] = self._attribution.baseline(obj, meta, raw, rules)
+            self.stats.new_objects += 1
             return changes
         rv = hash(meta.get("resourceVersion") or "")
         if rv and rv == state.rv:
@@ -136,8 +144,8 @@ class Engine:
             return changes
         state.rv = rv
         if event.type is EventType.ADDED:  # listed again (a relist after a gap): its state now, not a write
-            self.stats.resynced_objects += 1
             self._attribution.resync(state, obj, meta, raw)
+            self.stats.resynced_objects += 1
             return changes
         write = self._attribution.attribute(state, obj, raw, newest, now)
         self.stats.writes += 1
