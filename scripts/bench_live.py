@@ -184,8 +184,8 @@ async def sample(session: aiohttp.ClientSession, watcher: Watcher) -> None:
     watcher.memory = memory_kib(watcher.proc.pid)
     if watcher.recording is not None:
         m = await metrics_of(session, watcher)
-        watcher.events.append(sum(v for k, v in m.items() if k.startswith("fightwatch_watch_events_total")))
-        watcher.bytes.append(sum(v for k, v in m.items() if k.startswith("fightwatch_watch_bytes_total")))
+        watcher.events.append(sum(v for k, v in m.items() if k.startswith("fightwatch_events_total")))
+        watcher.bytes.append(sum(v for k, v in m.items() if k.startswith("fightwatch_watch_received_bytes_total")))
 
 
 # ----------------------------------------------------------------------------------------------------- load

@@ -1,9 +1,12 @@
 """`fightwatch run`: the composition root of the live watcher.
 
 Wires the cluster watch (sources) into the same detection engine `replay` uses, and the engine's finding
-changes into the sinks (log lines, the recording, the HTTP endpoints); runs them on one event loop until
-SIGTERM or SIGINT, then stops the watches, flushes the recording and exits 0. Events are handled as they are
-read, one at a time, so the engine sees each resource's events in order and no queue can grow unbounded.
+changes into every sink: log lines, the recording, the metrics (one `Metrics` on one registry, served at
+`/metrics` with the other HTTP endpoints) and delivery (Kubernetes Events through the service's own API client,
+Alertmanager, webhooks). Runs them on one event loop until SIGTERM or SIGINT, then stops the watches, hands the
+last changes over, gives delivery a few seconds to drain, flushes the recording and exits 0. Events are handled
+as they are read, one at a time, so the engine sees each resource's events in order; delivery never blocks
+that (bounded queues per sink).
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import contextlib
 import signal
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +24,28 @@ import structlog
 from watcher import __version__
 from watcher.config import Config
 from watcher.detection.engine import Engine
-from watcher.model import Finding, WatchEvent
-from watcher.sinks import self_metrics as metrics
+from watcher.model import EventType, Finding, FindingChange, JSONObject, WatchEvent, parse_time
+from watcher.sinks.credentials import CredentialError
+from watcher.sinks.delivery import Delivery
 from watcher.sinks.http import HttpServer, Sources, make_app
 from watcher.sinks.log import configure_logging, log_change
+from watcher.sinks.metrics import Metrics, ResourceKey, Samples, exposition, new_registry
+from watcher.sinks.outlets import build_sinks
 from watcher.sinks.recording import Recording
 from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import ApiResource
 from watcher.sources.kube import ConnectError, Connection, KubeApi, connect
-from watcher.sources.watch import Failure, State
+from watcher.sources.watch import State
 
 EXIT_OK = 0
 EXIT_ERROR = 2
 TICK = 1.0  # seconds between two engine clock advances (findings resolve), recording flushes, heartbeats
 ALIVE_WITHIN = 30.0  # /healthz fails when the event loop has not ticked for this long
-STOP_DEADLINE = 10.0  # seconds for a clean shutdown before giving up on stragglers
+STOP_DEADLINE = 10.0  # seconds for the watches to stop before giving up on stragglers
+DRAIN_DEADLINE = 5.0  # seconds delivery gets at shutdown to send what is queued (resolutions, last updates)
 LOGGED_INVALID_EVENTS = 10  # invalid events logged one by one; more are only counted
 
 log = structlog.get_logger("fightwatch")
-_Series = list[tuple[Sequence[str], float]]
 
 
 class Service:
@@ -48,16 +53,21 @@ class Service:
 
     def __init__(self, config: Config, *, kubeconfig: Path | None, context: str | None, record: Path | None) -> None:
         self.config = config
-        self.engine = Engine(config.detection)
+        self.registry = new_registry()
+        self.metrics = Metrics(self.registry, config.metrics)
+        self.engine = Engine(config.detection, on_write=self.metrics.count_write)
+        self.metrics.active = self.engine.active  # scrapes read the findings as of the last write
+        self.metrics.read_at_scrape(self._samples)
         self.invalid_events = 0
         self._kubeconfig = kubeconfig
         self._context = context
         self._record_path = record
         self._recording: Recording | None = None
         self._cluster: ClusterWatch | None = None
+        self._delivery: Delivery | None = None
+        self._resources: tuple[frozenset[ResourceKey], frozenset[ResourceKey]] | None = None
         self._heartbeat = time.monotonic()
         self._lag = 0.0
-        self._registry = metrics.new_registry(self._samples)
 
     async def run(self) -> int:
         settings = self.config
@@ -70,31 +80,44 @@ class Service:
         except ConnectError as exc:
             return _cannot_start("cannot connect", error=str(exc))
         try:
-            if self._record_path is not None:
-                try:
-                    self._recording = Recording(
-                        self._record_path, max_bytes=settings.record.max_bytes, keep=settings.record.keep
-                    )
-                except OSError as exc:
-                    return _cannot_start("cannot record", file=str(self._record_path), error=exc.strerror or str(exc))
-            server = HttpServer(make_app(self._sources()), address=settings.serve.address, port=settings.serve.port)
+            try:  # the Events sink writes through the watcher's own client: the same credentials and CA
+                sinks = build_sinks(settings.delivery, api_client=connection.api_client)
+            except (CredentialError, ValueError) as exc:
+                return _cannot_start("cannot deliver", config="delivery", error=str(exc))
+            delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
+            await delivery.start()
             try:
-                url = await server.start()
-            except OSError as exc:
-                where = f"{settings.serve.address}:{settings.serve.port}"
-                return _cannot_start("cannot listen", address=where, config="serve", error=exc.strerror or str(exc))
-            try:
-                return await self._serve(connection, url)
+                return await self._listen(connection)
             finally:
-                await server.stop()
+                await delivery.stop(drain=DRAIN_DEADLINE)
         finally:
             await connection.close()
             if self._recording is not None:
                 self._recording.close()
 
+    async def _listen(self, connection: Connection) -> int:
+        settings = self.config
+        if self._record_path is not None:
+            try:
+                self._recording = Recording(
+                    self._record_path, max_bytes=settings.record.max_bytes, keep=settings.record.keep
+                )
+            except OSError as exc:
+                return _cannot_start("cannot record", file=str(self._record_path), error=exc.strerror or str(exc))
+        server = HttpServer(make_app(self._sources()), address=settings.serve.address, port=settings.serve.port)
+        try:
+            url = await server.start()
+        except OSError as exc:
+            where = f"{settings.serve.address}:{settings.serve.port}"
+            return _cannot_start("cannot listen", address=where, config="serve", error=exc.strerror or str(exc))
+        try:
+            return await self._serve(connection, url)
+        finally:
+            await server.stop()
+
     async def _serve(self, connection: Connection, url: str) -> int:
         api = KubeApi(connection.api_client, request_timeout=self.config.watch.request_timeout)
-        cluster = self._cluster = ClusterWatch(api, self._deliver, settings=self.config.watch)
+        cluster = self._cluster = ClusterWatch(api, self._deliver, settings=self.config.watch, observer=self.metrics)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -106,6 +129,7 @@ class Service:
             credentials=connection.source,
             listening=url,
             recording=str(self._record_path) if self._record_path else None,
+            delivery=[sink.name for sink in self._delivery.sinks] if self._delivery else [],
         )
         tasks = [
             asyncio.create_task(cluster.run(), name="discovery"),
@@ -127,7 +151,7 @@ class Service:
             async with asyncio.timeout(STOP_DEADLINE):
                 await asyncio.gather(*tasks, return_exceptions=True)
                 await cluster.stop()
-        self._advance()
+        self._advance()  # (findings quiet long enough resolve; the changes still reach delivery's drain)
         if self._recording is not None:
             self._recording.flush()
         s = self.engine.stats
@@ -143,12 +167,14 @@ class Service:
     # --------------------------------------------------------------------------------------------- events
 
     def _deliver(self, event: WatchEvent, resource: ApiResource) -> None:
-        """Every event: recorded first (so a replay sees what the engine saw), then analysed."""
+        """Every event: recorded first (so a replay sees what the engine saw), then analysed, then counted."""
+        started = time.perf_counter()
         if self._recording is not None:
             self._recording.write(event)
         try:
             changes = self.engine.process(event)
         except ValueError as exc:  # malformed managedFields and the like: this event only
+            changes = []
             self.invalid_events += 1
             if self.invalid_events <= LOGGED_INVALID_EVENTS:
                 meta = event.object.get("metadata") or {}
@@ -159,13 +185,28 @@ class Service:
                     name=meta.get("name"),
                     error=str(exc),
                 )
+        self._hand_over(changes)
+        received = event.observed_at
+        self.metrics.observe_event(
+            (resource.group, resource.plural),
+            event.type.value,
+            duration=time.perf_counter() - started,
+            lag=_lag(event.object, received) if event.type is EventType.MODIFIED and received is not None else None,
+            received_at=received,
+        )
+
+    def _hand_over(self, changes: list[FindingChange]) -> None:
+        """Finding changes to every sink: the log, the metrics, delivery (queued, never waited for)."""
+        if not changes:
             return
         for change in changes:
             log_change(change)
+        self.metrics.on_changes(changes)
+        if self._delivery is not None:
+            self._delivery.submit(changes)
 
     def _advance(self) -> None:
-        for change in self.engine.advance(time.time()):
-            log_change(change)
+        self._hand_over(self.engine.advance(time.time()))
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -175,8 +216,19 @@ class Service:
             self._lag = max(0.0, loop.time() - due)
             self._heartbeat = time.monotonic()
             self._advance()
+            self.metrics.set_tracked(self.engine.tracked_objects)
+            self._note_resources()
             if self._recording is not None:
                 self._recording.flush()
+
+    def _note_resources(self) -> None:
+        """Tell the metrics which resources are watched and which forbidden, when that changed."""
+        if self._cluster is None:
+            return
+        resources = self._cluster.resource_states()
+        if resources != self._resources:
+            self._resources = resources
+            self.metrics.set_resources(*resources)
 
     # ------------------------------------------------------------------------------------------- endpoints
 
@@ -197,66 +249,71 @@ class Service:
             findings=self.findings,
             readiness=self.readiness,
             liveness=self.liveness,
-            metrics=lambda: metrics.exposition(self._registry),
-            metrics_content_type=metrics.CONTENT_TYPE,
+            metrics=lambda accept: exposition(self.registry, accept),
         )
 
-    def _samples(self) -> dict[str, Iterable[tuple[Sequence[str], float]]]:
+    def _samples(self) -> Samples:
+        """The collected families the watcher keeps as plain numbers, read at scrape time."""
         none: tuple[str, ...] = ()
-        samples: dict[str, Iterable[tuple[Sequence[str], float]]] = {
-            "fightwatch_build_info": [((__version__,), 1.0)],
-            "fightwatch_event_loop_lag_seconds": [(none, self._lag)],
-            "fightwatch_engine_invalid_events": [(none, float(self.invalid_events))],
-            "fightwatch_engine_tracked_objects": [(none, float(self.engine.tracked_objects))],
+        s = self.engine.stats
+        outcomes = {
+            "write": s.writes,
+            "new": s.new_objects,
+            "resynced": s.resynced_objects,
+            "duplicate": s.duplicate_events,
+            "ignored": s.ignored_events,
+            "deleted": s.deleted_objects + s.untracked_deletions,
+            "invalid": self.invalid_events,
         }
-        stats = self.engine.stats
-        for field in fields(stats):
-            samples[f"fightwatch_engine_{field.name}"] = [(none, float(getattr(stats, field.name)))]
+        samples: dict[str, Iterable[tuple[Sequence[str], float]]] = {
+            "fightwatch_event_loop_lag_seconds": [(none, self._lag)],
+            "fightwatch_engine_events": [((outcome,), float(n)) for outcome, n in outcomes.items()],
+        }
         if self._recording is not None:
             samples["fightwatch_recording_events"] = [(none, float(self._recording.events))]
             samples["fightwatch_recording_bytes"] = [(none, float(self._recording.bytes_written))]
         cluster = self._cluster
         if cluster is None:
-            return samples
+            return samples | {"fightwatch_ready": [(none, 0.0)]}
         d = cluster.discovery
-        watches = cluster.watches
         samples |= {
             "fightwatch_ready": [(none, float(cluster.ready()))],
             "fightwatch_discovery_ok": [(none, float(d.ok))],
             "fightwatch_discovery_passes": [(none, float(d.passes))],
             "fightwatch_discovery_errors": [(none, float(d.errors))],
             "fightwatch_discovered_resources": [(none, float(d.resources))],
-            "fightwatch_watched_resources": [(none, float(len(watches)))],
         }
-        state: _Series = []
-        events: _Series = []
-        size: _Series = []
-        lists: _Series = []
-        relists: _Series = []
-        rewatches: _Series = []
-        errors: _Series = []
-        objects: _Series = []
-        for watch in watches:
-            name, status = watch.target.name, watch.status
-            state += [((name, s.value), float(status.state is s)) for s in State]
-            events += [((name, kind), float(n)) for kind, n in sorted(status.events.items())]
-            size.append(((name,), float(status.bytes)))
-            lists.append(((name,), float(status.lists)))
-            relists.append(((name,), float(status.relists)))
-            rewatches.append(((name,), float(status.rewatches)))
-            errors += [((name, f.value), float(status.errors[f])) for f in Failure if status.errors[f]]
-            objects.append(((name,), float(status.objects)))
+        # One watch per resource, or one per namespace: their numbers add up per resource.
+        states: dict[ResourceKey, dict[str, int]] = {}
+        objects: dict[ResourceKey, int] = {}
+        lists: dict[ResourceKey, int] = {}
+        received: dict[ResourceKey, int] = {}
+        for watch in cluster.watches:
+            key, status = watch.key, watch.status
+            counts = states.setdefault(key, dict.fromkeys((s.value for s in State), 0))
+            counts[status.state.value] += 1
+            objects[key] = objects.get(key, 0) + status.objects
+            lists[key] = lists.get(key, 0) + status.lists
+            received[key] = received.get(key, 0) + status.bytes
         samples |= {
-            "fightwatch_watch_state": state,
-            "fightwatch_watch_events": events,
-            "fightwatch_watch_bytes": size,
-            "fightwatch_watch_lists": lists,
-            "fightwatch_watch_relists": relists,
-            "fightwatch_watch_rewatches": rewatches,
-            "fightwatch_watch_errors": errors,
-            "fightwatch_watch_objects": objects,
+            "fightwatch_watches": [((*k, state), float(n)) for k, c in states.items() for state, n in c.items()],
+            "fightwatch_watch_objects": [(k, float(n)) for k, n in objects.items()],
+            "fightwatch_watch_lists": [(k, float(n)) for k, n in lists.items()],
+            "fightwatch_watch_received_bytes": [(k, float(n)) for k, n in received.items()],
         }
         return samples
+
+
+def _lag(obj: JSONObject, received: float) -> float | None:
+    """Receive time minus the newest managedFields time of the object (None without one)."""
+    meta = obj.get("metadata") or {}
+    newest = max((e.get("time") or "" for e in meta.get("managedFields") or () if isinstance(e, dict)), default="")
+    if not newest:
+        return None
+    try:
+        return received - parse_time(newest)
+    except ValueError:
+        return None
 
 
 def _cannot_start(event: str, **context: Any) -> int:

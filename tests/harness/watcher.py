@@ -24,6 +24,7 @@ from typing import Any
 import aiohttp
 import orjson
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from .control_plane import _die_with_parent
 
@@ -188,14 +189,19 @@ class Watcher:
 
         return await self.poll_async(check, what=what, deadline=deadline)
 
+    async def scrape(self) -> str:
+        """The text of GET /metrics (Prometheus text format)."""
+        status, text = await self.get("/metrics")
+        if status != 200:
+            raise WatcherError(f"/metrics answered {status}: {text}")
+        return str(text)
+
     async def metric(self, name: str, **labels: str) -> float | None:
-        """One sample of /metrics (None when absent)."""
-        _, text = await self.get("/metrics")
-        wanted = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
-        for line in text.splitlines():
-            sample, _, value = line.rpartition(" ")
-            if sample == wanted:
-                return float(value)
+        """The sample `name` with exactly these labels from /metrics (None when absent)."""
+        for family in text_string_to_metric_families(await self.scrape()):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
         return None
 
     # ------------------------------------------------------------------------------------------------ waits

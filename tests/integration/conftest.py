@@ -38,6 +38,7 @@ class LiveRun:
     findings: list[dict[str, Any]]  # the watcher's /api/v1/findings after the run
     readiness: dict[str, Any]
     metrics: dict[str, float | None]
+    metrics_text: str  # a whole scrape of /metrics
     log: list[dict[str, Any]]
     recording: Path
     returncode: int
@@ -72,16 +73,17 @@ async def live_run(controller_manager: ControlPlane, tmp_path_factory: pytest.Te
         )
         watcher_findings = await watcher.findings()
         _, readiness = await watcher.readiness()
+        cm = {"group": "", "resource": "configmaps"}
         metrics = {
-            name: await watcher.metric(name)
-            for name in (
-                "fightwatch_engine_writes_total",
-                "fightwatch_watched_resources",
-                "fightwatch_ready",
-                "fightwatch_engine_resynced_objects_total",
-            )
+            "ready": await watcher.metric("fightwatch_ready"),
+            "writes": await watcher.metric("fightwatch_engine_events_total", outcome="write"),
+            "watched": await watcher.metric("fightwatch_resources", state="watched"),
+            "rewatches": await watcher.metric("fightwatch_watch_restarts_total", **cm, reason="timeout"),
+            "configmap events": await watcher.metric("fightwatch_events_total", **cm, type="MODIFIED"),
+            "configmap bytes": await watcher.metric("fightwatch_watch_received_bytes_total", **cm),
+            "configmap watches": await watcher.metric("fightwatch_watches", **cm, state="watching"),
         }
-        metrics["rewatches"] = await watcher.metric("fightwatch_watch_rewatches_total", resource="configmaps")
+        metrics_text = await watcher.scrape()
     finally:
         returncode = await watcher.stop(signal.SIGTERM)
     return LiveRun(
@@ -89,6 +91,7 @@ async def live_run(controller_manager: ControlPlane, tmp_path_factory: pytest.Te
         findings=watcher_findings,
         readiness=readiness,
         metrics=metrics,
+        metrics_text=metrics_text,
         log=watcher.log(),
         recording=watcher.recording,
         returncode=returncode,

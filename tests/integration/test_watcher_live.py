@@ -125,10 +125,13 @@ def test_the_watcher_was_ready_watched_metadata_only_and_resumed_its_watches(liv
     assert resources["widgets.example.com"]["state"] == "watching"
     for denied in ("events", "leases.coordination.k8s.io", "endpoints", "pods"):
         assert denied not in resources
-    assert live_run.metrics["fightwatch_ready"] == 1
-    assert (live_run.metrics["fightwatch_engine_writes_total"] or 0) > 0
-    assert (live_run.metrics["fightwatch_watched_resources"] or 0) == len(resources)
+    assert live_run.metrics["ready"] == 1
+    assert (live_run.metrics["writes"] or 0) > 0
+    assert live_run.metrics["watched"] == len(resources)  # one watch per resource, none forbidden
     assert (live_run.metrics["rewatches"] or 0) >= 1  # the server ended watches (timeoutSeconds), they resumed
+    assert (live_run.metrics["configmap events"] or 0) > 0
+    assert (live_run.metrics["configmap bytes"] or 0) > 0
+    assert live_run.metrics["configmap watches"] == 1
 
 
 def test_the_live_run_logged_at_info_level_without_errors(live_run: LiveRun) -> None:

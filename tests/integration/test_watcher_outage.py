@@ -115,7 +115,9 @@ async def test_restart_and_410_keep_findings_and_make_no_phantoms(
 
             await watcher.wait_ready()
             await watcher.poll(lambda: _seen(watcher, names - {"gap-0"}, "a"), what="the relisted gap objects")
-            relisted = await watcher.metric("fightwatch_watch_relists_total", resource="configmaps")
+            relisted = await watcher.metric(
+                "fightwatch_watch_restarts_total", group="", resource="configmaps", reason="expired"
+            )
             assert relisted is not None
             assert relisted >= 1
             assert any(e["resource"] == "configmaps" for e in watcher.log("relisting"))
@@ -124,7 +126,7 @@ async def test_restart_and_410_keep_findings_and_make_no_phantoms(
             assert sorted((e["type"], e["object"]["metadata"]["name"]) for e in after) == sorted(
                 [("DELETED", "gap-0")] + [("ADDED", n) for n in names - {"gap-0"}]
             )
-            resynced = await watcher.metric("fightwatch_engine_resynced_objects_total")
+            resynced = await watcher.metric("fightwatch_engine_events_total", outcome="resynced")
             assert (resynced or 0) >= GAP_OBJECTS - 1
 
             # B takes each object once more. Seen by the watcher: A->B, then (relist) A->B: no fight. Had the

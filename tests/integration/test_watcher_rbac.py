@@ -101,8 +101,15 @@ async def test_forbidden_kinds_are_reported_and_the_allowed_ones_watched(
         assert {"secrets", "replicasets.apps", "customresourcedefinitions.apiextensions.k8s.io"} <= forbidden
         assert forbidden == set(resources) - {"configmaps", "namespaces", "deployments.apps"}
         assert "403" in resources["secrets"]["error"]
-        assert await watcher.metric("fightwatch_watch_state", resource="secrets", state="forbidden") == 1
-        assert (await watcher.metric("fightwatch_watch_errors_total", resource="secrets", failure="forbidden")) == 1
+        secrets = {"group": "", "resource": "secrets"}
+        assert await watcher.metric("fightwatch_watches", **secrets, state="forbidden") == 1
+        assert await watcher.metric("fightwatch_watch_errors_total", **secrets, code="403") == 1
+
+        async def resources_counted() -> bool | None:  # (set on the watcher's next one-second tick)
+            counted = [await watcher.metric("fightwatch_resources", state=s) for s in ("watched", "forbidden")]
+            return True if counted == [3, len(forbidden)] else None
+
+        await watcher.poll_async(resources_counted, what="fightwatch_resources: 3 watched, the rest forbidden")
 
         await _fight(kube, NAMESPACE)
         finding = await watcher.wait_for_finding(lambda f: f["object"]["name"] == "contested", what="the fight")
@@ -142,7 +149,9 @@ async def test_rbac_in_some_namespaces_only_is_watched_namespace_by_namespace(
         await _fight(kube, team)
         finding = await watcher.wait_for_finding(lambda f: f["object"]["namespace"] == team, what="the fight")
         assert finding["object"]["name"] == "contested"
-        assert await watcher.metric("fightwatch_watch_state", resource=f"configmaps@{team}", state="watching") == 1
+        configmaps = {"group": "", "resource": "configmaps"}
+        assert await watcher.metric("fightwatch_watches", **configmaps, state="watching") == 1  # the one in `team`
+        assert (await watcher.metric("fightwatch_events_total", **configmaps, type="MODIFIED") or 0) > 0
 
     assert watcher.returncode == 0
     assert watcher.url.startswith("http://127.0.0.1:")

@@ -10,8 +10,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.unit.captures import analyse
 from watcher.model import Finding
-from watcher.sinks import self_metrics as metrics
 from watcher.sinks.http import Sources, make_app
+from watcher.sinks.metrics import Metrics, exposition, new_registry
 from watcher.sinks.report import finding_json
 
 
@@ -30,13 +30,13 @@ class State:
 @pytest.fixture
 async def client() -> AsyncIterator[TestClient[Any, Any]]:
     findings = _findings()
-    registry = metrics.new_registry(lambda: {"fightwatch_ready": [((), float(State.ready))]})
+    registry = new_registry()
+    Metrics(registry).read_at_scrape(lambda: {"fightwatch_ready": [((), float(State.ready))]})
     sources = Sources(
         findings=lambda: findings,
         readiness=lambda: {"ready": State.ready, "resources": {"configmaps": {"state": "listing"}}},
         liveness=lambda: {"alive": State.alive},
-        metrics=lambda: metrics.exposition(registry),
-        metrics_content_type=metrics.CONTENT_TYPE,
+        metrics=lambda accept: exposition(registry, accept),
     )
     async with TestClient(TestServer(make_app(sources))) as test_client:
         yield test_client
@@ -99,7 +99,11 @@ async def test_readyz_healthz_and_metrics(client: TestClient[Any, Any]) -> None:
     State.alive = True
     response = await client.get("/metrics")
     assert response.status == 200
+    assert response.content_type == "text/plain"
     text = await response.text()
     assert "fightwatch_ready 1.0" in text
-    assert "# TYPE fightwatch_watch_events_total counter" in text
+    assert "# TYPE fightwatch_events_total counter" in text
     assert "process_cpu_seconds_total" in text
+    response = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert response.content_type == "application/openmetrics-text"
+    assert (await response.text()).endswith("# EOF\n")

@@ -6,7 +6,15 @@ import aiohttp
 import pytest
 
 from watcher.sources.kube import ApiError
-from watcher.sources.watch import Failure, RetryPolicy, WatchError, classify, retry_delay, status_failure
+from watcher.sources.watch import (
+    Failure,
+    RetryPolicy,
+    WatchError,
+    classify,
+    error_event,
+    retry_delay,
+    status_failure,
+)
 
 POLICY = RetryPolicy(initial=0.5, maximum=30.0, slow=300.0)
 
@@ -66,7 +74,28 @@ def test_exceptions_are_classified_with_their_context() -> None:
     assert (throttled.failure, throttled.retry_after) == (Failure.THROTTLED, 7.0)
     assert classify(aiohttp.ClientPayloadError("Response payload is not completed")).failure is Failure.CONNECTION
     assert classify(ConnectionRefusedError(111, "Connection refused")).failure is Failure.CONNECTION
-    assert classify(TimeoutError()).failure is Failure.CONNECTION
+    assert classify(TimeoutError()).failure is Failure.STALLED
+    assert classify(aiohttp.SocketTimeoutError()).failure is Failure.STALLED  # nothing read within sock_read
+    assert classify(aiohttp.ConnectionTimeoutError()).failure is Failure.CONNECTION
     assert classify(KeyError("bug")).failure is Failure.INTERNAL
     own = WatchError(Failure.SERVER_ERROR, "ERROR event: 500")
     assert classify(own) is own
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "reason"),
+    [
+        (classify(ApiError(410, "/api/v1/configmaps", b"")), 410, "expired"),
+        (classify(ApiError(403, "/api/v1/secrets", b"")), 403, "error"),
+        (classify(ApiError(503, "/api/v1/secrets", b"")), 503, "error"),
+        (error_event({"kind": "Status", "code": 410}), 410, "expired"),
+        (error_event({"kind": "Status", "code": 500}), 500, "error"),
+        (error_event({"kind": "Status"}), "unknown", "error"),
+        (classify(ConnectionResetError(104, "reset")), None, "network"),
+        (classify(aiohttp.SocketTimeoutError()), None, "stalled"),
+        (classify(KeyError("bug")), "internal", "error"),
+    ],
+)
+def test_failures_as_the_metrics_name_them(error: WatchError, code: int | str | None, reason: str) -> None:
+    """fightwatch_watch_errors_total{code} and fightwatch_watch_restarts_total{reason} of each failure."""
+    assert (error.error_code, error.restart_reason) == (code, reason)

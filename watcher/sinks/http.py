@@ -29,8 +29,7 @@ class Sources:
     findings: Callable[[], list[Finding]]
     readiness: Callable[[], dict[str, Any]]  # has "ready": bool
     liveness: Callable[[], dict[str, Any]]  # has "alive": bool
-    metrics: Callable[[], bytes]
-    metrics_content_type: str
+    metrics: Callable[[str | None], tuple[bytes, str]]  # Accept header -> body, content type (`exposition`)
 
 
 def make_app(sources: Sources) -> web.Application:
@@ -44,8 +43,9 @@ def make_app(sources: Sources) -> web.Application:
         report = sources.readiness()
         return _json(report, status=200 if report["ready"] else 503)
 
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=sources.metrics(), headers={"Content-Type": sources.metrics_content_type})
+    async def metrics(request: web.Request) -> web.Response:
+        body, content_type = sources.metrics(request.headers.get("Accept"))
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def findings(request: web.Request) -> web.Response:
         try:

@@ -25,9 +25,11 @@ from watcher.sources.watch import (
     Deliver,
     Failure,
     NamespaceFilter,
+    ResourceKey,
     ResourceWatch,
     RetryPolicy,
     State,
+    WatchObserver,
     classify,
     retry_delay,
 )
@@ -50,10 +52,17 @@ class ClusterWatch:
     """Discovery and the set of resource watches; `run` until cancelled, then `stop`."""
 
     def __init__(
-        self, api: KubeApi, deliver: Deliver, *, settings: WatchSettings, rng: random.Random | None = None
+        self,
+        api: KubeApi,
+        deliver: Deliver,
+        *,
+        settings: WatchSettings,
+        rng: random.Random | None = None,
+        observer: WatchObserver | None = None,
     ) -> None:
         self.discovery = DiscoveryStatus()
         self._api = api
+        self._observer = observer
         self._deliver = deliver
         self._settings = settings
         self._policy = RetryPolicy.of(settings)
@@ -77,6 +86,19 @@ class ClusterWatch:
         return self.discovery.ok and all(
             w.status.ready for w in self.watches if w.status.state not in (State.FORBIDDEN, State.GONE)
         )
+
+    def resource_states(self) -> tuple[frozenset[ResourceKey], frozenset[ResourceKey]]:
+        """(watched, forbidden) resources: forbidden when any of its watches is (one per namespace may be), watched
+        when it has a watch otherwise; a resource whose watches all found it gone is neither."""
+        watched: set[ResourceKey] = set()
+        forbidden: set[ResourceKey] = set()
+        for watch in self.watches:
+            state = watch.status.state
+            if state is State.FORBIDDEN:
+                forbidden.add(watch.key)
+            elif state is not State.GONE:
+                watched.add(watch.key)
+        return frozenset(watched - forbidden), frozenset(forbidden)
 
     def report(self) -> dict[str, Any]:
         """For /readyz: discovery, and each resource's state (the failing ones with their error)."""
@@ -171,6 +193,7 @@ class ClusterWatch:
                 namespaces=self._namespaces,
                 on_gone=self.request_refresh,
                 rng=self._rng,
+                observer=self._observer,
             )
             previous = handed_over.get(key)
             if previous is not None:

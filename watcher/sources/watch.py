@@ -9,6 +9,10 @@ relists (the relisted objects reach the engine as ADDED events, which re-read kn
 counting writes, so a gap never shows up as phantom writes; objects gone meanwhile get a DELETED); connection
 errors, truncated streams and 5xx reconnect with jittered exponential back-off; 429 backs off as long as the
 server asks; 403 and 404 are retried slowly. A failing resource logs once per episode, not per attempt.
+
+Each (re)start of the loop and each failure is told to a `WatchObserver` (the service passes its metrics),
+with the reason and the HTTP status; what is cheap to count per chunk or per object (bytes, lists, objects
+known) stays in plain counters of `ResourceStatus`, read when someone asks.
 """
 
 from __future__ import annotations
@@ -19,10 +23,9 @@ import fnmatch
 import hashlib
 import random
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -41,6 +44,8 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # a Secret's 
 _TYPES = {t.value: t for t in EventType}
 
 Deliver = Callable[[WatchEvent, ApiResource], None]
+ResourceKey = tuple[str, str]
+"""(group, plural): ("", "configmaps"), ("apps", "deployments")."""
 
 log = structlog.get_logger("fightwatch.watch")
 
@@ -52,7 +57,8 @@ class Failure(enum.StrEnum):
     NOT_FOUND = "not_found"  # 404: the resource is no longer served (a CRD removed)
     THROTTLED = "throttled"  # 429
     SERVER_ERROR = "server_error"  # 5xx, other statuses, ERROR events
-    CONNECTION = "connection"  # refused, reset, timed out, truncated or malformed stream
+    CONNECTION = "connection"  # refused, reset, connect timeout, truncated or malformed stream
+    STALLED = "stalled"  # nothing received within the read timeout
     INTERNAL = "internal"  # a bug of ours: logged with its traceback, retried like a server error
 
 
@@ -111,16 +117,61 @@ def error_event(status: JSONObject) -> WatchError:
     """The failure an ERROR watch event (its object a Status) stands for."""
     code = status.get("code")
     failure = status_failure(code) if isinstance(code, int) else Failure.SERVER_ERROR
-    return WatchError(failure, f"ERROR event: {code} {status.get('reason', '')}: {status.get('message', '')}")
+    return WatchError(
+        failure,
+        f"ERROR event: {code} {status.get('reason', '')}: {status.get('message', '')}",
+        code=code if isinstance(code, int) else None,
+    )
 
 
 class WatchError(Exception):
-    """A classified failure of one list or watch."""
+    """A classified failure of one list or watch; `code`: the HTTP status of the answer or ERROR event, if any."""
 
-    def __init__(self, failure: Failure, message: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self, failure: Failure, message: str, retry_after: float | None = None, *, code: int | None = None
+    ) -> None:
         super().__init__(message)
         self.failure = failure
         self.retry_after = retry_after
+        self.code = code
+
+    @property
+    def error_code(self) -> int | str | None:
+        """How the metrics name it: the HTTP status, `internal` (a bug of ours), `unknown` (an ERROR event
+        without a code), None for no HTTP answer at all."""
+        if self.code is not None:
+            return self.code
+        if self.failure is Failure.INTERNAL:
+            return "internal"
+        if self.failure in (Failure.CONNECTION, Failure.STALLED):
+            return None
+        return "unknown"
+
+    @property
+    def restart_reason(self) -> str:
+        """Why the watch that failed this way starts again: `expired`, `network`, `stalled` or `error`."""
+        return _RESTART_REASONS.get(self.failure, "error")
+
+
+_RESTART_REASONS = {Failure.EXPIRED: "expired", Failure.CONNECTION: "network", Failure.STALLED: "stalled"}
+
+
+class WatchObserver(Protocol):
+    """Told of every (re)start and failure of a watch (the service's metrics)."""
+
+    def watch_restart(self, resource: ResourceKey, reason: str) -> None: ...
+
+    def watch_error(self, resource: ResourceKey, code: int | str | None) -> None: ...
+
+
+class Unobserved:
+    """A WatchObserver that drops everything (tests, tools)."""
+
+    def watch_restart(self, resource: ResourceKey, reason: str) -> None:
+        pass
+
+    def watch_error(self, resource: ResourceKey, code: int | str | None) -> None:
+        pass
 
 
 def classify(exc: BaseException) -> WatchError:
@@ -128,9 +179,13 @@ def classify(exc: BaseException) -> WatchError:
     if isinstance(exc, WatchError):
         return exc
     if isinstance(exc, ApiError):
-        return WatchError(status_failure(exc.status), f"HTTP {exc.status}: {exc.message}", exc.retry_after)
+        return WatchError(
+            status_failure(exc.status), f"HTTP {exc.status}: {exc.message}", exc.retry_after, code=exc.status
+        )
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return WatchError(Failure.CONNECTION, "timed out connecting")
     if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
-        return WatchError(Failure.CONNECTION, "timed out (no data within the read timeout)")
+        return WatchError(Failure.STALLED, "timed out (no data within the read timeout)")
     if isinstance(exc, aiohttp.ClientError | OSError):
         return WatchError(Failure.CONNECTION, f"{type(exc).__name__}: {exc}".rstrip(": "))
     return WatchError(Failure.INTERNAL, f"{type(exc).__name__}: {exc}")
@@ -170,12 +225,8 @@ class ResourceStatus:
     failure: Failure | None = None  # of the current failure episode
     error: str = ""
     failures: int = 0  # consecutive
-    events: Counter[str] = field(default_factory=Counter)  # by watch event type, list items as ADDED
-    bytes: int = 0
-    lists: int = 0
-    relists: int = 0
-    rewatches: int = 0  # watches the server ended (timeoutSeconds) and that were resumed
-    errors: Counter[Failure] = field(default_factory=Counter)
+    bytes: int = 0  # received by lists and watches
+    lists: int = 0  # completed
     objects: int = 0
 
     @property
@@ -196,10 +247,14 @@ class ResourceWatch:
         namespaces: NamespaceFilter,
         on_gone: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
+        observer: WatchObserver | None = None,
     ) -> None:
         self.target = target
         self.resource = resource = target.resource
+        self.key: ResourceKey = (resource.group, resource.plural)
         self.status = ResourceStatus()
+        self._observer = observer or Unobserved()
+        self._start_reason = "initial"
         self._api = api
         self._deliver = deliver
         self._settings = settings
@@ -220,19 +275,26 @@ class ResourceWatch:
     # ---------------------------------------------------------------------------------------------- the loop
 
     async def run(self) -> None:
+        reason = self._start_reason
         while True:
+            self._observer.watch_restart(self.key, reason)
             try:
                 if self._rv is None:
                     await self._list()
                 await self._watch()
+                reason = "timeout"  # the server ended the watch (timeoutSeconds): resume from the last version
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # every failure is classified and retried, one resource at a time
-                await self._retry(classify(exc), exc)
+                failure = classify(exc)
+                self._observer.watch_error(self.key, failure.error_code)
+                reason = failure.restart_reason
+                await self._retry(failure, exc)
 
     def adopt(self, previous: ResourceWatch) -> None:
         """Take over what a watch of the same objects knew (in another version): the first list diffs against it."""
         self._known = previous._known
+        self._start_reason = "discovery"
 
     def forget(self) -> int:
         """Deliver a DELETED event for every object this watch knows (the resource is no longer watched)."""
@@ -246,10 +308,8 @@ class ResourceWatch:
         status = self.status
         kind = failure.failure
         status.failures += 1
-        status.errors[kind] += 1
         if kind is Failure.EXPIRED:
             self._rv = None
-            status.relists += 1
             self._log.info("relisting", reason=str(failure))
         elif kind is Failure.INTERNAL:
             self._log.error("watch failed", error=str(failure), exc_info=exc)
@@ -299,7 +359,6 @@ class ResourceWatch:
             status.bytes += size
             now = observed_time(time.time())
             items = doc.get("items") or ()
-            status.events["ADDED"] += len(items)
             for obj in items:
                 meta = obj.get("metadata") if isinstance(obj, dict) else None
                 if isinstance(meta, dict) and meta.get("uid"):
@@ -367,7 +426,6 @@ class ResourceWatch:
             raise WatchError(Failure.CONNECTION, "the watch ended inside an event (truncated)")
         if lines == 0 and time.monotonic() - started < 1.0:
             raise WatchError(Failure.CONNECTION, "the server ended the watch at once")
-        status.rewatches += 1
 
     def _on_line(self, line: bytes, now: float) -> None:
         try:
@@ -375,12 +433,10 @@ class ResourceWatch:
             kind: str = doc["type"]
             obj: JSONObject = doc["object"]
             if kind == "ERROR":  # a Status, with or without metadata
-                self.status.events[kind] += 1
                 raise error_event(obj)
             meta: JSONObject = obj["metadata"]
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             raise WatchError(Failure.CONNECTION, f"malformed watch event: {line[:120]!r}") from None
-        self.status.events[kind] += 1
         if kind == "BOOKMARK":
             self._rv = meta.get("resourceVersion") or self._rv
             return
@@ -412,7 +468,6 @@ class ResourceWatch:
         if namespace is not None:
             metadata["namespace"] = namespace
         obj = {"apiVersion": self._api_version, "kind": self._kind, "metadata": metadata}
-        self.status.events["DELETED"] += 1
         self._deliver(WatchEvent(EventType.DELETED, obj, now), self.resource)
 
 
