@@ -87,9 +87,19 @@ class Service:
             delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
             await delivery.start()
             try:
-                return await self._listen(connection)
+                status = await self._listen(connection)
             finally:
                 await delivery.stop(drain=DRAIN_DEADLINE)
+            if self._cluster is not None:  # (it ran: the last line says so, after delivery drained)
+                s = self.engine.stats
+                log.info(
+                    "stopped",
+                    events=s.events,
+                    writes=s.writes,
+                    active_findings=len(self.engine.active()),
+                    recorded_events=self._recording.events if self._recording else None,
+                )
+            return status
         finally:
             await connection.close()
             if self._recording is not None:
@@ -117,7 +127,9 @@ class Service:
 
     async def _serve(self, connection: Connection, url: str) -> int:
         api = KubeApi(connection.api_client, request_timeout=self.config.watch.request_timeout)
-        cluster = self._cluster = ClusterWatch(api, self._deliver, settings=self.config.watch, observer=self.metrics)
+        cluster = self._cluster = ClusterWatch(
+            api, self._deliver, settings=self.config.watch, observer=self.metrics, on_change=self._note_resources
+        )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -154,14 +166,6 @@ class Service:
         self._advance()  # (findings quiet long enough resolve; the changes still reach delivery's drain)
         if self._recording is not None:
             self._recording.flush()
-        s = self.engine.stats
-        log.info(
-            "stopped",
-            events=s.events,
-            writes=s.writes,
-            active_findings=len(self.engine.active()),
-            recorded_events=self._recording.events if self._recording else None,
-        )
         return EXIT_ERROR if crashed else EXIT_OK
 
     # --------------------------------------------------------------------------------------------- events
@@ -217,12 +221,12 @@ class Service:
             self._heartbeat = time.monotonic()
             self._advance()
             self.metrics.set_tracked(self.engine.tracked_objects)
-            self._note_resources()
             if self._recording is not None:
                 self._recording.flush()
 
     def _note_resources(self) -> None:
-        """Tell the metrics which resources are watched and which forbidden, when that changed."""
+        """Tell the metrics which resources are watched and which forbidden (a watch started, stopped or changed
+        state), when that changed."""
         if self._cluster is None:
             return
         resources = self._cluster.resource_states()

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,10 +60,14 @@ class ClusterWatch:
         settings: WatchSettings,
         rng: random.Random | None = None,
         observer: WatchObserver | None = None,
+        on_change: Callable[[], None] = lambda: None,
     ) -> None:
+        """`observer` is told of each watch's restarts and errors; `on_change` whenever a watch starts, stops or
+        changes state (what `resource_states` returns may have changed)."""
         self.discovery = DiscoveryStatus()
         self._api = api
         self._observer = observer
+        self._on_change = on_change
         self._deliver = deliver
         self._settings = settings
         self._policy = RetryPolicy.of(settings)
@@ -192,6 +197,7 @@ class ClusterWatch:
                 settings=self._settings,
                 namespaces=self._namespaces,
                 on_gone=self.request_refresh,
+                on_state=self._on_change,
                 rng=self._rng,
                 observer=self._observer,
             )
@@ -202,6 +208,7 @@ class ClusterWatch:
             task.add_done_callback(_report_crash)
             self._watches[key] = (watch, task)
             added.append(target)
+        self._on_change()
         if not added:
             return
         if not self._started:

@@ -246,9 +246,11 @@ class ResourceWatch:
         settings: WatchSettings,
         namespaces: NamespaceFilter,
         on_gone: Callable[[], None] = lambda: None,
+        on_state: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
         observer: WatchObserver | None = None,
     ) -> None:
+        """`on_gone`: the resource is no longer served (404); `on_state`: `status.state` changed."""
         self.target = target
         self.resource = resource = target.resource
         self.key: ResourceKey = (resource.group, resource.plural)
@@ -261,6 +263,7 @@ class ResourceWatch:
         self._policy = RetryPolicy.of(settings)
         self._namespaces = None if namespaces.everything or not resource.namespaced else namespaces
         self._on_gone = on_gone
+        self._on_state = on_state
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._list_accept = ACCEPT_FULL if target.full_objects else ACCEPT_METADATA_LIST
         self._watch_accept = ACCEPT_FULL if target.full_objects else ACCEPT_METADATA
@@ -344,6 +347,7 @@ class ResourceWatch:
         if self.status.state is not state:
             self.status.state = state
             self.status.since = time.time()
+            self._on_state()
 
     # ------------------------------------------------------------------------------------------------- list
 
