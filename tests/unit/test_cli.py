@@ -207,3 +207,27 @@ def test_a_bad_listen_address_is_a_usage_error() -> None:
     result = run("run", "--listen", "8080")
     assert result.returncode == 2
     assert "'8080' is not [HOST]:PORT" in result.stderr.decode()
+
+
+def test_run_with_a_delivery_credential_it_cannot_read_names_the_key_not_the_value(tmp_path: Path) -> None:
+    """Checked at start-up, before anything is watched: the API server in the kubeconfig is never contacted."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: not-a-real-token}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    config = tmp_path / "fw.yaml"
+    config.write_text(
+        "delivery:\n"
+        "  webhooks:\n"
+        "    - {name: chat, url: {env: FIGHTWATCH_TEST_UNSET_URL}}\n"
+        f"    - {{name: pager, url: {{file: {tmp_path / 'absent-url'}}}}}\n"
+    )
+    result = run("run", "--config", str(config), "--kubeconfig", str(kubeconfig))
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert "cannot deliver" in err
+    assert "delivery.webhooks.0.url: $FIGHTWATCH_TEST_UNSET_URL is empty or unset" in err
+    assert "not-a-real-token" not in err
