@@ -83,6 +83,13 @@ async def live_run(controller_manager: ControlPlane, tmp_path_factory: pytest.Te
             "configmap bytes": await watcher.metric("fightwatch_watch_received_bytes_total", **cm),
             "configmap watches": await watcher.metric("fightwatch_watches", **cm, state="watching"),
         }
+
+        async def told_as_events() -> float | None:  # (Events are on by default; no write is left to change them)
+            changes = sum(1 for e in watcher.log() if str(e.get("event", "")).startswith("finding "))
+            sent = await watcher.metric("fightwatch_delivery_sent_total", sink="events")
+            return sent if changes and sent == changes else None
+
+        metrics["events sent"] = await watcher.poll_async(told_as_events, what="every finding change sent as an Event")
         metrics_text = await watcher.scrape()
     finally:
         returncode = await watcher.stop(signal.SIGTERM)

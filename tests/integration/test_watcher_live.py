@@ -13,7 +13,9 @@ from typing import Any
 
 import orjson
 import pytest
+from harness.monitoring import promtool
 from harness.scenarios import scenario_of
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.expectations import BENIGN, FINDINGS
 from tests.integration.conftest import LiveRun
@@ -140,3 +142,30 @@ def test_the_live_run_logged_at_info_level_without_errors(live_run: LiveRun) -> 
         e for e in live_run.log if e.get("level") in ("error", "critical") or e.get("event") == "invalid event skipped"
     ]
     assert problems == []
+
+
+def test_every_finding_of_the_live_run_was_told_as_a_kubernetes_event(live_run: LiveRun) -> None:
+    """Events are on by default: every change of every finding (namespaced and cluster-scoped objects alike)
+    reached the real API server through events.k8s.io/v1, none failed, none was left queued at SIGTERM."""
+    (started,) = [e for e in live_run.log if e.get("event") == "started"]
+    assert started["delivery"] == ["events"]
+    undelivered = ("delivery failed", "delivery stopped with changes undelivered")
+    assert not [e for e in live_run.log if e.get("event") in undelivered]
+    changes = [e for e in live_run.log if str(e.get("event", "")).startswith("finding ")]
+    assert changes
+    assert live_run.metrics["events sent"] == len(changes)
+
+
+def test_a_scrape_after_the_live_run_is_clean_for_promtool_and_shows_every_fight(live_run: LiveRun) -> None:
+    check = promtool("check", "metrics", stdin=live_run.metrics_text.encode())
+    assert (check.returncode, check.stdout.strip(), check.stderr.strip()) == (0, "", "")  # nothing reported
+    infos = [
+        s.labels
+        for family in text_string_to_metric_families(live_run.metrics_text)
+        for s in family.samples
+        if s.name == "fightwatch_finding_info"
+    ]
+    active = [f for f in live_run.findings if f["state"] == "active"]
+    assert sorted((i["type"], i["kind"], i["name"]) for i in infos) == sorted(
+        (f["type"], f["object"]["kind"], f["object"]["name"]) for f in active
+    )
