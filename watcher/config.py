@@ -359,6 +359,8 @@ class LeaderElectionSettings(_Strict):
             raise ValueError("renew_deadline must be longer than 1.2 x retry_period")
         if not self.lease_duration > self.renew_deadline:
             raise ValueError("lease_duration must be longer than renew_deadline")
+        if self.lease_duration != int(self.lease_duration):
+            raise ValueError("lease_duration must be whole seconds (a Lease counts its duration in seconds)")
         return self
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from watcher.config import WatchSettings
+from watcher.config import ShardingSettings, WatchSettings
 from watcher.sources.discovery import ApiResource, Target, discover, select
 from watcher.sources.kube import KubeApi
 from watcher.sources.watch import (
@@ -58,6 +58,7 @@ class ClusterWatch:
         deliver: Deliver,
         *,
         settings: WatchSettings,
+        sharding: ShardingSettings | None = None,
         rng: random.Random | None = None,
         observer: WatchObserver | None = None,
         on_change: Callable[[], None] = lambda: None,
@@ -70,6 +71,7 @@ class ClusterWatch:
         self._on_change = on_change
         self._deliver = deliver
         self._settings = settings
+        self._sharding = sharding
         self._policy = RetryPolicy.of(settings)
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._namespaces = NamespaceFilter(settings.namespaces, settings.exclude_namespaces)
@@ -155,7 +157,7 @@ class ClusterWatch:
             d.ok, d.error, d.failed_groups = True, "", found.failed
             d.passes, d.last, d.resources = d.passes + 1, time.time(), len(found.resources)
             self._discovered = found.resources
-            await self._reconcile(select(found.resources, self._settings))
+            await self._reconcile(select(found.resources, self._settings, self._sharding))
             await self._wait(self._settings.discovery_interval)
 
     async def stop(self) -> None:
