@@ -215,6 +215,7 @@ def test_operator_objects_take_the_additional_labels_and_overrides(helm: str) ->
     (rule,) = of_kind(docs, "PrometheusRule")
     for doc in (monitor, rule):
         assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True  # the finding's `namespace` label is kept
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
     assert alerts["ControllerFightDetected"]["for"] == "10m"
     assert alerts["ControllerFightDetected"]["labels"]["severity"] == "critical"
