@@ -143,7 +143,7 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
 )
 
 
-DEFAULT_MAX_OBJECTS = 250_000  # about 0.4 GiB of engine state at the measured bytes per object (README)
+DEFAULT_MAX_OBJECTS = 150_000  # about 300 MB resident at the measured 2 KB per tracked object (README)
 
 
 class DetectionSettings(_Strict):
@@ -357,8 +357,9 @@ class LeaderElectionSettings(_Strict):
             raise ValueError("retry_period must be at least 1s")
         if not self.renew_deadline > 1.2 * self.retry_period:
             raise ValueError("renew_deadline must be longer than 1.2 x retry_period")
-        if not self.lease_duration > self.renew_deadline:
-            raise ValueError("lease_duration must be longer than renew_deadline")
+        if not self.lease_duration > self.renew_deadline + self.retry_period:
+            # (a standby dates a renewal it sees a retry period early: the leader must have stopped by then)
+            raise ValueError("lease_duration must be longer than renew_deadline + retry_period")
         if self.lease_duration != int(self.lease_duration):
             raise ValueError("lease_duration must be whole seconds (a Lease counts its duration in seconds)")
         return self

@@ -105,7 +105,7 @@ async def test_only_the_leader_tells_and_a_killed_leader_s_standby_goes_on_witho
     replicas: Any, kube: Kube
 ) -> None:
     await kube.ensure_namespace(NAMESPACE)
-    a, b = await replicas(_config("fw-failover", lease_duration="4s", renew_deadline="3s", retry_period="1s"))
+    a, b = await replicas(_config("fw-failover", lease_duration="5s", renew_deadline="3s", retry_period="1s"))
     leader, standby = await _leader_and_standby(a, b)
 
     await _flip(kube, "contested", range(6))

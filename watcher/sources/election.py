@@ -178,28 +178,59 @@ class _Lost(Exception):  # noqa: N818 - a signal to leave the library's renew lo
 
 
 class _Election(LeaderElection):
-    """The library's election, each attempt bounded and judged by the elector."""
+    """The library's election, each attempt bounded and judged by the elector, and a standby's attempts timed.
+
+    The library dates another holder's renewal when it *sees* it, up to a poll (`retry_period`) after it happened,
+    and retries every `retry_period` after that, so a standby took over up to lease_duration + 2 x retry_period
+    after the leader's last renewal. Here a renewal seen is dated `retry_period` earlier (when the previous poll
+    did not show it yet: the earliest it can have happened, if polls succeed), and the standby tries again exactly
+    when the Lease then expires: within lease_duration of the leader's last renewal. That is safe because the
+    leader stops delivering `renew_deadline` after the *start* of its last successful renewal, and the config
+    keeps lease_duration - retry_period longer than renew_deadline.
+    """
 
     def __init__(self, config: ElectionConfig, lock: _Lock, elector: LeaderElector) -> None:
         super().__init__(config)
         self._lock = lock
         self._elector = elector
 
+    async def acquire(self) -> bool:
+        while True:
+            if await self.try_acquire_or_renew():
+                return True
+            await asyncio.sleep(self._next_attempt())
+
+    def _next_attempt(self) -> float:
+        """Seconds to the next attempt of a candidate: the retry period, or less when the Lease expires sooner."""
+        retry = float(self.election_config.retry_period)
+        record = self.observed_record
+        if record is None or record.holder_identity in (None, self._elector.identity):
+            return retry
+        expires = self.observed_time_milliseconds / 1000 + self.election_config.lease_duration
+        return min(retry, max(0.05, expires - time.time()))
+
     async def try_acquire_or_renew(self) -> bool:
         elector = self._elector
+        started = time.monotonic()
+        seen = self.observed_time_milliseconds
         error: BaseException | None = None
         try:
             async with asyncio.timeout(elector.attempt_timeout()):
                 renewed: bool = await super().try_acquire_or_renew()
         except Exception as exc:  # any failure is a failed attempt (the library lets non-API errors escape)
             error, renewed = exc, False
-        lock = self._lock
         record = self.observed_record
+        holder = record.holder_identity if record is not None else None
+        if self.observed_time_milliseconds != seen and holder not in (None, elector.identity):
+            # Another holder's renewal, seen now: it happened after the previous poll, a retry period ago.
+            earliest = self.observed_time_milliseconds - int(self.election_config.retry_period * 1000)
+            self.observed_time_milliseconds = max(seen, earliest)
         elector.after_attempt(
             renewed=renewed,
-            holder=record.holder_identity if record is not None else None,
+            holder=holder,
             changed_at=self.observed_time_milliseconds / 1000,
-            error=error or (None if renewed else lock.error),
+            error=error or (None if renewed else self._lock.error),
+            started=started,
         )
         return renewed
 
@@ -290,9 +321,10 @@ class LeaderElector:
     # -------------------------------------------------------------------------------- told by the election
 
     def after_attempt(
-        self, *, renewed: bool, holder: str | None, changed_at: float, error: BaseException | None
+        self, *, renewed: bool, holder: str | None, changed_at: float, error: BaseException | None, started: float
     ) -> None:
-        """Judge one attempt to acquire or renew; raises _Lost when this leader must stop."""
+        """Judge one attempt (begun at monotonic `started`) to acquire or renew; raises _Lost when this leader must
+        stop."""
         if holder is not None and holder != self.identity:
             if holder != self.holder:
                 log.info("leader", lease=self._lease(), holder=holder)
@@ -304,17 +336,21 @@ class LeaderElector:
             log.info("lease requests work again", lease=self._lease())
             self._failing = ""
         if renewed and holder == self.identity:
-            self._renewed()
+            self._renewed(started)
         elif self._leading and (holder not in (None, self.identity) or self.expired()):
             self._stop("lost")
             raise _Lost
 
-    def _renewed(self) -> None:
-        self._renewed_at = time.monotonic()
+    def _renewed(self, started: float) -> None:
+        """A successful renewal (or acquisition) whose request began at `started`: the deadline counts from there,
+        since the Lease may have been written as early as that."""
+        self._renewed_at = started
         loop = asyncio.get_running_loop()
         if self._watchdog is not None:
             self._watchdog.cancel()
-        self._watchdog = loop.call_later(self.settings.renew_deadline, self._check_expiry)
+        self._watchdog = loop.call_at(
+            started + self.settings.renew_deadline - time.monotonic() + loop.time(), self._check_expiry
+        )
         if not self._leading:
             self._leading = True
             seen = self._last_leader_seen
