@@ -1195,6 +1195,26 @@ def watch_index_per_object(path: Path) -> dict[str, float]:
     return {"bytes": after - before, "objects": len(index), "bytes_per_object": (after - before) / max(1, len(index))}
 
 
+def rss_per_object(path: Path, settings: DetectionSettings) -> dict[str, float]:
+    """Resident memory the replay adds (VmRSS, no tracemalloc), per tracked object: what the allocator really
+    takes, fragmentation included, rather than what Python objects hold."""
+
+    def rss() -> int:
+        status = Path("/proc/self/status").read_text()
+        return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) * 1024
+
+    gc.collect()
+    before = rss()
+    _, engine, _ = replay(path, settings)
+    gc.collect()
+    grown = rss() - before
+    return {
+        "rss_growth_bytes": grown,
+        "tracked_objects": engine.tracked_objects,
+        "bytes_per_object": grown / max(1, engine.tracked_objects),
+    }
+
+
 def memory_only(path: Path, truth: Truth | None) -> dict[str, Any]:
     """Engine memory per tracked object as shipped (objects idle for the fight window let go, the default cap)
     and with every object kept (no idle eviction, no cap): the worst case, every object of the stream tracked."""
@@ -1208,6 +1228,8 @@ def memory_only(path: Path, truth: Truth | None) -> dict[str, Any]:
         results[name] = memory_per_object(path, settings)
         print(f"{name}: {results[name]}", file=sys.stderr)
     results["watch_index"] = watch_index_per_object(path)
+    results["every_object_kept_rss"] = rss_per_object(path, everything)  # (last: a fresh heap would hide growth)
+    print(f"every_object_kept_rss: {results['every_object_kept_rss']}", file=sys.stderr)
     return results
 
 
