@@ -297,8 +297,12 @@ class LeaderElector:
                 onstarted_leading=_nothing,
                 onstopped_leading=_nothing,
             )
-            with contextlib.suppress(_Lost):
+            try:
                 await _Election(config, lock, self).run()  # returns when a leader's renewals failed for the deadline
+            except _Lost:
+                pass
+            except Exception:  # a bug here must not end the election for good: logged, and contended again
+                log.exception("leader election failed", lease=self._lease())
             if self._leading:
                 self._stop("lost")
             await asyncio.sleep(settings.retry_period)
