@@ -82,9 +82,9 @@ class Service:
         try:
             try:  # the Events sink writes through the watcher's own client: the same credentials and CA
                 sinks = build_sinks(settings.delivery, api_client=connection.api_client)
-            except (CredentialError, ValueError) as exc:
+                delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
+            except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
                 return _cannot_start("cannot deliver", config="delivery", error=str(exc))
-            delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
             await delivery.start()
             try:
                 status = await self._listen(connection)
