@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench record
+.PHONY: demo test lint unit integration bench bench-live record
 
 $(BIN)/fightwatch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ unit: $(BIN)/fightwatch
 
 bench: $(BIN)/fightwatch
 	$(BIN)/python scripts/bench.py
+
+## The live watcher under write load on a real API server, against kubernetes-asyncio's Watch().stream().
+bench-live: $(BIN)/fightwatch
+	scripts/control-plane.sh >/dev/null
+	$(BIN)/python scripts/bench_live.py
 
 record: $(BIN)/fightwatch
 	$(BIN)/python scripts/record_captures.py

@@ -110,7 +110,8 @@ def overview() -> dict[str, Any]:
             "Resources forbidden",
             [target(f'sum(fightwatch_resources{{{C}, state="forbidden"}})')],
             (12, 0, 4, 4),
-            description="Resources fightwatch may not list and watch (see /readyz for which).",
+            description='Resources fightwatch may not list and watch (fightwatch_watches{state="forbidden"} or '
+            "/readyz say which).",
         ),
         panel(
             "stat",
@@ -203,6 +204,37 @@ def overview() -> dict[str, Any]:
             "Events received by type",
             [target(f"sum by (type) (rate(fightwatch_events_total{{{C}}}[{rate}]))", "{{type}}")],
             (12, 36, 12, 8),
+        ),
+        panel(
+            "timeseries",
+            "Watches not watching",
+            [
+                target(
+                    f'sum by (state, group, resource) (fightwatch_watches{{{C}, state!="watching"}}) > 0',
+                    "{{resource}} {{group}}: {{state}}",
+                )
+            ],
+            (0, 44, 8, 8),
+            description="Watches listing, retrying, forbidden or gone (empty while every watch is open).",
+        ),
+        panel(
+            "timeseries",
+            "Engine events by outcome",
+            [target(f"sum by (outcome) (rate(fightwatch_engine_events_total{{{C}}}[{rate}]))", "{{outcome}}")],
+            (8, 44, 8, 8),
+            description="What detection made of each event: a write, a new or relisted object, a duplicate, ...",
+        ),
+        panel(
+            "timeseries",
+            "Bytes received by resource",
+            [
+                target(
+                    f"topk(10, sum by (group, resource) (rate(fightwatch_watch_received_bytes_total{{{C}}}[{rate}])))",
+                    "{{resource}} {{group}}",
+                )
+            ],
+            (16, 44, 8, 8),
+            fieldConfig={"defaults": {"unit": "Bps"}, "overrides": []},
         ),
     ]
     return dashboard(

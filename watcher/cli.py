@@ -1,7 +1,9 @@
-"""`fightwatch` command line: composition root for the offline analysis (`replay`, `demo`).
+"""`fightwatch` command line: composition root for the offline analysis (`replay`, `demo`); `run` starts the
+live watcher (`watcher.service`).
 
-Exit status: 0 the analysis ran; 2 usage, config or input error (what was analysed before it is still
-printed); 3 with `--fail-on-findings` when a fight or hot loop was found.
+Exit status: 0 the analysis ran (or the watcher stopped on a signal); 2 usage, config or input error (what was
+analysed before it is still printed), or the watcher could not start; 3 with `--fail-on-findings` when a fight
+or hot loop was found.
 """
 
 from __future__ import annotations
@@ -38,6 +40,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"fightwatch: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    if args.command == "run":
+        from watcher import service  # noqa: PLC0415 - the live watcher's imports (aiohttp, clients) only when run
+
+        if args.listen is not None:
+            host, port = args.listen
+            config = config.model_copy(
+                update={"serve": config.serve.model_copy(update={"address": host, "port": port})}
+            )
+        if args.log_level is not None:
+            config = config.model_copy(update={"log": config.log.model_copy(update={"level": args.log_level})})
+        return service.run(config, kubeconfig=args.kubeconfig, context=args.context, record=args.record)
     with ExitStack() as stack:
         if args.command == "demo":
             files = [str(stack.enter_context(resources.as_file(resources.files("watcher") / "data" / DEMO_CAPTURE)))]
@@ -172,7 +185,43 @@ def _parser() -> argparse.ArgumentParser:
     common(replay)
     demo = commands.add_parser("demo", help="analyse the bundled capture of real controller fights")
     common(demo)
+    run = commands.add_parser(
+        "run",
+        help="watch a cluster and serve findings",
+        description="Watch every resource of a cluster (or those the config selects) and report controllers that "
+        "fight over objects and hot reconcile loops: in the log, at /api/v1/findings and /metrics. Credentials: "
+        "--kubeconfig, else $KUBECONFIG, else the pod's service account, else ~/.kube/config. Stops on "
+        "SIGTERM or SIGINT.",
+    )
+    run.add_argument("--config", type=Path, help="YAML config file (what to watch, thresholds, serving, logs)")
+    run.add_argument(
+        "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
+    )
+    run.add_argument("--context", help="kubeconfig context (default: the current context)")
+    run.add_argument(
+        "--listen",
+        type=_listen,
+        metavar="[HOST]:PORT",
+        help="serve the endpoints on HOST:PORT (overrides serve.address and serve.port; no HOST: every address)",
+    )
+    run.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), help="overrides log.level of the config"
+    )
+    run.add_argument(
+        "--record",
+        type=Path,
+        metavar="FILE",
+        help="append every received event to FILE as JSON Lines (replayable; rotated by size, see record.*)",
+    )
     return parser
+
+
+def _listen(text: str) -> tuple[str, int]:
+    """`[HOST]:PORT` -> (host, port); an empty host is every address. IPv6 hosts in brackets: `[::1]:8080`."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not [HOST]:PORT (e.g. :8080 or 127.0.0.1:8080)")
+    return host.removeprefix("[").removesuffix("]") or "0.0.0.0", int(port)  # noqa: S104 - asked for: every address
 
 
 def run() -> None:

@@ -1,7 +1,7 @@
-"""Configuration: one schema with every default, shared by `replay`, `demo` and the live watcher.
+"""Configuration: one schema with every default, shared by `replay`, `demo` and the live watcher (`run`).
 
 A config file is YAML. Unknown keys are errors, and every error names the file, the key and the problem.
-Durations take Go-style text (`45s`, `15m`, `1h30m`) or a number of seconds.
+Durations take Go-style text (`45s`, `15m`, `1h30m`) or a number of seconds; sizes take `64Mi`, `1G` or bytes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|m|s))")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -36,6 +45,39 @@ _DURATION_SCHEMA = {
     "description": "A duration: Go-style text (45s, 15m, 1h30m) or seconds.",
 }
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0), WithJsonSchema(_DURATION_SCHEMA)]
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?)?B?", re.IGNORECASE)
+_SIZE_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
+}
+
+
+def parse_size(value: Any) -> Any:
+    """`"64Mi"` -> 67108864, `"1G"` -> 10**9; integers pass through as bytes; anything else is left for the check."""
+    if isinstance(value, str):
+        match = _SIZE.fullmatch(value.strip())
+        if match is None:
+            raise ValueError(f"{value!r} is not a size (use e.g. 64Mi, 1G, or bytes)")
+        return int(float(match[1]) * _SIZE_UNITS[(match[2] or "").lower()])
+    return value
+
+
+_SIZE_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "exclusiveMinimum": 0},
+        {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*([KkMmGgTt]i?)?[Bb]?\s*$"},
+    ],
+    "description": "A size: bytes, or with a unit (64Mi, 1G).",
+}
+Bytes = Annotated[int, BeforeValidator(parse_size), Field(gt=0), WithJsonSchema(_SIZE_SCHEMA)]
 
 
 class _Strict(BaseModel):
@@ -191,8 +233,103 @@ class DeliverySettings(_Strict):
     webhooks: tuple[WebhookSettings, ...] = ()
 
 
+DEFAULT_EXCLUDED_RESOURCES = ("events", "leases", "endpoints", "endpointslices", "pods")
+ALWAYS_METADATA_ONLY = ("secrets",)  # whatever the config says: no secret value is ever received
+
+
+def _resource_selector(value: Any) -> Any:
+    """`configmaps`, `deployments.apps`, `*.example.com`: a resource's plural, optionally `.group`; shell patterns."""
+    if isinstance(value, str) and (not value.strip() or "/" in value or value != value.strip()):
+        raise ValueError(f"{value!r} is not a resource (use plural or plural.group, e.g. deployments.apps)")
+    return value
+
+
+ResourceSelector = Annotated[str, BeforeValidator(_resource_selector)]
+
+
+class ResourceSettings(_Strict):
+    """Settings of the resources a `watch.per_resource` key selects."""
+
+    full_objects: bool = Field(
+        False, description="Watch whole objects (spec and status values), not only their metadata; never Secrets."
+    )
+
+
+class WatchSettings(_Strict):
+    """What `fightwatch run` watches and how it talks to the API server.
+
+    Resources are named like kubectl names them: `configmaps`, `deployments.apps`, `widgets.example.com`; a bare
+    plural matches it in every group; shell patterns (`*.example.com`) work. Every resource that supports list
+    and watch is watched, as found through API discovery, unless `exclude_resources` names it; with
+    `resources` (an allowlist) only those are watched.
+    """
+
+    resources: tuple[ResourceSelector, ...] = Field((), description="Allowlist; empty: every listable resource.")
+    exclude_resources: tuple[ResourceSelector, ...] = Field(
+        DEFAULT_EXCLUDED_RESOURCES, description="Denylist (pods: opt in by leaving them out of this list)."
+    )
+    namespaces: tuple[str, ...] = Field(
+        (),
+        description="Only objects in these namespaces. Plain names are watched one namespace at a time (what a "
+        "RoleBinding per namespace allows); shell patterns watch cluster-wide and filter.",
+    )
+    exclude_namespaces: tuple[str, ...] = Field((), description="Not objects in these namespaces (shell patterns).")
+    per_resource: dict[ResourceSelector, ResourceSettings] = Field(
+        default_factory=dict, description="Settings by resource; when several keys match, later ones win."
+    )
+    discovery_interval: Seconds = Field(60.0, description="How often API discovery is refreshed (new CRDs).")
+    watch_timeout: Seconds = Field(
+        300.0, description="Server-side watch timeout; each watch picks one at random between this and twice it."
+    )
+    read_timeout: Seconds = Field(
+        60.0, description="A watch silent this long past its server-side timeout is taken for dead."
+    )
+    request_timeout: Seconds = Field(60.0, description="Timeout of one list or discovery request.")
+    page_size: int = Field(500, ge=1, description="Objects per page when listing.")
+    backoff_initial: Seconds = Field(0.5, description="First reconnect delay after an error (then doubling).")
+    backoff_max: Seconds = Field(30.0, description="Longest reconnect delay after errors.")
+    slow_retry: Seconds = Field(300.0, description="Retry delay of a resource that is forbidden or gone.")
+
+    @field_validator("per_resource")
+    @classmethod
+    def _secrets_stay_metadata(cls, value: dict[str, ResourceSettings]) -> dict[str, ResourceSettings]:
+        for selector, settings in value.items():
+            if settings.full_objects and selector.split(".")[0] in ALWAYS_METADATA_ONLY:
+                raise ValueError(f"{selector}.full_objects: Secrets are only ever watched as metadata")
+        return value
+
+
+class KubeSettings(_Strict):
+    service_account_dir: Path = Field(
+        Path("/var/run/secrets/kubernetes.io/serviceaccount"),
+        description="Where the in-cluster service-account token and CA are mounted.",
+    )
+
+
+class ServeSettings(_Strict):
+    address: str = Field("0.0.0.0", description="Listen address of /metrics, /healthz, /readyz, /api/v1/findings.")  # noqa: S104 - a pod serves on its own IP
+    port: int = Field(8080, ge=0, le=65535, description="Listen port; 0 picks a free one (logged).")
+
+
+class LogSettings(_Strict):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "console"] = Field(
+        "auto", description="auto: readable on a terminal, JSON lines otherwise."
+    )
+
+
+class RecordSettings(_Strict):
+    max_bytes: Bytes = Field(256 * 2**20, description="Rotate the recording when it grows past this size.")
+    keep: int = Field(5, ge=0, description="Rotated recordings kept (FILE.1 is the newest).")
+
+
 class Config(_Strict):
     detection: DetectionSettings = DetectionSettings()
+    watch: WatchSettings = WatchSettings()
+    kube: KubeSettings = KubeSettings()
+    serve: ServeSettings = ServeSettings()
+    log: LogSettings = LogSettings()
+    record: RecordSettings = RecordSettings()
     metrics: MetricsSettings = MetricsSettings()
     delivery: DeliverySettings = DeliverySettings()
 
@@ -249,8 +386,8 @@ def _suggest(loc: tuple[int | str, ...]) -> str:
     """`(did you mean 'window'?)` for a misspelt key."""
     model: Any = Config
     for part in loc[:-1]:
-        if isinstance(part, int) or model is None:
-            continue
+        if isinstance(part, int) or model is None or part not in model.model_fields:
+            continue  # (a list index, or a key of a mapping such as watch.per_resource)
         annotation = model.model_fields[part].annotation if part in model.model_fields else None
         args = getattr(annotation, "__args__", ())
         model = next((a for a in (annotation, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)

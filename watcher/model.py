@@ -142,3 +142,25 @@ def format_time(seconds: float) -> str:
     if moment.microsecond:
         return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+_PREFIXES: dict[int, str] = {}
+
+
+def observed_time(seconds: float) -> float:
+    """A receive time cut to the microsecond, as `parse_time(format_observed(...))` reads it back: the live
+    watcher analyses exactly the time it records, so a replay of its recording finds exactly what it found.
+    """
+    whole = int(seconds)
+    return whole + int((seconds - whole) * 1_000_000) / 1_000_000
+
+
+def format_observed(seconds: float) -> str:
+    """An `observed_time` -> RFC 3339 with microseconds in UTC (`observedAt` of a recorded event)."""
+    whole = int(seconds)
+    prefix = _PREFIXES.get(whole)
+    if prefix is None:
+        if len(_PREFIXES) > 10_000:
+            _PREFIXES.clear()
+        prefix = _PREFIXES[whole] = datetime.fromtimestamp(whole, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{prefix}.{min(round((seconds - whole) * 1_000_000), 999_999):06d}Z"

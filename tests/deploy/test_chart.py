@@ -98,7 +98,10 @@ def test_config_map_holds_a_config_fightwatch_accepts(helm: str, values: Path) -
     (config_map,) = [d for d in of_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
     text = config_map["data"]["config.yaml"]
     parse_config(yaml.safe_load(text), source=f"{values.name}: config.yaml")
-    chosen = (yaml.safe_load(values.read_text()) or {}).get("config") or {}
+    given = yaml.safe_load(values.read_text()) or {}
+    chosen = given.get("config") or {}
+    if given.get("events", {}).get("enabled") is False:  # no RBAC for Events: fightwatch is told not to write them
+        chosen = {**chosen, "delivery": {**chosen.get("delivery", {}), "events": {"enabled": False}}}
     assert yaml.safe_load(text) == chosen
 
 
@@ -109,11 +112,22 @@ def test_default_rbac_is_read_only_plus_events(helm: str) -> None:
     assert watch
     assert all(rule["verbs"] == ["get", "list", "watch"] for rule in watch)
     events = [rule for name, rule in granted if name.endswith("-events")]
-    assert events == [{"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+    assert events == [
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "get", "patch"]}
+    ]  # get: a restarted fightwatch reads the Event it finds already there (409) to continue its series
     assert not [rule for name, rule in granted if "leases" in rule["resources"]]
     assert {name for name, _ in granted} == {"fw-fightwatch-watch", "fw-fightwatch-events"}
     (binding,) = [b for b in of_kind(docs, "ClusterRoleBinding") if b["roleRef"]["name"] == "fw-fightwatch-watch"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fw-fightwatch", "namespace": NAMESPACE}]
+
+
+def test_events_disabled_grants_nothing_and_tells_fightwatch_not_to_write_them(helm: str) -> None:
+    docs = render(helm, "--set", "events.enabled=false", "--set", "config.delivery.queue_size=10")
+    assert not [name for name, _ in rules(docs) if name.endswith("-events")]
+    (config_map,) = [d for d in of_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
+    config = parse_config(yaml.safe_load(config_map["data"]["config.yaml"]), source="config.yaml")
+    assert config.delivery.events.enabled is False
+    assert config.delivery.queue_size == 10  # the rest of the config as given
 
 
 def test_namespaced_rbac_binds_only_in_those_namespaces(helm: str) -> None:

@@ -1,20 +1,24 @@
-"""A real fight on the real test kube-apiserver, told everywhere fightwatch tells it, and resolved everywhere.
+"""The whole product: a real fight on the real test kube-apiserver, seen by `fightwatch run`, told everywhere, and
+resolved everywhere.
 
-Two real Update writers flip a ConfigMap label until every outlet shows the fight: the metrics (scraped over
-HTTP, clean for `promtool check metrics`), a real Prometheus that scrapes them and fires
-ControllerFightDetected from the repo's rules file, two real Alertmanagers (an HA pair, each told directly by
-fightwatch), one Warning Event on the ConfigMap (read back through the API and through `kubectl describe`),
-and a webhook receiver on loopback. A failing and a hanging webhook are configured at the same time and
-must not hold any of that back. Then the writers stop; the fight resolves (resolve.after is a few seconds in
-this config) and every outlet must show that too. Everything is polled against deadlines; nothing sleeps
-in place of a condition.
+`fightwatch run` runs as users run it (a subprocess with a config file, tests/harness/watcher.py), configured to
+deliver to Kubernetes Events, two real Alertmanagers (an HA pair, each told directly) and three webhooks: a
+healthy one whose URL comes from an environment variable (with headers from a file), a failing one and a
+hanging one (URLs from files). A real Prometheus scrapes its `/metrics` and evaluates the repo's rules file.
+Two real Update writers flip a ConfigMap label until every outlet shows the fight: the watcher's
+`/api/v1/findings` and `/metrics` (clean for `promtool check metrics`), ControllerFightDetected pending then
+firing in Prometheus, the alert in both Alertmanagers, exactly one Warning Event on the ConfigMap (read back
+through the API and through `kubectl describe`), and a call to the healthy webhook, while the failing and the
+hanging webhook are tried and hold none of it back. Then the writers stop; the fight resolves (resolve.after is a
+few seconds in this config) and every outlet must show that too. Everything is polled against deadlines;
+nothing sleeps in place of a condition.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,21 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 import pytest
 from aiohttp import web
 from harness.control_plane import ControlPlane, free_port
 from harness.kube import CONFIGMAPS, Kube, new_api_client
 from harness.monitoring import RULES_FILE, Monitor, promtool, start_alertmanager, start_prometheus
-from harness.pipeline import Pipeline, new_metrics, serve_metrics
-from kubernetes_asyncio.client import ApiClient
+from harness.watcher import Watcher
 from prometheus_client.parser import text_string_to_metric_families
-from structlog.testing import capture_logs
 
-from watcher.config import parse_config
-from watcher.sinks.delivery import Delivery
-from watcher.sinks.metrics import Metrics
-from watcher.sinks.outlets import build_sinks
+from watcher.sinks.metric_families import FAMILIES
 
 NAMESPACE = "e2e-delivery"
 NAME = "settings"
@@ -45,6 +43,7 @@ DETECT_DEADLINE = 150.0  # the rule's `for: 1m` plus detection, scrapes and eval
 RESOLVE_DEADLINE = 90.0
 POLL = 0.5
 SECRET_PATH = "/hooks/T0SECRET/B0SECRET"  # noqa: S105 - a fake secret, asserted absent from the logs; stands for the secret part of a chat webhook URL
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -53,6 +52,7 @@ class Receiver:
 
     port: int = 0
     ok: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
     failed: int = 0
     hung: int = 0
     notifications: list[dict[str, Any]] = field(default_factory=list)
@@ -68,6 +68,7 @@ async def receiver() -> AsyncIterator[Receiver]:
 
     async def ok(request: web.Request) -> web.Response:
         rx.ok.append(await request.json())
+        rx.headers.append(dict(request.headers))
         return web.Response(status=200, text="ok")
 
     async def fail(request: web.Request) -> web.Response:
@@ -100,6 +101,35 @@ async def receiver() -> AsyncIterator[Receiver]:
         await runner.cleanup()
 
 
+def _config(receiver: Receiver, ams: list[Monitor], tmp_path: Path) -> dict[str, Any]:
+    """The watcher's config file: one resource, a short quiet period, every delivery sink; credentials from
+    files and the environment only."""
+    (tmp_path / "fail-url").write_text(receiver.url("/fail") + "\n")
+    (tmp_path / "hang-url").write_text(receiver.url("/hang"))
+    (tmp_path / "headers.yaml").write_text("X-Team-Token: t0ps3cret\n")
+    return {
+        "watch": {"resources": ["configmaps"]},
+        "detection": {"resolve": {"after": "3s", "flip_periods": 2}},
+        "delivery": {
+            "queue_size": 4,
+            "timeout": "1s",
+            "attempts": 2,
+            "backoff_initial": "0.1s",
+            "events": {"enabled": True},
+            "alertmanager": {"urls": [am.url for am in ams], "resend_interval": "2s"},
+            "webhooks": [
+                {
+                    "name": "chat",
+                    "url": {"env": "FIGHTWATCH_TEST_WEBHOOK_URL"},
+                    "headers": {"file": str(tmp_path / "headers.yaml")},
+                },
+                {"name": "failing", "url": {"file": str(tmp_path / "fail-url")}},
+                {"name": "hanging", "url": {"file": str(tmp_path / "hang-url")}},
+            ],
+        },
+    }
+
+
 async def _fight(kube: Kube, stop: asyncio.Event) -> int:
     """team-a-operator and team-b-operator set label owner back and forth until `stop`; return the writes."""
     path = CONFIGMAPS.path(NAMESPACE, NAME)
@@ -125,26 +155,66 @@ async def _fight(kube: Kube, stop: asyncio.Event) -> int:
     return writes
 
 
-async def _until(
-    what: str, check: Callable[[], Awaitable[bool]], *, deadline: float, on_fail: Callable[[], str]
-) -> None:
-    give_up = time.monotonic() + deadline
-    while not await check():
-        if time.monotonic() > give_up:
-            raise AssertionError(f"not within {deadline:.0f}s: {what}\n{on_fail()}")
-        await asyncio.sleep(POLL)  # poll interval against the deadline
+@dataclass
+class Scene:
+    """Everything a step of the test looks at, and what it last saw (for the failure message)."""
 
+    watcher: Watcher
+    prometheus: Monitor
+    ams: list[Monitor]
+    kube: Kube
+    receiver: Receiver
+    session: aiohttp.ClientSession
+    control_plane: ControlPlane
+    seen: dict[str, Any] = field(default_factory=dict)
 
-async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
-    async with session.get(url) as response:
-        response.raise_for_status()
-        return await response.json()
+    def state(self) -> str:
+        return "\n".join(
+            [f"{key}: {value}" for key, value in self.seen.items()]
+            + [self.watcher.tail()]
+            + [f"--- {m.name}:\n{m.log_tail()}" for m in (self.prometheus, *self.ams)]
+        )
 
+    async def until(self, what: str, check: Callable[[], Awaitable[bool]], *, deadline: float) -> None:
+        give_up = time.monotonic() + deadline
+        while True:
+            self.prometheus.check_running()
+            for am in self.ams:
+                am.check_running()
+            if await check():
+                return
+            if time.monotonic() > give_up:
+                raise AssertionError(f"not within {deadline:.0f}s: {what}\n{self.state()}")
+            await asyncio.sleep(POLL)  # poll interval against the deadline
 
-async def _scrape(session: aiohttp.ClientSession, port: int) -> str:
-    async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
-        response.raise_for_status()
-        return await response.text()
+    async def get_json(self, url: str) -> Any:
+        async with self.session.get(url) as response:
+            response.raise_for_status()
+            return await response.json()
+
+    async def finding(self, state: str) -> dict[str, Any] | None:
+        found = await self.watcher.findings(namespace=NAMESPACE, state=state)
+        self.seen[f"watcher findings ({state})"] = found
+        return next((f for f in found if f["object"]["name"] == NAME), None)
+
+    async def prometheus_alerts(self) -> list[dict[str, Any]]:
+        data = await self.get_json(f"{self.prometheus.url}/api/v1/alerts")
+        alerts = [a for a in data["data"]["alerts"] if a["labels"].get("name") == NAME]
+        self.seen["prometheus alerts"] = alerts
+        self.seen["prometheus targets"] = (await self.get_json(f"{self.prometheus.url}/api/v1/targets"))["data"]
+        return alerts
+
+    async def am_alerts(self, am: Monitor) -> list[dict[str, Any]]:
+        alerts = await self.get_json(f"{am.url}/api/v2/alerts")
+        return [a for a in alerts if a["labels"].get("name") == NAME and a["labels"].get("namespace") == NAMESPACE]
+
+    async def events(self, uid: str) -> list[dict[str, Any]]:
+        listing = await self.kube.get(
+            f"/api/v1/namespaces/{NAMESPACE}/events", query={"fieldSelector": f"involvedObject.uid={uid}"}
+        )
+        told = [e for e in listing["items"] if (e.get("reportingComponent") or "") == "fightwatch"]
+        self.seen["events"] = [(e["type"], e["reason"], e.get("count")) for e in told]
+        return told
 
 
 def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
@@ -156,36 +226,13 @@ def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
     ]
 
 
-SEEN: dict[str, Any] = {}  # the last answers polled, for the failure message
-
-
-async def _prometheus_alerts(session: aiohttp.ClientSession, prometheus: Monitor) -> list[dict[str, Any]]:
-    data = await _get_json(session, f"{prometheus.url}/api/v1/alerts")
-    SEEN["prometheus alerts"] = alerts = [a for a in data["data"]["alerts"] if a["labels"].get("name") == NAME]
-    SEEN["prometheus targets"] = (await _get_json(session, f"{prometheus.url}/api/v1/targets"))["data"]
-    return alerts
-
-
-async def _am_alerts(session: aiohttp.ClientSession, am: Monitor) -> list[dict[str, Any]]:
-    alerts = await _get_json(session, f"{am.url}/api/v2/alerts")
-    return [a for a in alerts if a["labels"].get("name") == NAME and a["labels"].get("namespace") == NAMESPACE]
-
-
-async def _events(kube: Kube, uid: str) -> list[dict[str, Any]]:
-    listing = await kube.get(
-        f"/api/v1/namespaces/{NAMESPACE}/events", query={"fieldSelector": f"involvedObject.uid={uid}"}
-    )
-    return [e for e in listing["items"] if (e.get("reportingComponent") or "") == "fightwatch"]
+def _value(text: str, name: str, **labels: str) -> float | None:
+    return next((v for s, v in _samples(text, name) if s == labels), None)
 
 
 async def test_a_real_fight_is_told_everywhere_and_resolves_everywhere(
-    control_plane: ControlPlane, receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    control_plane: ControlPlane, receiver: Receiver, tmp_path: Path
 ) -> None:
-    # Credentials as in production: the healthy webhook's URL from an environment variable, the others' from files.
-    monkeypatch.setenv("FIGHTWATCH_TEST_WEBHOOK_URL", receiver.url(SECRET_PATH))
-    (tmp_path / "fail-url").write_text(receiver.url("/fail") + "\n")
-    (tmp_path / "hang-url").write_text(receiver.url("/hang"))
-    (tmp_path / "headers.yaml").write_text("X-Team-Token: t0ps3cret\n")
     async with contextlib.AsyncExitStack() as stack:
         ams = []
         for i in (1, 2):
@@ -194,249 +241,226 @@ async def test_a_real_fight_is_told_everywhere_and_resolves_everywhere(
             )
             stack.callback(am.stop)
             ams.append(am)
-        registry, metrics = new_metrics()
-        runner, metrics_port = await serve_metrics(registry)
-        stack.push_async_callback(runner.cleanup)
+        watcher = Watcher(
+            tmp_path / "watcher",
+            kubeconfig=control_plane.kubeconfig,
+            config=_config(receiver, ams, tmp_path),
+            env={"FIGHTWATCH_TEST_WEBHOOK_URL": receiver.url(SECRET_PATH)},  # as from a Secret, in production
+            record=False,
+        )
+        await watcher.start()
+        stack.push_async_callback(watcher.stop)
+        await watcher.wait_ready()
         prometheus = start_prometheus(
-            tmp_path / "prometheus", scrape_target=f"127.0.0.1:{metrics_port}", rule_files=[RULES_FILE]
+            tmp_path / "prometheus", scrape_target=watcher.url.removeprefix("http://"), rule_files=[RULES_FILE]
         )
         stack.callback(prometheus.stop)
-        clients = [await new_api_client(control_plane.kubeconfig) for _ in range(3)]
-        for client in clients:
-            stack.push_async_callback(client.close)
-        api_client, watch_client, writer_client = clients  # the sinks' (Events), the watch's, the fighters'
+        writer_client = await new_api_client(control_plane.kubeconfig)
+        stack.push_async_callback(writer_client.close)
+        kube = Kube(writer_client)
+        await kube.ensure_namespace(NAMESPACE)
         session = await stack.enter_async_context(aiohttp.ClientSession())
-        await _told_and_resolved(
-            control_plane, receiver, tmp_path, ams=ams, prometheus=prometheus, metrics=metrics,
-            metrics_port=metrics_port, api_client=api_client, watch_client=watch_client,
-            writer_client=writer_client, session=session,
-        )  # fmt: skip
+        scene = Scene(watcher, prometheus, ams, kube, receiver, session, control_plane)
+        uid = await _told_everywhere_while_fighting(scene)
+        await _resolved_everywhere(scene, uid)
+        await _prometheus_scraped_every_name_the_rules_and_dashboards_use(scene)
+        assert await watcher.stop() == 0
 
-
-async def _told_and_resolved(
-    control_plane: ControlPlane,
-    receiver: Receiver,
-    tmp_path: Path,
-    *,
-    ams: list[Monitor],
-    prometheus: Monitor,
-    metrics: Metrics,
-    metrics_port: int,
-    api_client: ApiClient,
-    watch_client: ApiClient,
-    writer_client: ApiClient,
-    session: aiohttp.ClientSession,
-) -> None:
-    config = parse_config(
-        {
-            "detection": {"resolve": {"after": "3s", "flip_periods": 2}},
-            "delivery": {
-                "queue_size": 4,
-                "timeout": "1s",
-                "attempts": 2,
-                "backoff_initial": "0.1s",
-                "alertmanager": {"urls": [am.url for am in ams], "resend_interval": "2s"},
-                "webhooks": [
-                    {
-                        "name": "chat",
-                        "url": {"env": "FIGHTWATCH_TEST_WEBHOOK_URL"},
-                        "headers": {"file": str(tmp_path / "headers.yaml")},
-                    },
-                    {"name": "failing", "url": {"file": str(tmp_path / "fail-url")}},
-                    {"name": "hanging", "url": {"file": str(tmp_path / "hang-url")}},
-                ],
-            },
-        },
-        source="test",
-    )
-    kube = Kube(writer_client)
-    await kube.ensure_namespace(NAMESPACE)
-    delivery = Delivery(build_sinks(config.delivery, api_client=api_client), config.delivery, metrics=metrics)
-    pipeline = Pipeline(watch_client, [CONFIGMAPS], detection=config.detection, metrics=metrics, delivery=delivery)
-    stop = asyncio.Event()
-
-    def state() -> str:
-        return "\n".join(
-            [f"pipeline changes: {[(c.kind.value, c.finding.object.name) for c in pipeline.changes]}"]
-            + [f"{key}: {value}" for key, value in SEEN.items()]
-            + [f"--- {m.name}:\n{m.log_tail()}" for m in (prometheus, *ams)]
-        )
-
-    with capture_logs() as logs:
-        await pipeline.start()
-        try:
-            await _fight_and_resolve(
-                control_plane, receiver, kube, pipeline, stop, ams=ams, prometheus=prometheus,
-                metrics_port=metrics_port, session=session, state=state,
-            )  # fmt: skip
-        finally:
-            await pipeline.stop()
-
-    # No credential in any log line; the hanging webhook's timeouts are logged.
-    text = orjson.dumps(logs, default=str).decode()
+    # Delivery drained on SIGTERM; no credential in any log line; the hanging webhook's timeouts are logged.
+    log = watcher.log()
+    assert log[-1]["event"] == "stopped"
+    text = watcher.log_path.read_text()
     assert "T0SECRET" not in text
     assert "t0ps3cret" not in text
-    assert any(entry["event"] == "delivery failed" and entry["sink"] == "webhook:hanging" for entry in logs)
-    assert os.environ["FIGHTWATCH_TEST_WEBHOOK_URL"].endswith(SECRET_PATH)
+    assert any(e["event"] == "delivery failed" and e.get("sink") == "webhook:hanging" for e in log)
+    assert not [e for e in log if e.get("level") in ("error", "critical") and e["event"] != "finding changes given up"]
 
 
-async def _fight_and_resolve(
-    control_plane: ControlPlane,
-    receiver: Receiver,
-    kube: Kube,
-    pipeline: Pipeline,
-    stop: asyncio.Event,
-    *,
-    ams: list[Monitor],
-    prometheus: Monitor,
-    metrics_port: int,
-    session: aiohttp.ClientSession,
-    state: Callable[[], str],
-) -> None:
-    fight = asyncio.create_task(_fight(kube, stop))
+async def _told_everywhere_while_fighting(scene: Scene) -> str:
+    """The fight goes on until it shows in every outlet; returns the ConfigMap's uid."""
+    stop = asyncio.Event()
+    fight = asyncio.create_task(_fight(scene.kube, stop))
     try:
-        # ------------------------------------------------------------------------------ told everywhere
+
         async def detected() -> bool:
-            pipeline.check()
-            return any(c.finding.object.name == NAME for c in pipeline.changes)
+            return await scene.finding("active") is not None
 
-        await _until("the engine detects the fight", detected, deadline=60, on_fail=state)
-        uid = next(c.finding.object.uid for c in pipeline.changes if c.finding.object.name == NAME)
-
-        async def firing_in_prometheus() -> bool:
-            pipeline.check()
-            return any(a["state"] == "firing" for a in await _prometheus_alerts(session, prometheus))
+        await scene.until("fightwatch run finds the fight", detected, deadline=60)
+        finding = await scene.finding("active")
+        assert finding is not None
+        assert finding["type"] == "fight"
+        assert finding["fields"] == ["metadata.labels.owner"]
+        uid = str(finding["object"]["uid"])
 
         async def pending_or_firing() -> bool:
-            return bool(await _prometheus_alerts(session, prometheus))
+            return bool(await scene.prometheus_alerts())
 
-        await _until("ControllerFightDetected pending in Prometheus", pending_or_firing, deadline=60, on_fail=state)
-        await _until(
-            "ControllerFightDetected firing in Prometheus",
-            firing_in_prometheus,
-            deadline=DETECT_DEADLINE,
-            on_fail=state,
-        )
-        [prom_alert] = [a for a in await _prometheus_alerts(session, prometheus) if a["state"] == "firing"]
+        async def firing() -> bool:
+            return any(a["state"] == "firing" for a in await scene.prometheus_alerts())
+
+        await scene.until("ControllerFightDetected pending in Prometheus", pending_or_firing, deadline=60)
+        await _told_directly(scene, uid)  # (the rule's `for: 1m` runs meanwhile)
+        await scene.until("ControllerFightDetected firing in Prometheus", firing, deadline=DETECT_DEADLINE)
+        [prom_alert] = [a for a in await scene.prometheus_alerts() if a["state"] == "firing"]
         assert prom_alert["labels"]["alertname"] == "ControllerFightDetected"
         assert prom_alert["labels"]["writers"] == "team-a-operator(Update),team-b-operator(Update)"
         assert prom_alert["labels"]["fields"] == "metadata.labels.owner"
+        assert prom_alert["labels"]["job"] == "fightwatch"
         assert "team-a-operator(Update)" in prom_alert["annotations"]["description"]
-
-        for am in ams:
-
-            async def in_alertmanager(am: Monitor = am) -> bool:
-                return bool(await _am_alerts(session, am))
-
-            await _until(f"the alert in {am.name}", in_alertmanager, deadline=30, on_fail=state)
-            [am_alert] = await _am_alerts(session, am)
-            assert am_alert["labels"]["alertname"] == "ControllerFightDetected"
-            assert am_alert["labels"]["severity"] == "warning"
-            assert am_alert["labels"]["kind"] == "ConfigMap"
-            assert am_alert["labels"]["type"] == "fight"
-            assert "team-b-operator" in am_alert["annotations"]["writers"]
-            assert am_alert["annotations"]["fields"] == "metadata.labels.owner"
-            assert am_alert["annotations"]["hint"]
-            assert am_alert["status"]["state"] == "active"
-
-        async def event_written() -> bool:
-            return any(e["type"] == "Warning" for e in await _events(kube, uid))
-
-        await _until("a Warning Event on the ConfigMap", event_written, deadline=30, on_fail=state)
-        [warning] = [e for e in await _events(kube, uid) if e["type"] == "Warning"]
-        assert warning["reason"] == "ControllerFight"
-        assert "team-a-operator" in warning["message"]
-        assert "metadata.labels.owner" in warning["message"]
-        assert "Hint:" in warning["message"]
-        describe = await asyncio.create_subprocess_exec(
-            "kubectl", f"--kubeconfig={control_plane.kubeconfig}", "-n", NAMESPACE, "describe", "configmap", NAME,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await describe.communicate()
-        assert describe.returncode == 0, err.decode()
-        assert "ControllerFight" in out.decode()
-        assert "Warning" in out.decode()
-
-        async def webhook_told() -> bool:
-            return any(p["event"] == "opened" and p["finding"]["object"]["name"] == NAME for p in receiver.ok)
-
-        await _until("the webhook receives the fight", webhook_told, deadline=30, on_fail=state)
-        opened = next(p for p in receiver.ok if p["event"] == "opened")
-        assert opened["finding"]["type"] == "fight"
-        assert "Controller fight" in opened["text"]
-        assert "metadata.labels.owner" in opened["text"]
-
-        scrape = await _scrape(session, metrics_port)
-        check = promtool("check", "metrics", stdin=scrape.encode())
-        assert (check.returncode, check.stdout.strip(), check.stderr.strip()) == (0, "", "")  # nothing reported
-        [(info, value)] = [s for s in _samples(scrape, "fightwatch_finding_info") if s[0]["name"] == NAME]
-        assert value == 1
-        assert info["namespace"] == NAMESPACE
-        assert info["kind"] == "ConfigMap"
-        managers = {
-            s[0]["manager"] for s in _samples(scrape, "fightwatch_writes_total") if s[0]["namespace"] == NAMESPACE
-        }
-        assert {"team-a-operator", "team-b-operator"} <= managers
-        events = {
-            s[0]["type"]: s[1] for s in _samples(scrape, "fightwatch_events_total") if s[0]["resource"] == "configmaps"
-        }
-        assert events["MODIFIED"] > 0
-
-        # The failing and the hanging webhook were tried, and held nothing above back.
-        assert receiver.failed > 0
-        assert receiver.hung > 0
+        await _metrics_while_fighting(scene)
     finally:
         stop.set()
         writes = await fight
     assert writes >= 6
+    return uid
 
-    # -------------------------------------------------------------------------------- resolved everywhere
-    async def resolved_in_engine() -> bool:
-        pipeline.check()
-        return any(c.kind.value == "resolved" and c.finding.object.name == NAME for c in pipeline.changes)
 
-    await _until("the fight resolves", resolved_in_engine, deadline=RESOLVE_DEADLINE, on_fail=state)
+async def _told_directly(scene: Scene, uid: str) -> None:
+    """What fightwatch delivers itself: both Alertmanagers, one Warning Event, the healthy webhook."""
+    for am in scene.ams:
+
+        async def in_alertmanager(am: Monitor = am) -> bool:
+            return bool(await scene.am_alerts(am))
+
+        await scene.until(f"the alert in {am.name}", in_alertmanager, deadline=30)
+        [am_alert] = await scene.am_alerts(am)
+        assert am_alert["labels"]["alertname"] == "ControllerFightDetected"
+        assert am_alert["labels"]["severity"] == "warning"
+        assert am_alert["labels"]["kind"] == "ConfigMap"
+        assert am_alert["labels"]["type"] == "fight"
+        assert "team-b-operator" in am_alert["annotations"]["writers"]
+        assert am_alert["annotations"]["fields"] == "metadata.labels.owner"
+        assert am_alert["annotations"]["hint"]
+        assert am_alert["status"]["state"] == "active"
+
+    async def event_written() -> bool:
+        return any(e["type"] == "Warning" for e in await scene.events(uid))
+
+    await scene.until("a Warning Event on the ConfigMap", event_written, deadline=30)
+    [warning] = [e for e in await scene.events(uid) if e["type"] == "Warning"]
+    assert warning["reason"] == "ControllerFight"
+    assert "team-a-operator" in warning["message"]
+    assert "metadata.labels.owner" in warning["message"]
+    assert "Hint:" in warning["message"]
+    describe = await asyncio.create_subprocess_exec(
+        "kubectl", f"--kubeconfig={scene.control_plane.kubeconfig}", "-n", NAMESPACE, "describe", "configmap", NAME,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await describe.communicate()
+    assert describe.returncode == 0, err.decode()
+    assert "ControllerFight" in out.decode()
+    assert "Warning" in out.decode()
+
+    async def webhook_told() -> bool:
+        return any(p["event"] == "opened" and p["finding"]["object"]["name"] == NAME for p in scene.receiver.ok)
+
+    await scene.until("the webhook receives the fight", webhook_told, deadline=30)
+    opened = next(p for p in scene.receiver.ok if p["event"] == "opened")
+    assert opened["finding"]["type"] == "fight"
+    assert "Controller fight" in opened["text"]
+    assert "metadata.labels.owner" in opened["text"]
+    assert scene.receiver.headers[0]["X-Team-Token"] == "t0ps3cret"  # headers from the file
+
+    # The failing and the hanging webhook were tried (the hanging one never answered), and held nothing back.
+    assert scene.receiver.failed > 0
+    assert scene.receiver.hung > 0
+
+
+async def _metrics_while_fighting(scene: Scene) -> None:
+    """A real scrape of the watcher: clean for promtool, the fight and the watch loop as the table names them."""
+    scrape = await scene.watcher.scrape()
+    check = promtool("check", "metrics", stdin=scrape.encode())
+    assert (check.returncode, check.stdout.strip(), check.stderr.strip()) == (0, "", "")  # nothing reported
+    [(info, value)] = [s for s in _samples(scrape, "fightwatch_finding_info") if s[0]["name"] == NAME]
+    assert value == 1
+    assert (info["namespace"], info["kind"], info["type"]) == (NAMESPACE, "ConfigMap", "fight")
+    managers = {s["manager"] for s, _ in _samples(scrape, "fightwatch_writes_total") if s["namespace"] == NAMESPACE}
+    assert {"team-a-operator", "team-b-operator"} <= managers
+    cm = {"group": "", "resource": "configmaps"}
+    assert (_value(scrape, "fightwatch_events_total", **cm, type="MODIFIED") or 0) > 0
+    assert _value(scrape, "fightwatch_watches", **cm, state="watching") == 1
+    assert _value(scrape, "fightwatch_watch_restarts_total", **cm, reason="initial") == 1
+    assert (_value(scrape, "fightwatch_watch_received_bytes_total", **cm) or 0) > 0
+    assert _value(scrape, "fightwatch_resources", state="watched") == 1  # watch.resources: [configmaps]
+    assert _value(scrape, "fightwatch_ready") == 1
+    assert (_value(scrape, "fightwatch_engine_events_total", outcome="write") or 0) > 0
+    assert (_value(scrape, "fightwatch_findings_total", type="fight", group="", kind="ConfigMap") or 0) >= 1
+    assert (_value(scrape, "fightwatch_tracked_objects") or 0) >= 1
+    assert (_value(scrape, "fightwatch_event_processing_duration_seconds_count") or 0) > 0
+    assert (_value(scrape, "fightwatch_delivery_sent_total", sink="events") or 0) >= 1
+    [(build, _)] = _samples(scrape, "fightwatch_build_info")
+    assert build["version"]
+
+
+async def _resolved_everywhere(scene: Scene, uid: str) -> None:
+    async def resolved_in_watcher() -> bool:
+        return await scene.finding("resolved") is not None
+
+    await scene.until("the fight resolves in fightwatch run", resolved_in_watcher, deadline=RESOLVE_DEADLINE)
 
     async def gone_from_prometheus() -> bool:
-        return not await _prometheus_alerts(session, prometheus)
+        return not await scene.prometheus_alerts()
 
-    await _until("the alert leaves Prometheus", gone_from_prometheus, deadline=RESOLVE_DEADLINE, on_fail=state)
+    await scene.until("the alert leaves Prometheus", gone_from_prometheus, deadline=RESOLVE_DEADLINE)
 
-    for am in ams:
+    for am in scene.ams:
 
         async def resolved_in_alertmanager(am: Monitor = am) -> bool:
-            return not await _am_alerts(session, am)
+            return not await scene.am_alerts(am)
 
-        await _until(f"the alert resolves in {am.name}", resolved_in_alertmanager, deadline=30, on_fail=state)
+        await scene.until(f"the alert resolves in {am.name}", resolved_in_alertmanager, deadline=30)
 
     async def alertmanager_notified_resolved() -> bool:
         return any(
             n["status"] == "resolved" and any(a["labels"].get("name") == NAME for a in n["alerts"])
-            for n in receiver.notifications
+            for n in scene.receiver.notifications
         )
 
-    await _until("Alertmanager notifies the resolution", alertmanager_notified_resolved, deadline=30, on_fail=state)
+    await scene.until("Alertmanager notifies the resolution", alertmanager_notified_resolved, deadline=30)
 
     async def resolved_event() -> bool:
-        return any(e["type"] == "Normal" for e in await _events(kube, uid))
+        return any(e["type"] == "Normal" for e in await scene.events(uid))
 
-    await _until("a Normal Event on the ConfigMap", resolved_event, deadline=30, on_fail=state)
-    told = await _events(kube, uid)
+    await scene.until("a Normal Event on the ConfigMap", resolved_event, deadline=30)
+    told = await scene.events(uid)
     assert [e["reason"] for e in told if e["type"] == "Warning"] == ["ControllerFight"]  # one per finding
     assert [e["reason"] for e in told if e["type"] == "Normal"] == ["ControllerFightResolved"]
 
     async def webhook_resolved() -> bool:
-        return any(p["event"] == "resolved" for p in receiver.ok)
+        return any(p["event"] == "resolved" for p in scene.receiver.ok)
 
-    await _until("the webhook receives the resolution", webhook_resolved, deadline=30, on_fail=state)
-    scrape = await _scrape(session, metrics_port)
+    await scene.until("the webhook receives the resolution", webhook_resolved, deadline=30)
+    scrape = await scene.watcher.scrape()
     assert not _samples(scrape, "fightwatch_finding_info")
-    assert {s[0]["type"]: s[1] for s in _samples(scrape, "fightwatch_findings_active")}["fight"] == 0
-    sent = {s[0]["sink"]: s[1] for s in _samples(scrape, "fightwatch_delivery_sent_total")}
-    failures = {s[0]["sink"]: s[1] for s in _samples(scrape, "fightwatch_delivery_failures_total")}
+    assert _value(scrape, "fightwatch_findings_active", type="fight") == 0
+    sent = {s["sink"]: v for s, v in _samples(scrape, "fightwatch_delivery_sent_total")}
+    failures = {s["sink"]: v for s, v in _samples(scrape, "fightwatch_delivery_failures_total")}
     assert sent["webhook:chat"] >= 2
     assert sent["events"] >= 2
     assert sent["webhook:failing"] == 0
     assert failures["webhook:failing"] > 0
     assert sent["webhook:hanging"] == 0
     assert failures["webhook:hanging"] > 0
+
+
+async def _prometheus_scraped_every_name_the_rules_and_dashboards_use(scene: Scene) -> None:
+    """Prometheus has metadata (from the scrapes of the live watcher) for every fightwatch family the alert rules
+    and the dashboards query, and for every family of the table: no name there is one the watcher does not
+    expose."""
+    data = await scene.get_json(f"{scene.prometheus.url}/api/v1/metadata")
+    scraped = set(data["data"])
+    exposed = {f.exposed_name for f in FAMILIES} | {
+        f"{f.name}_{suffix}" for f in FAMILIES if f.type == "histogram" for suffix in ("bucket", "sum", "count")
+    }
+    queried = set()
+    for path in [RULES_FILE, *sorted((REPO / "dashboards").glob("*.json"))]:
+        queried |= set(re.findall(r"\b(fightwatch_[a-z_]+[a-z])\b", path.read_text()))
+    assert queried <= exposed
+    missing = {f.exposed_name for f in FAMILIES if _metadata_name(f.exposed_name, f.type) not in scraped}
+    scene.seen["prometheus metadata"] = sorted(n for n in scraped if n.startswith("fightwatch_"))
+    assert missing == set(), scene.state()
+
+
+def _metadata_name(exposed: str, kind: str) -> str:
+    """How Prometheus's metadata API names a family (OpenMetrics scrapes name counters without `_total`)."""
+    return exposed.removesuffix("_total") if kind == "counter" else exposed

@@ -1,6 +1,6 @@
-"""Kubernetes Events: the core v1 path on the real test kube-apiserver (a hot loop and a fight, told and
-resolved, one Warning Event per finding updated as a series), and the choice of API on a server without
-events.k8s.io/v1.
+"""Kubernetes Events: the core v1 path on the real test kube-apiserver, written by `fightwatch run` (a hot loop
+and a fight, told and resolved, one Warning Event per finding updated as a series), and the choice of API on a
+server without events.k8s.io/v1.
 
 The events.k8s.io/v1 path meets the real server in test_delivery_live.py.
 """
@@ -9,22 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from harness.control_plane import ControlPlane, free_port
 from harness.kube import CONFIGMAPS, Kube, new_api_client
-from harness.pipeline import Pipeline, new_metrics
 from harness.scenarios import rfc3339_now
+from harness.watcher import Watcher
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from tests.unit.captures import events as capture_events
-from watcher.config import Config, EventsSettings, parse_config
+from watcher.config import Config, EventsSettings
 from watcher.detection.engine import Engine
 from watcher.model import FindingChange
-from watcher.sinks.delivery import Delivery
 from watcher.sinks.events import CORE_V1, KubeEventsSink
 
 NAMESPACE = "e2e-events-v1"
@@ -74,61 +73,51 @@ async def _fightwatch_events(kube: Kube) -> list[dict[str, Any]]:
 
 
 async def test_core_v1_events_tell_a_hot_loop_and_a_fight_once_each_and_their_resolution(
-    control_plane: ControlPlane,
+    control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    config = parse_config(
-        {
-            "detection": {
-                "hot_loop": {"min_writes_per_minute": 10, "min_writes": 10},
-                "resolve": {"after": "3s", "flip_periods": 2},
-            },
-            "delivery": {"events": {"api": "v1", "reporting_instance": "fightwatch-test-0"}, "backoff_initial": "0.1s"},
+    config = {
+        "watch": {"resources": ["configmaps"], "namespaces": [NAMESPACE]},
+        "detection": {
+            "hot_loop": {"min_writes_per_minute": 10, "min_writes": 10},
+            "resolve": {"after": "3s", "flip_periods": 2},
         },
-        source="test",
-    )
+        "delivery": {"events": {"api": "v1", "reporting_instance": "fightwatch-test-0"}, "backoff_initial": "0.1s"},
+    }
     async with contextlib.AsyncExitStack() as stack:
-        clients = [await new_api_client(control_plane.kubeconfig) for _ in range(3)]
-        for client in clients:
-            stack.push_async_callback(client.close)
-        sink_client, watch_client, writer_client = clients
+        writer_client = await new_api_client(control_plane.kubeconfig)
+        stack.push_async_callback(writer_client.close)
         kube = Kube(writer_client)
         await kube.ensure_namespace(NAMESPACE)
-        _, metrics = new_metrics()
-        sink = KubeEventsSink(sink_client, config.delivery.events)
-        delivery = Delivery([sink], config.delivery, metrics=metrics)
-        pipeline = Pipeline(watch_client, [CONFIGMAPS], detection=config.detection, metrics=metrics, delivery=delivery)
-        await pipeline.start()
-        stack.push_async_callback(pipeline.stop)
+        watcher = Watcher(tmp_path, kubeconfig=control_plane.kubeconfig, config=config, record=False)
+        await watcher.start()
+        stack.push_async_callback(watcher.stop)
+        await watcher.wait_ready()
         await asyncio.gather(_hot_loop(kube), _fight(kube))
 
-        def resolved() -> set[str]:
-            return {c.finding.object.name for c in pipeline.changes if c.kind.value == "resolved"}
-
-        give_up = time.monotonic() + DEADLINE
-        while True:
-            pipeline.check()
+        async def told_and_resolved() -> list[dict[str, Any]] | None:
+            resolved = {f["object"]["name"] for f in await watcher.findings(state="resolved")}
             told = await _fightwatch_events(kube)
             normal = {e["involvedObject"]["name"] for e in told if e["type"] == "Normal"}
-            if resolved() >= {"hot", "contested"} and normal >= {"hot", "contested"}:
-                break
-            assert time.monotonic() < give_up, f"not told and resolved within {DEADLINE}s: {told}"
-            await asyncio.sleep(0.5)  # poll interval against the deadline
+            return told if resolved >= {"hot", "contested"} and normal >= {"hot", "contested"} else None
 
-        assert await sink.api() == CORE_V1
-        for name, reason, writer in (
-            ("hot", "ControllerHotLoop", "reconciler"),
-            ("contested", "ControllerFight", "beta-controller"),
-        ):
-            mine = [e for e in told if e["involvedObject"]["name"] == name]
-            warnings = [e for e in mine if e["type"] == "Warning"]
-            assert [e["reason"] for e in warnings] == [reason]  # one Event per finding, never one per write
-            assert [e["reason"] for e in mine if e["type"] == "Normal"] == [f"{reason}Resolved"]
-            (warning,) = warnings
-            assert writer in warning["message"]
-            assert warning["reportingInstance"] == "fightwatch-test-0"
-            assert warning["involvedObject"]["uid"]
-            updates = sum(1 for c in pipeline.changes if c.finding.object.name == name and c.kind.value == "updated")
-            assert warning["count"] == 1 + updates  # the series: one occurrence per opened/updated change
+        told = await watcher.poll_async(told_and_resolved, what="both findings told and resolved", deadline=DEADLINE)
+        assert await watcher.stop() == 0  # (delivery drained: every change was sent before the counts below)
+
+    for name, reason, writer in (
+        ("hot", "ControllerHotLoop", "reconciler"),
+        ("contested", "ControllerFight", "beta-controller"),
+    ):
+        mine = [e for e in told if e["involvedObject"]["name"] == name]
+        warnings = [e for e in mine if e["type"] == "Warning"]
+        assert [e["reason"] for e in warnings] == [reason]  # one Event per finding, never one per write
+        assert [e["reason"] for e in mine if e["type"] == "Normal"] == [f"{reason}Resolved"]
+        (warning,) = warnings
+        assert writer in warning["message"]
+        assert warning["reportingInstance"] == "fightwatch-test-0"
+        assert warning["involvedObject"]["uid"]
+        updates = sum(1 for e in watcher.log("finding updated") if e["name"] == name)
+        assert warning["count"] == 1 + updates  # the series: one occurrence per opened/updated change
+    assert not watcher.log("delivery failed")
 
 
 @contextlib.asynccontextmanager

@@ -249,6 +249,7 @@ class ControlPlane:
     _pki: _Pki = field(repr=False)
     _processes: list[_Process] = field(default_factory=list, repr=False)
     controller_manager_url: str | None = None  # https://127.0.0.1:<port> once started
+    _apiserver_argv: list[str] = field(default_factory=list, repr=False)
 
     @property
     def etcdctl(self) -> Path:
@@ -316,6 +317,27 @@ class ControlPlane:
         self._processes.append(proc)
         _wait_healthy(proc, port=port, path="/healthz", tls=self.tls_context(), expect_body=b"ok")
         self.controller_manager_url = f"https://127.0.0.1:{port}"
+
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver (SIGTERM, wait); etcd and its data stay."""
+        proc = self._process("kube-apiserver")
+        proc.stop()
+        self._processes.remove(proc)
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again on the same port, with the same flags, and wait until /readyz answers."""
+        if any(p.name == "kube-apiserver" for p in self._processes):
+            raise RuntimeError("kube-apiserver is already running")
+        proc = _spawn("kube-apiserver", self._apiserver_argv, self.workdir)
+        self._processes.insert(1, proc)  # after etcd, before the controller manager: stop() goes newest first
+        port = int(self.url.rsplit(":", 1)[1])
+        _wait_healthy(proc, port=port, path="/readyz", tls=self.tls_context(), token=self.token)
+
+    def _process(self, name: str) -> _Process:
+        for proc in self._processes:
+            if proc.name == name:
+                return proc
+        raise RuntimeError(f"{name} is not running")
 
     def stop(self) -> None:
         """Stop every component (newest first) and wait for each to exit."""
@@ -387,34 +409,31 @@ def _start_once(workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token
         cp._processes.append(etcd)
         _wait_healthy(etcd, port=etcd_port, path="/health", tls=None, expect_body=b'"health":"true"')
 
-        apiserver = _spawn(
-            "kube-apiserver",
-            [
-                str(bin_dir / "kube-apiserver"),
-                f"--etcd-servers={etcd_url}",
-                "--insecure-port=0",
-                f"--secure-port={api_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--cert-dir={workdir / 'apiserver-certs'}",
-                f"--tls-cert-file={pki.apiserver_cert}",
-                f"--tls-private-key-file={pki.apiserver_key}",
-                f"--client-ca-file={pki.ca_cert}",
-                f"--token-auth-file={token_file}",
-                "--authorization-mode=RBAC",
-                f"--service-account-issuer={url}",
-                f"--service-account-key-file={pki.service_account_pub}",
-                f"--service-account-signing-key-file={pki.service_account_key}",
-                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                "--allow-privileged=true",
-                # no serviceaccount-token controller, so that plugin would reject every Pod for lack of a token
-                "--disable-admission-plugins=ServiceAccount",
-                # the `kubernetes` Service's endpoint cannot be the loopback --advertise-address: skip it
-                "--endpoint-reconciler-type=none",
-                "--profiling=false",
-            ],
-            workdir,
-        )
+        cp._apiserver_argv = [
+            str(bin_dir / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--insecure-port=0",
+            f"--secure-port={api_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--cert-dir={workdir / 'apiserver-certs'}",
+            f"--tls-cert-file={pki.apiserver_cert}",
+            f"--tls-private-key-file={pki.apiserver_key}",
+            f"--client-ca-file={pki.ca_cert}",
+            f"--token-auth-file={token_file}",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer={url}",
+            f"--service-account-key-file={pki.service_account_pub}",
+            f"--service-account-signing-key-file={pki.service_account_key}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            "--allow-privileged=true",
+            # no serviceaccount-token controller, so that plugin would reject every Pod for lack of a token
+            "--disable-admission-plugins=ServiceAccount",
+            # the `kubernetes` Service's endpoint cannot be the loopback --advertise-address: skip it
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+        ]
+        apiserver = _spawn("kube-apiserver", cp._apiserver_argv, workdir)
         cp._processes.append(apiserver)
         _wait_healthy(apiserver, port=api_port, path="/readyz", tls=cp.tls_context(), token=token)
     except BaseException:

@@ -1,9 +1,9 @@
 """End to end on the real control plane: real clients fight while a real watch records; the engine finds them.
 
-All scenarios run at once (each in its own namespace) under one recorder, the slow fight at its real pace
-(one write every 50 s), with kube-controller-manager providing the benign status and ReplicaSet churn. The
-expectations are the same as for the recorded fixtures, so a fixture that no longer matches what the server
-does today fails here.
+All scenarios run at once (each in its own namespace) under one recorder (the session's `live_run`, which
+`fightwatch run` follows at the same time), the slow fight at its real pace (one write every 50 s), with
+kube-controller-manager providing the benign status and ReplicaSet churn. The expectations are the same as for
+the recorded fixtures, so a fixture that no longer matches what the server does today fails here.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from harness.control_plane import ControlPlane
-from harness.recording import record_scenarios
-from harness.scenarios import SCENARIOS, scenario_of
+from harness.scenarios import scenario_of
 
 from tests.expectations import BENIGN, FINDINGS, assert_found
+from tests.integration.conftest import LiveRun
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.model import Finding
@@ -23,10 +22,9 @@ from watcher.sources.capture import to_event
 
 
 @pytest.fixture(scope="module")
-async def live_events(controller_manager: ControlPlane) -> dict[str, list[dict[str, object]]]:
-    events, _ = await record_scenarios(controller_manager, list(SCENARIOS))
+def live_events(live_run: LiveRun) -> dict[str, list[dict[str, object]]]:
     by_scenario: dict[str, list[dict[str, object]]] = defaultdict(list)
-    for event in events:
+    for event in live_run.events:
         scenario = scenario_of(event["object"])
         if scenario is not None:
             by_scenario[scenario].append(event)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.expectations import FINDINGS
 from tests.unit.captures import capture
-from watcher.cli import main
+from watcher.cli import _listen, main
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -166,3 +166,84 @@ def test_labels_that_are_not_strings_name_the_file_and_line(tmp_path: Path) -> N
     result = run("replay", str(path))
     assert result.returncode == 2
     assert f"{path}:4: metadata.labels and metadata.annotations must map strings to strings" in result.stderr.decode()
+
+
+def test_run_without_a_usable_kubeconfig_says_where_it_looked(tmp_path: Path) -> None:
+    absent = tmp_path / "absent-kubeconfig"
+    result = run("run", "--kubeconfig", str(absent))
+    assert result.returncode == 2
+    assert str(absent) in result.stderr.decode()
+    assert "no such file" in result.stderr.decode()
+
+
+def test_run_with_a_broken_kubeconfig_names_it(tmp_path: Path) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n")
+    result = run("run", "--kubeconfig", str(broken))
+    assert result.returncode == 2
+    assert f"kubeconfig {broken}: cannot use it" in result.stderr.decode()
+
+
+def test_run_with_a_broken_config_is_a_usage_error(tmp_path: Path) -> None:
+    config = tmp_path / "fw.yaml"
+    config.write_text("watch:\n  discovery_intervall: 5s\n")
+    result = run("run", "--config", str(config), "--kubeconfig", str(tmp_path / "absent"))
+    assert result.returncode == 2
+    assert "watch.discovery_intervall: unknown key (did you mean 'discovery_interval'?)" in result.stderr.decode()
+
+
+EVERY_ADDRESS = "0.0.0.0"  # noqa: S104 - what `--listen=:PORT` means
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(":8080", (EVERY_ADDRESS, 8080)), ("127.0.0.1:0", ("127.0.0.1", 0)), ("[::1]:9090", ("::1", 9090))],
+)
+def test_listen_takes_host_and_port_as_the_chart_passes_them(text: str, expected: tuple[str, int]) -> None:
+    assert _listen(text) == expected
+
+
+def test_a_bad_listen_address_is_a_usage_error() -> None:
+    result = run("run", "--listen", "8080")
+    assert result.returncode == 2
+    assert "'8080' is not [HOST]:PORT" in result.stderr.decode()
+
+
+def _unreachable_kubeconfig(tmp_path: Path) -> Path:
+    """A valid kubeconfig whose server is never contacted by the start-up checks these tests make fail."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: not-a-real-token}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    return kubeconfig
+
+
+def test_run_with_a_delivery_credential_it_cannot_read_names_the_key_not_the_value(tmp_path: Path) -> None:
+    """Checked at start-up, before anything is watched: the API server in the kubeconfig is never contacted."""
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
+    config = tmp_path / "fw.yaml"
+    config.write_text(
+        "delivery:\n"
+        "  webhooks:\n"
+        "    - {name: chat, url: {env: FIGHTWATCH_TEST_UNSET_URL}}\n"
+        f"    - {{name: pager, url: {{file: {tmp_path / 'absent-url'}}}}}\n"
+    )
+    result = run("run", "--config", str(config), "--kubeconfig", str(kubeconfig))
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert "cannot deliver" in err
+    assert "delivery.webhooks.0.url: $FIGHTWATCH_TEST_UNSET_URL is empty or unset" in err
+    assert "not-a-real-token" not in err
+
+
+def test_run_with_two_delivery_sinks_of_one_name_is_a_start_up_error(tmp_path: Path) -> None:
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
+    config = tmp_path / "fw.yaml"
+    config.write_text("delivery:\n  alertmanager:\n    urls: [http://am:9093, http://am:9093]\n")
+    result = run("run", "--config", str(config), "--kubeconfig", str(kubeconfig))
+    assert result.returncode == 2
+    assert "cannot deliver" in result.stderr.decode()
+    assert "two delivery sinks have the same name" in result.stderr.decode()

@@ -89,3 +89,45 @@ def test_user_ignore_rules_add_to_the_defaults_unless_switched_off() -> None:
     assert len(config.detection.ignore_rules) == 7
     config = parse_config({"detection": {"ignore": [rule], "default_ignores": False}}, source="x")
     assert [r.manager for r in config.detection.ignore_rules] == ["kube-controller-manager"]
+
+
+def test_watch_defaults_are_documented_ones() -> None:
+    config = Config()
+    watch = config.watch
+    assert watch.resources == ()
+    assert watch.exclude_resources == ("events", "leases", "endpoints", "endpointslices", "pods")
+    assert watch.discovery_interval == 60
+    assert (watch.backoff_initial, watch.backoff_max, watch.slow_retry) == (0.5, 30, 300)
+    assert watch.watch_timeout == 300
+    assert config.serve.port == 8080
+    assert (config.log.level, config.log.format) == ("info", "auto")
+    assert (config.record.max_bytes, config.record.keep) == (256 * 2**20, 5)
+
+
+@pytest.mark.parametrize(("text", "size"), [("64Mi", 64 * 2**20), ("1G", 10**9), ("1.5KiB", 1536), (4096, 4096)])
+def test_sizes_take_units_or_bytes(text: object, size: int) -> None:
+    assert parse_config({"record": {"max_bytes": text}}, source="x").record.max_bytes == size
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {"watch": {"per_resource": {"secrets": {"full_objects": True}}}},
+            "watch.per_resource: Value error, secrets.full_objects: Secrets are only ever watched as metadata",
+        ),
+        (
+            {"watch": {"per_resource": {"deployments.apps": {"full_object": True}}}},
+            "watch.per_resource.deployments.apps.full_object: unknown key (did you mean 'full_objects'?)",
+        ),
+        ({"watch": {"resources": ["apps/deployments"]}}, "watch.resources.0: Value error, 'apps/deployments' is not"),
+        ({"watch": {"bakoff_max": "3s"}}, "watch.bakoff_max: unknown key (did you mean 'backoff_max'?)"),
+        ({"record": {"max_bytes": "lots"}}, "record.max_bytes: Value error, 'lots' is not a size"),
+        ({"log": {"level": "loud"}}, "log.level: Input should be 'debug', 'info', 'warning' or 'error'"),
+        ({"serve": {"port": 70000}}, "serve.port: Input should be less than or equal to 65535"),
+    ],
+)
+def test_watcher_settings_errors_name_the_key(data: object, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, source="fw.yaml")
+    assert expected in str(caught.value)

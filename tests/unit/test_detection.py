@@ -8,6 +8,7 @@ from tests.expectations import BENIGN, FINDINGS, assert_found
 from tests.unit.captures import analyse, events
 from watcher.config import Config
 from watcher.detection.engine import Engine
+from watcher.model import EventType, WatchEvent
 
 
 @pytest.mark.parametrize("scenario", sorted(FINDINGS))
@@ -65,3 +66,32 @@ def test_every_write_is_reported_to_on_write_with_its_writers() -> None:
     assert len(seen) == engine.stats.writes
     managers = {m for _, writers in seen for m in writers}
     assert {"team-a-operator", "team-b-operator"} <= managers
+
+
+@pytest.mark.parametrize("scenario", ["fight-data", "benign-leader-election", "hot-loop-timestamp", "fight-status"])
+def test_every_event_has_exactly_one_outcome(scenario: str) -> None:
+    """The live watcher's fightwatch_engine_events_total{outcome} adds up to the events processed."""
+    engine = Engine(Config().detection)
+    stream = list(events(scenario))
+    for event in stream:
+        engine.process(event)
+    last = next(e for e in reversed(stream) if e.object["metadata"]["uid"] in engine._objects)  # (not ignored)
+    engine.process(last)  # the same version again: a duplicate
+    relisted = dict(last.object, metadata={**last.object["metadata"], "resourceVersion": "relisted"})
+    engine.process(WatchEvent(EventType.ADDED, relisted, last.observed_at))  # a relist: resynced
+    gone = {"metadata": {"name": "gone", "uid": "never-seen"}, "apiVersion": "v1", "kind": "ConfigMap"}
+    engine.process(WatchEvent(EventType.DELETED, gone, last.observed_at))  # an untracked deletion
+    s = engine.stats
+    outcomes = (
+        s.writes,
+        s.new_objects,
+        s.resynced_objects,
+        s.duplicate_events,
+        s.ignored_events,
+        s.deleted_objects,
+        s.untracked_deletions,
+    )
+    assert sum(outcomes) == s.events
+    assert s.duplicate_events >= 1
+    assert s.untracked_deletions == 1
+    assert s.resynced_objects == 1

@@ -142,3 +142,44 @@ def test_idle_objects_give_up_rates_then_history() -> None:
     engine.advance(engine.now + 2 * 3600)  # the fight resolves, the window passes
     assert state.history is None
     assert engine.active() == []
+
+
+def _relisted(event: WatchEvent, at: float) -> WatchEvent:
+    """The object of `event` as a relist after a watch gap returns it: an ADDED event for a known object."""
+    return WatchEvent(EventType.ADDED, event.object, at)
+
+
+def test_a_relisted_object_is_read_again_not_counted_as_a_write() -> None:
+    """A->B seen, B->A missed in a watch gap, the relist shows A again, then A->B: no fight is made up.
+
+    (Were the relist a write, the engine would see A->B, B->A, A->B: a fight that the watch never showed.)
+    """
+    captured = list(events("fight-update-vs-update-label"))
+    contested = [e for e in captured if e.object["metadata"]["name"] == "settings"]
+    engine = Engine(Config().detection)
+    for event in captured:
+        engine.process(event)
+        if event is contested[1]:  # B took the label from A; the next write (A takes it back) is missed
+            break
+    writes = engine.stats.writes
+    at = (contested[2].observed_at or 0) + 0.5
+    assert engine.process(_relisted(contested[2], at)) == []  # the relist: A owns the label again
+    assert engine.stats.writes == writes
+    assert engine.stats.resynced_objects == 1
+    assert engine.process(_relisted(contested[2], at + 0.1)) == []  # the same version again: a duplicate
+    assert engine.stats.resynced_objects == 1
+    engine.process(contested[3])  # B takes it from A: the second handover seen, not a fight
+    assert engine.active() == []
+    assert engine.stats.writes == writes + 1
+
+
+def test_a_relist_keeps_open_findings_and_raises_none_twice() -> None:
+    captured = list(events("fight-update-vs-update-label"))
+    engine = Engine(Config().detection)
+    kinds = _replay(engine, "fight-update-vs-update-label")
+    (active,) = engine.active()
+    last = captured[-1]
+    for event in captured:  # every object listed again, as after 410 Gone
+        kinds += [c.kind for c in engine.process(_relisted(event, (last.observed_at or 0) + 1))]
+    assert kinds.count(ChangeKind.OPENED) == 1
+    assert [f.id for f in engine.active()] == [active.id]

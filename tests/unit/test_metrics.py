@@ -6,6 +6,7 @@ on another's counts.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -260,6 +261,47 @@ def test_watched_resources_start_at_zero_and_their_series_go_with_them() -> None
     assert _series(registry, "fightwatch_last_event_timestamp_seconds") == []
 
 
+def test_plain_numbers_read_at_scrape_time_fill_the_collected_families() -> None:
+    registry, metrics = _metrics()
+    state = {"bytes": 100.0}
+    cm = ("", "configmaps")
+    metrics.read_at_scrape(
+        lambda: {
+            "fightwatch_watch_received_bytes": [(cm, state["bytes"])],
+            "fightwatch_watches": [((*cm, "watching"), 1.0), ((*cm, "retrying"), 0.0)],
+            "fightwatch_ready": [((), 1.0)],
+        }
+    )
+    labels = {"group": "", "resource": "configmaps"}
+    assert registry.get_sample_value("fightwatch_watch_received_bytes_total", labels) == 100
+    state["bytes"] = 250.0
+    assert registry.get_sample_value("fightwatch_watch_received_bytes_total", labels) == 250  # read on every scrape
+    assert registry.get_sample_value("fightwatch_watches", {**labels, "state": "watching"}) == 1
+    assert registry.get_sample_value("fightwatch_ready") == 1
+    assert _families(registry)["fightwatch_watch_received_bytes"].type == "counter"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", ["fightwatch_watch_state", "fightwatch_events"])  # undeclared; not collected
+def test_a_reader_may_only_fill_collected_families_of_the_table(name: str) -> None:
+    registry, metrics = _metrics()
+    metrics.read_at_scrape(lambda: {name: [((), 1.0)]})
+    with pytest.raises(ValueError, match="is not a collected family"):
+        exposition(registry, None)
+
+
+def test_watch_error_codes_are_bounded() -> None:
+    registry, metrics = _metrics()
+    cm = ("", "configmaps")
+    for code in (403, 403, "internal", "unknown", 999, "surprise", None):
+        metrics.watch_error(cm, code)
+    codes = {s["code"]: registry.get_sample_value("fightwatch_watch_errors_total", s) for s in _errors(registry)}
+    assert codes == {"403": 2, "internal": 1, "unknown": 1, "other": 2, "network": 1}
+
+
+def _errors(registry: CollectorRegistry) -> list[dict[str, str]]:
+    return _series(registry, "fightwatch_watch_errors_total")
+
+
 def test_build_info_and_openmetrics_negotiation() -> None:
     registry, _ = _metrics()
     (info,) = _series(registry, "fightwatch_build_info")
@@ -270,6 +312,28 @@ def test_build_info_and_openmetrics_negotiation() -> None:
     assert body.endswith(b"# EOF\n")
 
 
-@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
-def test_the_readme_documents_every_family(family: object) -> None:
-    assert f"`{family.exposed_name}`" in README.read_text()  # type: ignore[attr-defined]
+def _readme_metrics_table() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The README's table under "### Metrics": exposed name -> (type, labels)."""
+    section = README.read_text().split("\n### Metrics\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        row = re.fullmatch(r"\| `(fightwatch_\w+)` \| (\w+) \|([^|]*)\| .* \|", line)
+        if row is not None:
+            rows[row[1]] = (row[2], tuple(re.findall(r"`(\w+)`", row[3])))
+    return rows
+
+
+def test_the_readme_metrics_table_is_the_family_table() -> None:
+    documented = _readme_metrics_table()
+    declared = {f.exposed_name: (f.type, f.labels) for f in FAMILIES}
+    assert documented == declared  # every family, with its type and labels in order; nothing else
+
+
+def test_no_other_fightwatch_metric_name_is_mentioned_in_the_docs() -> None:
+    """Names in prose (README, runbook) are names of the table: a renamed family leaves no stale mention."""
+    known = {f.exposed_name for f in FAMILIES} | {
+        f"{f.name}_{suffix}" for f in FAMILIES if f.type == "histogram" for suffix in ("bucket", "sum", "count")
+    }
+    for doc in (README, README.parent / "docs" / "runbook.md"):
+        mentioned = set(re.findall(r"\b(fightwatch_[a-z_]+[a-z])\b", doc.read_text()))
+        assert mentioned - known == set(), doc.name

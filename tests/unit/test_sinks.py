@@ -126,7 +126,9 @@ def test_event_names_are_valid_and_stable_whatever_the_object_is_called(name: st
     assert len(event_name) <= 253
     assert event_name == kube_events.event_name(finding)
     assert event_name != kube_events.event_name(finding, resolved=True)
-    assert kube_events.event_namespace(finding) == "default"
+    # A cluster-scoped object: the one namespace each Events API accepts for it on every server version.
+    assert kube_events.event_namespace(finding, kube_events.EVENTS_V1) == "kube-system"
+    assert kube_events.event_namespace(finding, kube_events.CORE_V1) == "default"
 
 
 def test_the_event_note_names_writers_fields_rate_and_hint_within_1kib() -> None:

@@ -107,10 +107,16 @@ class Attribution:
             uid=meta["uid"],
         )
         state = ObjectState(ref, meta.get("resourceVersion") or "", rules)
+        self.resync(state, obj, meta, raw)
+        return state
+
+    def resync(self, state: ObjectState, obj: JSONObject, meta: JSONObject, raw: RawEntries) -> None:
+        """Take this version as the object's baseline without counting a write: ownership and values are read
+        afresh; its handovers, rates and open findings stay (a relist after a watch lost events).
+        """
         state.entries = tuple(keep_entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items())
         self._changed_values(state, obj)
         state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
-        return state
 
     def attribute(self, state: ObjectState, obj: JSONObject, raw: RawEntries, newest: str, now: float) -> Write:
         """Find the writer(s) of this write and the fields that changed hands or value."""

@@ -56,6 +56,9 @@ class EventError(ValueError):
 
 @dataclass(slots=True)
 class Stats:
+    """Counts of what the engine did. Every event processed ends as exactly one of: a write, a new or a resynced
+    object, a duplicate, ignored, a deletion (of a tracked object or not), or invalid (`process` raised)."""
+
     events: int = 0
     writes: int = 0
     unattributed_writes: int = 0
@@ -64,6 +67,9 @@ class Stats:
     deleted_objects: int = 0
     without_managed_fields: int = 0  # e.g. `kubectl get` without --show-managed-fields
     untimed_events: int = 0  # neither observedAt nor a managedFields time: no rate can be measured
+    resynced_objects: int = 0  # ADDED again with a new resourceVersion (relisted): re-read, not a write
+    new_objects: int = 0  # first seen (or seen again after being let go): its baseline taken
+    untracked_deletions: int = 0  # DELETED for an object not tracked (never seen, or let go when idle)
 
 
 class Engine:
@@ -118,30 +124,29 @@ class Engine:
             self.stats.without_managed_fields += 1
         raw = raw_entries(managed)
         newest = max((t for t, _ in raw.values()), default="")
-        at = event.observed_at
-        timed = True
-        if at is None:
-            if newest:
-                at = parse_time(newest)
-            else:
-                self.stats.untimed_events += 1
-                timed = False
-                at = self.now if self.now > -math.inf else 0.0
+        at, timed = self._event_time(event, newest)
         changes = self.advance(at)
         now = self.now
         if event.type is EventType.DELETED:
             if state is not None:
                 self.stats.deleted_objects += 1
                 changes += self._forget(state, now)
+            else:
+                self.stats.untracked_deletions += 1
             return changes
         if state is None:
             self._objects[uid] = self._attribution.baseline(obj, meta, raw, rules)
+            self.stats.new_objects += 1
             return changes
         rv = hash(meta.get("resourceVersion") or "")
         if rv and rv == state.rv:
             self.stats.duplicate_events += 1
             return changes
         state.rv = rv
+        if event.type is EventType.ADDED:  # listed again (a relist after a gap): its state now, not a write
+            self._attribution.resync(state, obj, meta, raw)
+            self.stats.resynced_objects += 1
+            return changes
         write = self._attribution.attribute(state, obj, raw, newest, now)
         self.stats.writes += 1
         if self._on_write is not None:
@@ -153,6 +158,16 @@ class Engine:
         state.last_write = now
         self._touch(uid, state)
         return changes
+
+    def _event_time(self, event: WatchEvent, newest: str) -> tuple[float, bool]:
+        """When the event happened, and whether that is known: its receive time, else its object's newest
+        managedFields time, else (untimed) the engine's clock."""
+        if event.observed_at is not None:
+            return event.observed_at, True
+        if newest:
+            return parse_time(newest), True
+        self.stats.untimed_events += 1
+        return (self.now if self.now > -math.inf else 0.0), False
 
     def advance(self, now: float) -> list[FindingChange]:
         """Move the clock (never backwards), resolve findings quiet long enough, and let idle objects go."""

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from watcher.config import AlertmanagerSettings
 from watcher.model import ChangeKind, Finding, FindingChange, FindingType, format_time
-from watcher.sinks.http import JsonPoster, ssl_context
+from watcher.sinks.http_client import JsonPoster, ssl_context
 
 ALERT_NAMES = {FindingType.FIGHT: "ControllerFightDetected", FindingType.HOT_LOOP: "ControllerHotLoop"}
 SEVERITY = "warning"

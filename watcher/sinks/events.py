@@ -43,9 +43,13 @@ def event_name(finding: Finding, *, resolved: bool = False) -> str:
     return f"{base}.{finding.id}{'-resolved' if resolved else ''}"
 
 
-def event_namespace(finding: Finding) -> str:
-    """Events about cluster-scoped objects go to `default`, as client-go's recorder puts them."""
-    return finding.object.namespace or "default"
+def event_namespace(finding: Finding, api: str) -> str:
+    """The namespace of the object; for a cluster-scoped object `kube-system` with events.k8s.io/v1 (servers
+    before 1.22 accept no other namespace for such an Event with an eventTime), `default` with core v1 Events
+    (which accept no other)."""
+    if finding.object.namespace:
+        return finding.object.namespace
+    return "kube-system" if api == EVENTS_V1 else "default"
 
 
 def note(finding: Finding) -> str:
@@ -112,7 +116,7 @@ class KubeEventsSink:
 
     async def _occurred(self, finding: Finding) -> None:
         api = await self.api()
-        name, namespace = event_name(finding), event_namespace(finding)
+        name, namespace = event_name(finding), event_namespace(finding, api)
         now = self._clock()
         count = self._counts.get(finding.id)
         if count is None:
@@ -135,7 +139,7 @@ class KubeEventsSink:
 
     async def _resolved(self, finding: Finding) -> None:
         api = await self.api()
-        namespace = event_namespace(finding)
+        namespace = event_namespace(finding, api)
         body = self._new(api, finding, event_name(finding, resolved=True), self._clock(), resolved=True)
         status, answer = await self._call("POST", _collection(api, namespace), body)
         if status >= 300 and status != 409:  # 409: told already (a retry whose answer was lost)
@@ -154,7 +158,7 @@ class KubeEventsSink:
         reason = REASONS[finding.type] + ("Resolved" if resolved else "")
         kind = "Normal" if resolved else "Warning"
         action = "Resolved" if resolved else "Detected"
-        metadata = {"name": name, "namespace": event_namespace(finding)}
+        metadata = {"name": name, "namespace": event_namespace(finding, api)}
         if api == EVENTS_V1:
             return {
                 "apiVersion": EVENTS_V1,

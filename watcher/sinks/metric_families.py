@@ -5,8 +5,10 @@ checked against it, so a family cannot be exposed, documented or alerted on unde
 Conventions (Prometheus and kube-state-metrics): one `fightwatch_` prefix, base units, `_total` for counters,
 `_info` for metadata gauges that are always 1, lower-case label names, and bounded label sets.
 
-`collected` families are computed when scraped (from the active findings or the delivery queues) rather
-than updated in place: their series exist only while what they describe does.
+`collected` families are computed when scraped rather than updated in place: from the active findings and the
+delivery queues, and from plain counters the live watcher keeps on its hot path (bytes received, watch states,
+the engine's counts), read through `Metrics.read_at_scrape`. Their series exist only while what they describe
+does, and no metrics library runs per chunk or per object.
 """
 
 from __future__ import annotations
@@ -95,7 +97,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "fightwatch_events",
         "counter",
-        "Watch events received, by resource and event type.",
+        "Events of a watched resource handed to detection, by type (list items count as ADDED, objects gone "
+        "while no watch was open as DELETED).",
         (*RESOURCE_LABELS, "type"),
     ),
     Family(
@@ -107,8 +110,36 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "fightwatch_watch_errors",
         "counter",
-        'List and watch errors, by HTTP status code ("network": no HTTP answer).',
+        'List and watch errors, by HTTP status code ("network": no HTTP answer; "internal": a bug of fightwatch).',
         (*RESOURCE_LABELS, "code"),
+    ),
+    Family(
+        "fightwatch_watches",
+        "gauge",
+        "Watches of a resource in each state (one watch per resource, or per namespace for plain watch.namespaces).",
+        (*RESOURCE_LABELS, "state"),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_watch_objects",
+        "gauge",
+        "Objects of a resource its watches know.",
+        RESOURCE_LABELS,
+        collected=True,
+    ),
+    Family(
+        "fightwatch_watch_lists",
+        "counter",
+        "Lists of a resource completed (the first, and again after 410 Gone or a failed list).",
+        RESOURCE_LABELS,
+        collected=True,
+    ),
+    Family(
+        "fightwatch_watch_received_bytes",
+        "counter",
+        "Bytes received by the lists and watches of a resource.",
+        RESOURCE_LABELS,
+        collected=True,
     ),
     Family(
         "fightwatch_resources",
@@ -117,9 +148,48 @@ FAMILIES: tuple[Family, ...] = (
         ("state",),
     ),
     Family(
+        "fightwatch_discovered_resources",
+        "gauge",
+        "Resources the API server serves that support list and watch (before watch.resources and "
+        "watch.exclude_resources).",
+        collected=True,
+    ),
+    Family(
+        "fightwatch_discovery_ok",
+        "gauge",
+        "1 when the last API discovery pass succeeded.",
+        collected=True,
+    ),
+    Family(
+        "fightwatch_discovery_passes",
+        "counter",
+        "API discovery passes that succeeded.",
+        collected=True,
+    ),
+    Family(
+        "fightwatch_discovery_errors",
+        "counter",
+        "API discovery passes that failed.",
+        collected=True,
+    ),
+    Family(
+        "fightwatch_ready",
+        "gauge",
+        "1 when discovery works and every resource that may be watched is listed and watched (as /readyz).",
+        collected=True,
+    ),
+    Family(
         "fightwatch_tracked_objects",
         "gauge",
         "Objects the detection engine holds state for.",
+    ),
+    Family(
+        "fightwatch_engine_events",
+        "counter",
+        "Events the detection engine processed, by outcome (write, new, resynced, duplicate, ignored, deleted, "
+        "invalid).",
+        ("outcome",),
+        collected=True,
     ),
     Family(
         "fightwatch_event_processing_duration_seconds",
@@ -130,7 +200,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "fightwatch_event_lag_seconds",
         "histogram",
-        "Receive time of a watch event minus the newest managedFields time of its object.",
+        "Receive time of a MODIFIED watch event minus the newest managedFields time of its object.",
         buckets=_LAG_BUCKETS,
     ),
     Family(
@@ -138,6 +208,24 @@ FAMILIES: tuple[Family, ...] = (
         "gauge",
         "When the last watch event of a resource was received (seconds since the epoch).",
         RESOURCE_LABELS,
+    ),
+    Family(
+        "fightwatch_event_loop_lag_seconds",
+        "gauge",
+        "How late the last one-second tick of the event loop ran.",
+        collected=True,
+    ),
+    Family(
+        "fightwatch_recording_events",
+        "counter",
+        "Events written to the --record file.",
+        collected=True,
+    ),
+    Family(
+        "fightwatch_recording_bytes",
+        "counter",
+        "Bytes written to the --record file.",
+        collected=True,
     ),
     Family(
         "fightwatch_build_info",

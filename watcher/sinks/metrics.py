@@ -7,7 +7,9 @@ series of a resource that is no longer watched are removed.
 
 The service calls the small typed entry points below from its event loop: `on_changes` and `count_write`
 from detection, `observe_event`, `watch_restart`, `watch_error`, `set_resources` and `set_tracked` from the
-watch loop; `Delivery` reports through `delivery_*`.
+watch loop; `Delivery` reports through `delivery_*`. What the watcher counts as plain numbers on its hot path
+(bytes received, watch states, the engine's outcomes) it hands over at scrape time through `read_at_scrape`,
+under the names of collected families of the same table.
 """
 
 from __future__ import annotations
@@ -16,11 +18,20 @@ import importlib.metadata
 import platform
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
 from watcher.config import MetricsSettings
@@ -35,8 +46,11 @@ disable_created_metrics()  # type: ignore[no-untyped-call]  # (untyped in promet
 ResourceKey = tuple[str, str]
 """(group, plural) of a watched resource: ("", "configmaps"), ("apps", "deployments")."""
 
+Samples = Mapping[str, Iterable[tuple[Sequence[str], float]]]
+"""Family name -> (label values, value) pairs: what a `read_at_scrape` reader returns."""
+
 OTHER = "other"
-EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")
+EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 RESTART_REASONS = (
     "initial",  # the first watch of a resource
     "timeout",  # the server ended the watch at its timeoutSeconds
@@ -46,6 +60,16 @@ RESTART_REASONS = (
     "stalled",  # nothing received for too long
     "discovery",  # API discovery changed what is watched
 )
+ERROR_CODES = ("network", "internal", "unknown")  # watch_error codes that are not HTTP statuses
+
+
+def new_registry() -> CollectorRegistry:
+    """The registry `/metrics` serves: the process, platform and GC collectors, and then `Metrics` its families."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
 
 
 def package_version() -> str:
@@ -186,6 +210,7 @@ class Metrics:
             self._resources.labels(state).set(0)
         self._active: dict[str, Finding] = {}
         self._queues: dict[str, Callable[[], int]] = {}
+        self._readers: list[Callable[[], Samples]] = []
         self._write_children: dict[tuple[str, ...], Any] = {}
         self._series_by_manager: dict[str, set[tuple[str, ...]]] = {}
         self._managers = ManagerLabels(self.settings.top_managers, self._forget_manager)
@@ -257,9 +282,16 @@ class Metrics:
         self._restarts.labels(*labels).inc()
         self._note(resource, self._restarts, labels)
 
-    def watch_error(self, resource: ResourceKey, code: int | None) -> None:
-        """A list or watch of `resource` failed with HTTP status `code` (None: no HTTP answer)."""
-        labels = (*resource, "network" if code is None else str(code))
+    def watch_error(self, resource: ResourceKey, code: int | str | None) -> None:
+        """A list or watch of `resource` failed with HTTP status `code` (None: no HTTP answer; else one of
+        ERROR_CODES)."""
+        if code is None:
+            label = "network"
+        elif isinstance(code, int):
+            label = str(code) if 100 <= code <= 599 else OTHER
+        else:
+            label = code if code in ERROR_CODES else OTHER
+        labels = (*resource, label)
         self._errors.labels(*labels).inc()
         self._note(resource, self._errors, labels)
 
@@ -311,10 +343,15 @@ class Metrics:
 
     # ------------------------------------------------------------------------------------ at scrape time
 
+    def read_at_scrape(self, reader: Callable[[], Samples]) -> None:
+        """Have every scrape add `reader()`'s samples to the collected families they name (a name that is not a
+        collected family of the table is a bug, and fails the scrape)."""
+        self._readers.append(reader)
+
     def collect(self) -> Iterator[Metric]:
         active = list(self.active() if self.active is not None else self._active.values())
         by_type = Tally(f.type.value for f in active)
-        families = {name: _gauge(BY_NAME[name]) for name in _COLLECTED}
+        families = {name: _family(BY_NAME[name]) for name in _COLLECTED}
         for kind in FindingType:
             families["fightwatch_findings_active"].add_metric([kind.value], by_type[kind.value])
         cap = self.settings.max_finding_series
@@ -333,6 +370,13 @@ class Metrics:
             families["fightwatch_finding_writes_per_minute"].add_metric(ids, finding.writes_per_minute)
         for sink, length in self._queues.items():
             families["fightwatch_delivery_queue_length"].add_metric([sink], length())
+        for reader in self._readers:
+            for name, samples in reader().items():
+                family = families.get(name)
+                if family is None:
+                    raise ValueError(f"{name} is not a collected family of metric_families.FAMILIES")
+                for labels, value in samples:
+                    family.add_metric(list(labels), value)
         yield from families.values()
 
 
@@ -347,7 +391,9 @@ def _make(family: Family, registry: CollectorRegistry) -> Counter | Gauge | Hist
     return Gauge(family.name, family.help, family.labels, registry=registry)
 
 
-def _gauge(family: Family) -> GaugeMetricFamily:
+def _family(family: Family) -> CounterMetricFamily | GaugeMetricFamily:
+    if family.type == "counter":
+        return CounterMetricFamily(family.name, family.help, labels=family.labels)
     return GaugeMetricFamily(family.name, family.help, labels=family.labels)
 
 
@@ -361,7 +407,17 @@ class _Collected:
         return self._metrics.collect()
 
     def describe(self) -> Iterator[Metric]:
-        return iter([_gauge(BY_NAME[name]) for name in _COLLECTED])
+        return iter([_family(BY_NAME[name]) for name in _COLLECTED])
 
 
-__all__ = ["RESTART_REASONS", "ManagerLabels", "Metrics", "ResourceKey", "exposition", "package_version"]
+__all__ = [
+    "ERROR_CODES",
+    "RESTART_REASONS",
+    "ManagerLabels",
+    "Metrics",
+    "ResourceKey",
+    "Samples",
+    "exposition",
+    "new_registry",
+    "package_version",
+]

@@ -14,7 +14,7 @@ from typing import Any
 from watcher.config import WebhookSettings
 from watcher.model import ChangeKind, FindingChange, FindingType
 from watcher.sinks.credentials import read_headers, read_secret
-from watcher.sinks.http import JsonPoster, ssl_context
+from watcher.sinks.http_client import JsonPoster, ssl_context
 from watcher.sinks.report import finding_json
 
 _TITLES = {FindingType.FIGHT: "Controller fight", FindingType.HOT_LOOP: "Controller hot loop"}

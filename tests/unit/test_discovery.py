@@ -1,0 +1,144 @@
+"""Discovery on documents recorded from the real kube-apiserver v1.20.2: what can be watched, and what is."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from watcher.config import parse_config
+from watcher.sources.discovery import (
+    ApiResource,
+    deduplicate,
+    matches,
+    parse_resource_list,
+    preferred_group_versions,
+    select,
+)
+
+DISCOVERY = Path(__file__).resolve().parents[1] / "fixtures" / "discovery" / "v1.20.2.json"
+
+
+@cache
+def _docs() -> dict[str, Any]:
+    docs: dict[str, Any] = orjson.loads(DISCOVERY.read_bytes())
+    return docs
+
+
+def _served() -> list[ApiResource]:
+    """What `discover` finds on the recorded server: the core group and each group's preferred version."""
+    docs = _docs()
+    versions = list(docs["/api"]["versions"]) + preferred_group_versions(docs["/apis"])
+    found: list[ApiResource] = []
+    for gv in versions:
+        found += parse_resource_list(gv, docs[f"/apis/{gv}" if "/" in gv else f"/api/{gv}"])
+    return deduplicate(found)
+
+
+def _names(targets: list[Any]) -> set[str]:
+    return {t.resource.name for t in targets}
+
+
+def test_only_listable_and_watchable_top_level_resources_are_found() -> None:
+    names = {r.name for r in _served()}
+    assert {"configmaps", "secrets", "deployments.apps", "widgets.example.com", "namespaces"} <= names
+    assert "bindings" not in names  # create only
+    assert "componentstatuses" not in names  # get and list, no watch
+    assert not any("/" in n for n in names)  # no subresources (pods/status, deployments/scale)
+    assert "selfsubjectaccessreviews.authorization.k8s.io" not in names
+
+
+def test_each_group_is_read_in_its_preferred_version() -> None:
+    by_name = {r.name: r for r in _served()}
+    assert by_name["deployments.apps"].api_version == "apps/v1"
+    assert by_name["deployments.apps"].path == "/apis/apps/v1/deployments"
+    assert by_name["configmaps"].path == "/api/v1/configmaps"
+    assert by_name["horizontalpodautoscalers.autoscaling"].version == "v1"
+    assert by_name["configmaps"].kind == "ConfigMap"
+    assert by_name["namespaces"].namespaced is False
+
+
+def test_a_resource_served_by_two_groups_from_one_storage_is_watched_once() -> None:
+    names = [r.name for r in _served()]
+    assert names.count("ingresses.networking.k8s.io") == 1
+    assert "ingresses.extensions" not in names  # the legacy group loses
+    events = [n for n in names if n.startswith("events")]
+    assert len(events) == 1
+
+
+def test_by_default_everything_but_the_churny_kinds_is_watched_metadata_only() -> None:
+    targets = select(_served(), parse_config({}, source="test").watch)
+    names = _names(targets)
+    assert {"configmaps", "secrets", "deployments.apps", "widgets.example.com"} <= names
+    assert not names & {"events", "leases.coordination.k8s.io", "endpoints", "pods"}
+    assert not any(n.startswith(("events", "endpointslices")) for n in names)
+    assert not any(t.full_objects for t in targets)
+
+
+@pytest.mark.parametrize(
+    ("watch", "expected"),
+    [
+        ({"resources": ["configmaps", "deployments.apps"]}, {"configmaps", "deployments.apps"}),
+        ({"resources": ["*.example.com"]}, {"widgets.example.com"}),
+        ({"resources": ["pods", "configmaps"]}, {"configmaps"}),  # still denied: pods are opt-in
+        ({"resources": ["pods"], "exclude_resources": []}, {"pods"}),
+        ({"resources": ["deployments"]}, {"deployments.apps"}),  # a bare plural matches in every group
+        ({"resources": ["deployments.extensions"]}, set()),
+    ],
+)
+def test_allowlist_and_denylist(watch: dict[str, Any], expected: set[str]) -> None:
+    assert _names(select(_served(), parse_config({"watch": watch}, source="test").watch)) == expected
+
+
+def test_full_objects_per_resource_but_never_for_secrets() -> None:
+    settings = parse_config(
+        {"watch": {"per_resource": {"*": {"full_objects": True}, "configmaps": {"full_objects": False}}}}, source="t"
+    ).watch
+    full = {t.resource.name: t.full_objects for t in select(_served(), settings)}
+    assert full["deployments.apps"] is True
+    assert full["configmaps"] is False  # later keys win
+    assert full["secrets"] is False  # whatever the config says
+
+
+@pytest.mark.parametrize(
+    ("selector", "name", "expected"),
+    [
+        ("configmaps", "configmaps", True),
+        ("deployments", "deployments.apps", True),
+        ("deployments.apps", "deployments.apps", True),
+        ("deployments.apps", "deployments.extensions", False),
+        ("*.example.com", "widgets.example.com", True),
+        ("config*", "configmaps", True),
+    ],
+)
+def test_selectors_name_resources_like_kubectl(selector: str, name: str, expected: bool) -> None:
+    plural, _, group = name.partition(".")
+    resource = ApiResource(group=group, version="v1", plural=plural, kind="X", namespaced=True)
+    assert matches(resource, selector) is expected
+
+
+def test_plain_namespace_names_are_watched_one_namespace_at_a_time() -> None:
+    settings = parse_config(
+        {"watch": {"resources": ["configmaps", "widgets.example.com", "namespaces"], "namespaces": ["b", "a", "a"]}},
+        source="t",
+    ).watch
+    targets = {t.name: t for t in select(_served(), settings)}
+    assert set(targets) == {
+        "configmaps@a",
+        "configmaps@b",
+        "widgets.example.com@a",
+        "widgets.example.com@b",
+        "namespaces",
+    }
+    assert targets["configmaps@a"].path == "/api/v1/namespaces/a/configmaps"
+    assert targets["widgets.example.com@b"].path == "/apis/example.com/v1/namespaces/b/widgets"
+    assert targets["namespaces"].path == "/api/v1/namespaces"  # cluster-scoped: cluster-wide
+
+
+def test_namespace_patterns_are_watched_cluster_wide_and_filtered() -> None:
+    settings = parse_config({"watch": {"resources": ["configmaps"], "namespaces": ["team-*", "b"]}}, source="t").watch
+    (target,) = select(_served(), settings)
+    assert (target.name, target.path) == ("configmaps", "/api/v1/configmaps")

@@ -1,0 +1,334 @@
+"""`fightwatch run`: the composition root of the live watcher.
+
+Wires the cluster watch (sources) into the same detection engine `replay` uses, and the engine's finding
+changes into every sink: log lines, the recording, the metrics (one `Metrics` on one registry, served at
+`/metrics` with the other HTTP endpoints) and delivery (Kubernetes Events through the service's own API client,
+Alertmanager, webhooks). Runs them on one event loop until SIGTERM or SIGINT, then stops the watches, hands the
+last changes over, gives delivery a few seconds to drain, flushes the recording and exits 0. Events are handled
+as they are read, one at a time, so the engine sees each resource's events in order; delivery never blocks
+that (bounded queues per sink).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from watcher import __version__
+from watcher.config import Config
+from watcher.detection.engine import Engine
+from watcher.model import EventType, Finding, FindingChange, JSONObject, WatchEvent, parse_time
+from watcher.sinks.credentials import CredentialError
+from watcher.sinks.delivery import Delivery
+from watcher.sinks.http import HttpServer, Sources, make_app
+from watcher.sinks.log import configure_logging, log_change
+from watcher.sinks.metrics import Metrics, ResourceKey, Samples, exposition, new_registry
+from watcher.sinks.outlets import build_sinks
+from watcher.sinks.recording import Recording
+from watcher.sources.cluster import ClusterWatch
+from watcher.sources.discovery import ApiResource
+from watcher.sources.kube import ConnectError, Connection, KubeApi, connect
+from watcher.sources.watch import State
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+TICK = 1.0  # seconds between two engine clock advances (findings resolve), recording flushes, heartbeats
+ALIVE_WITHIN = 30.0  # /healthz fails when the event loop has not ticked for this long
+STOP_DEADLINE = 10.0  # seconds for the watches to stop before giving up on stragglers
+DRAIN_DEADLINE = 5.0  # seconds delivery gets at shutdown to send what is queued (resolutions, last updates)
+LOGGED_INVALID_EVENTS = 10  # invalid events logged one by one; more are only counted
+
+log = structlog.get_logger("fightwatch")
+
+
+class Service:
+    """One watcher: connection, cluster watch, engine, sinks."""
+
+    def __init__(self, config: Config, *, kubeconfig: Path | None, context: str | None, record: Path | None) -> None:
+        self.config = config
+        self.registry = new_registry()
+        self.metrics = Metrics(self.registry, config.metrics)
+        self.engine = Engine(config.detection, on_write=self.metrics.count_write)
+        self.metrics.active = self.engine.active  # scrapes read the findings as of the last write
+        self.metrics.read_at_scrape(self._samples)
+        self.invalid_events = 0
+        self._kubeconfig = kubeconfig
+        self._context = context
+        self._record_path = record
+        self._recording: Recording | None = None
+        self._cluster: ClusterWatch | None = None
+        self._delivery: Delivery | None = None
+        self._resources: tuple[frozenset[ResourceKey], frozenset[ResourceKey]] | None = None
+        self._heartbeat = time.monotonic()
+        self._lag = 0.0
+
+    async def run(self) -> int:
+        settings = self.config
+        try:
+            connection = await connect(
+                kubeconfig=self._kubeconfig,
+                context=self._context,
+                service_account_dir=settings.kube.service_account_dir,
+            )
+        except ConnectError as exc:
+            return _cannot_start("cannot connect", error=str(exc))
+        try:
+            try:  # the Events sink writes through the watcher's own client: the same credentials and CA
+                sinks = build_sinks(settings.delivery, api_client=connection.api_client)
+                delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
+            except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
+                return _cannot_start("cannot deliver", config="delivery", error=str(exc))
+            await delivery.start()
+            try:
+                status = await self._listen(connection)
+            finally:
+                await delivery.stop(drain=DRAIN_DEADLINE)
+            if self._cluster is not None:  # (it ran: the last line says so, after delivery drained)
+                s = self.engine.stats
+                log.info(
+                    "stopped",
+                    events=s.events,
+                    writes=s.writes,
+                    active_findings=len(self.engine.active()),
+                    recorded_events=self._recording.events if self._recording else None,
+                )
+            return status
+        finally:
+            await connection.close()
+            if self._recording is not None:
+                self._recording.close()
+
+    async def _listen(self, connection: Connection) -> int:
+        settings = self.config
+        if self._record_path is not None:
+            try:
+                self._recording = Recording(
+                    self._record_path, max_bytes=settings.record.max_bytes, keep=settings.record.keep
+                )
+            except OSError as exc:
+                return _cannot_start("cannot record", file=str(self._record_path), error=exc.strerror or str(exc))
+        server = HttpServer(make_app(self._sources()), address=settings.serve.address, port=settings.serve.port)
+        try:
+            url = await server.start()
+        except OSError as exc:
+            where = f"{settings.serve.address}:{settings.serve.port}"
+            return _cannot_start("cannot listen", address=where, config="serve", error=exc.strerror or str(exc))
+        try:
+            return await self._serve(connection, url)
+        finally:
+            await server.stop()
+
+    async def _serve(self, connection: Connection, url: str) -> int:
+        api = KubeApi(connection.api_client, request_timeout=self.config.watch.request_timeout)
+        cluster = self._cluster = ClusterWatch(
+            api, self._deliver, settings=self.config.watch, observer=self.metrics, on_change=self._note_resources
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        log.info(
+            "started",
+            version=__version__,
+            server=connection.server,
+            credentials=connection.source,
+            listening=url,
+            recording=str(self._record_path) if self._record_path else None,
+            delivery=[sink.name for sink in self._delivery.sinks] if self._delivery else [],
+        )
+        tasks = [
+            asyncio.create_task(cluster.run(), name="discovery"),
+            asyncio.create_task(self._tick(), name="tick"),
+        ]
+        stopped = asyncio.create_task(stop.wait())
+        crashed: list[asyncio.Task[Any]] = []
+        try:
+            done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            crashed = [t for t in done if t is not stopped]
+            for task in crashed:  # run() and _tick() only end by cancellation: anything else is a bug
+                log.error("task ended", task=task.get_name(), exc_info=task.exception())
+        finally:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+            stopped.cancel()
+            for task in tasks:
+                task.cancel()
+            async with asyncio.timeout(STOP_DEADLINE):
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await cluster.stop()
+        self._advance()  # (findings quiet long enough resolve; the changes still reach delivery's drain)
+        if self._recording is not None:
+            self._recording.flush()
+        return EXIT_ERROR if crashed else EXIT_OK
+
+    # --------------------------------------------------------------------------------------------- events
+
+    def _deliver(self, event: WatchEvent, resource: ApiResource) -> None:
+        """Every event: recorded first (so a replay sees what the engine saw), then analysed, then counted."""
+        started = time.perf_counter()
+        if self._recording is not None:
+            self._recording.write(event)
+        try:
+            changes = self.engine.process(event)
+        except ValueError as exc:  # malformed managedFields and the like: this event only
+            changes = []
+            self.invalid_events += 1
+            if self.invalid_events <= LOGGED_INVALID_EVENTS:
+                meta = event.object.get("metadata") or {}
+                log.warning(
+                    "invalid event skipped",
+                    resource=resource.name,
+                    namespace=meta.get("namespace"),
+                    name=meta.get("name"),
+                    error=str(exc),
+                )
+        self._hand_over(changes)
+        received = event.observed_at
+        self.metrics.observe_event(
+            (resource.group, resource.plural),
+            event.type.value,
+            duration=time.perf_counter() - started,
+            lag=_lag(event.object, received) if event.type is EventType.MODIFIED and received is not None else None,
+            received_at=received,
+        )
+
+    def _hand_over(self, changes: list[FindingChange]) -> None:
+        """Finding changes to every sink: the log, the metrics, delivery (queued, never waited for)."""
+        if not changes:
+            return
+        for change in changes:
+            log_change(change)
+        self.metrics.on_changes(changes)
+        if self._delivery is not None:
+            self._delivery.submit(changes)
+
+    def _advance(self) -> None:
+        self._hand_over(self.engine.advance(time.time()))
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + TICK
+            await asyncio.sleep(TICK)
+            self._lag = max(0.0, loop.time() - due)
+            self._heartbeat = time.monotonic()
+            self._advance()
+            self.metrics.set_tracked(self.engine.tracked_objects)
+            if self._recording is not None:
+                self._recording.flush()
+
+    def _note_resources(self) -> None:
+        """Tell the metrics which resources are watched and which forbidden (a watch started, stopped or changed
+        state), when that changed."""
+        if self._cluster is None:
+            return
+        resources = self._cluster.resource_states()
+        if resources != self._resources:
+            self._resources = resources
+            self.metrics.set_resources(*resources)
+
+    # ------------------------------------------------------------------------------------------- endpoints
+
+    def findings(self) -> list[Finding]:
+        return self.engine.active() + self.engine.resolved()
+
+    def readiness(self) -> dict[str, Any]:
+        if self._cluster is None:
+            return {"ready": False, "discovery": {"ok": False}, "resources": {}}
+        return self._cluster.report()
+
+    def liveness(self) -> dict[str, Any]:
+        silent = time.monotonic() - self._heartbeat
+        return {"alive": silent < ALIVE_WITHIN, "last_tick_seconds_ago": round(silent, 3)}
+
+    def _sources(self) -> Sources:
+        return Sources(
+            findings=self.findings,
+            readiness=self.readiness,
+            liveness=self.liveness,
+            metrics=lambda accept: exposition(self.registry, accept),
+        )
+
+    def _samples(self) -> Samples:
+        """The collected families the watcher keeps as plain numbers, read at scrape time."""
+        none: tuple[str, ...] = ()
+        s = self.engine.stats
+        outcomes = {
+            "write": s.writes,
+            "new": s.new_objects,
+            "resynced": s.resynced_objects,
+            "duplicate": s.duplicate_events,
+            "ignored": s.ignored_events,
+            "deleted": s.deleted_objects + s.untracked_deletions,
+            "invalid": self.invalid_events,
+        }
+        samples: dict[str, Iterable[tuple[Sequence[str], float]]] = {
+            "fightwatch_event_loop_lag_seconds": [(none, self._lag)],
+            "fightwatch_engine_events": [((outcome,), float(n)) for outcome, n in outcomes.items()],
+        }
+        if self._recording is not None:
+            samples["fightwatch_recording_events"] = [(none, float(self._recording.events))]
+            samples["fightwatch_recording_bytes"] = [(none, float(self._recording.bytes_written))]
+        cluster = self._cluster
+        if cluster is None:
+            return samples | {"fightwatch_ready": [(none, 0.0)]}
+        d = cluster.discovery
+        samples |= {
+            "fightwatch_ready": [(none, float(cluster.ready()))],
+            "fightwatch_discovery_ok": [(none, float(d.ok))],
+            "fightwatch_discovery_passes": [(none, float(d.passes))],
+            "fightwatch_discovery_errors": [(none, float(d.errors))],
+            "fightwatch_discovered_resources": [(none, float(d.resources))],
+        }
+        # One watch per resource, or one per namespace: their numbers add up per resource.
+        states: dict[ResourceKey, dict[str, int]] = {}
+        objects: dict[ResourceKey, int] = {}
+        lists: dict[ResourceKey, int] = {}
+        received: dict[ResourceKey, int] = {}
+        for watch in cluster.watches:
+            key, status = watch.key, watch.status
+            counts = states.setdefault(key, dict.fromkeys((s.value for s in State), 0))
+            counts[status.state.value] += 1
+            objects[key] = objects.get(key, 0) + status.objects
+            lists[key] = lists.get(key, 0) + status.lists
+            received[key] = received.get(key, 0) + status.bytes
+        samples |= {
+            "fightwatch_watches": [((*k, state), float(n)) for k, c in states.items() for state, n in c.items()],
+            "fightwatch_watch_objects": [(k, float(n)) for k, n in objects.items()],
+            "fightwatch_watch_lists": [(k, float(n)) for k, n in lists.items()],
+            "fightwatch_watch_received_bytes": [(k, float(n)) for k, n in received.items()],
+        }
+        return samples
+
+
+def _lag(obj: JSONObject, received: float) -> float | None:
+    """Receive time minus the newest managedFields time of the object (None without one)."""
+    meta = obj.get("metadata") or {}
+    newest = max((e.get("time") or "" for e in meta.get("managedFields") or () if isinstance(e, dict)), default="")
+    if not newest:
+        return None
+    try:
+        return received - parse_time(newest)
+    except ValueError:
+        return None
+
+
+def _cannot_start(event: str, **context: Any) -> int:
+    log.error(event, **context)
+    return EXIT_ERROR
+
+
+def run(config: Config, *, kubeconfig: Path | None, context: str | None, record: Path | None) -> int:
+    """Run the watcher until SIGTERM/SIGINT; the exit status."""
+    configure_logging(config.log)
+    service = Service(config, kubeconfig=kubeconfig, context=context, record=record)
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(service.run())
+    return EXIT_OK

@@ -1,0 +1,102 @@
+"""`--record FILE`: every event the live watcher receives, as JSON Lines that `fightwatch replay` reads.
+
+Each line is `{"type", "object", "observedAt"}`, with the receive time the engine used, to the microsecond,
+so a replay finds what the watcher found. Objects of relists are ADDED events, objects gone during a gap
+are DELETED events, as the engine saw them. The file rotates by size (FILE.1 is the newest rotated part; replay
+them oldest first, or all at once: `fightwatch replay FILE.2 FILE.1 FILE` merges by time). Writes are buffered
+and flushed about once a second and on shutdown; a failing disk stops the recording, never the watcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import IO
+
+import orjson
+import structlog
+
+from watcher.model import WatchEvent, format_observed
+
+BUFFER_BYTES = 2**20
+
+log = structlog.get_logger("fightwatch.recording")
+
+
+class Recording:
+    def __init__(self, path: Path, *, max_bytes: int, keep: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.keep = keep
+        self.bytes_written = 0
+        self.events = 0
+        self.rotations = 0
+        self.error: str | None = None
+        self._file: IO[bytes] | None = None
+        self._size = 0
+        self._open()
+
+    def write(self, event: WatchEvent) -> None:
+        if self._file is None:
+            return
+        line = orjson.dumps(
+            {
+                "type": event.type.value,
+                "object": event.object,
+                "observedAt": format_observed(event.observed_at or 0.0),
+            }
+        )
+        try:
+            self._file.write(line)
+            self._file.write(b"\n")
+            size = len(line) + 1
+            self._size += size
+            self.bytes_written += size
+            self.events += 1
+            if self._size >= self.max_bytes:
+                self._rotate()
+        except OSError as exc:
+            self._fail(exc)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.flush()
+            except OSError as exc:
+                self._fail(exc)
+
+    def close(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError as exc:
+                self._fail(exc)
+            self._file = None
+
+    def _open(self) -> None:
+        """Open FILE for appending (a recording continued by a restarted watcher replays as one)."""
+        self._file = self.path.open("ab", buffering=BUFFER_BYTES)
+        self._size = self._file.tell()
+
+    def _rotate(self) -> None:
+        assert self._file is not None
+        self._file.close()
+        self._file = None
+        if self.keep == 0:
+            self.path.unlink()
+        else:
+            for n in range(self.keep, 1, -1):
+                older = self.path.with_name(f"{self.path.name}.{n - 1}")
+                if older.exists():
+                    older.replace(self.path.with_name(f"{self.path.name}.{n}"))
+            self.path.replace(self.path.with_name(f"{self.path.name}.1"))
+        self.rotations += 1
+        self._open()
+
+    def _fail(self, exc: OSError) -> None:
+        self.error = f"{self.path}: {exc.strerror or exc}"
+        log.error("recording stopped", error=self.error, events=self.events)
+        if self._file is not None:
+            with contextlib.suppress(OSError):  # the file is given up either way; its error was logged above
+                self._file.close()
+            self._file = None

@@ -1,0 +1,199 @@
+"""API discovery: which resources the server serves that can be listed and watched, and which of them to watch.
+
+Built-in and custom resources alike, in each group's preferred version. A resource served under two groups from
+one storage (Ingress in `extensions` and `networking.k8s.io`, Event in the core group and `events.k8s.io`) is
+watched once: the same objects twice would reach the engine out of order. Parsing and selection are pure
+functions; only `discover` does I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from watcher.config import ALWAYS_METADATA_ONLY, WatchSettings
+from watcher.sources.kube import ApiError, KubeApi
+
+LEGACY_GROUPS = ("extensions",)  # served for old clients; the same objects live in a newer group
+DISCOVERY_CONCURRENCY = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResource:
+    """A resource as discovery names it, in one group version."""
+
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    storage_hash: str = ""  # the same for every group version served from one storage
+
+    @property
+    def name(self) -> str:
+        """kubectl's name: `configmaps`, `deployments.apps`."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def path(self) -> str:
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        return f"{prefix}/{self.plural}"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A resource chosen to be watched, and how: cluster-wide, or in one namespace."""
+
+    resource: ApiResource
+    full_objects: bool
+    namespace: str | None = None
+
+    @property
+    def name(self) -> str:
+        """How logs, /readyz and /metrics name this watch: `configmaps`, or `configmaps@team-a` in one namespace."""
+        return f"{self.resource.name}@{self.namespace}" if self.namespace else self.resource.name
+
+    @property
+    def path(self) -> str:
+        r = self.resource
+        if self.namespace is None:
+            return r.path
+        prefix = f"/apis/{r.group}/{r.version}" if r.group else f"/api/{r.version}"
+        return f"{prefix}/namespaces/{self.namespace}/{r.plural}"
+
+
+@dataclass
+class Discovery:
+    """What one discovery pass found; `failed` maps group versions that could not be read to the error."""
+
+    resources: list[ApiResource]
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def parse_resource_list(group_version: str, doc: Mapping[str, Any]) -> list[ApiResource]:
+    """The listable and watchable top-level resources of one APIResourceList (no subresources)."""
+    group, _, version = group_version.rpartition("/")
+    found = []
+    for entry in doc.get("resources") or ():
+        name = entry.get("name") or ""
+        verbs = entry.get("verbs") or ()
+        if "/" in name or not name or "list" not in verbs or "watch" not in verbs:
+            continue
+        found.append(
+            ApiResource(
+                group=group,
+                version=version,
+                plural=name,
+                kind=str(entry.get("kind") or ""),
+                namespaced=bool(entry.get("namespaced")),
+                storage_hash=str(entry.get("storageVersionHash") or ""),
+            )
+        )
+    return found
+
+
+def preferred_group_versions(doc: Mapping[str, Any]) -> list[str]:
+    """The preferred group version of each group in an APIGroupList (`/apis`)."""
+    versions = []
+    for group in doc.get("groups") or ():
+        preferred = (group.get("preferredVersion") or {}).get("groupVersion")
+        if not preferred and group.get("versions"):
+            preferred = group["versions"][0].get("groupVersion")
+        if preferred:
+            versions.append(str(preferred))
+    return versions
+
+
+def deduplicate(resources: Iterable[ApiResource]) -> list[ApiResource]:
+    """One resource per storage: legacy groups lose, otherwise the one discovered first wins."""
+    ordered = sorted(resources, key=lambda r: r.group in LEGACY_GROUPS)  # stable: discovery order otherwise
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for resource in ordered:
+        if resource.storage_hash:
+            key = (resource.plural, resource.storage_hash)
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(resource)
+    return kept
+
+
+def matches(resource: ApiResource, selector: str) -> bool:
+    """`plural` (any group), `plural.group`, or a shell pattern over either."""
+    if fnmatch.fnmatchcase(resource.name, selector):
+        return True
+    return "." not in selector and fnmatch.fnmatchcase(resource.plural, selector)
+
+
+def literal_namespaces(settings: WatchSettings) -> list[str] | None:
+    """`watch.namespaces` when they are plain names (each watched on its own), else None (cluster-wide)."""
+    names = list(settings.namespaces)
+    if not names or any(set(n) & set("*?[") for n in names):
+        return None
+    return sorted(set(names))
+
+
+def select(resources: Iterable[ApiResource], settings: WatchSettings) -> list[Target]:
+    """The resources to watch by the allowlist and denylist, each with its per-resource settings.
+
+    With plain namespace names in `watch.namespaces`, namespaced resources are watched in each of them (what RBAC
+    granted by a RoleBinding per namespace allows); otherwise cluster-wide, objects filtered by namespace.
+    """
+    namespaces = literal_namespaces(settings)
+    targets = []
+    for resource in resources:
+        if settings.resources and not any(matches(resource, s) for s in settings.resources):
+            continue
+        if any(matches(resource, s) for s in settings.exclude_resources):
+            continue
+        full = False
+        for selector, options in settings.per_resource.items():
+            if matches(resource, selector):
+                full = options.full_objects
+        if resource.group == "" and resource.plural in ALWAYS_METADATA_ONLY:
+            full = False
+        if namespaces is not None and resource.namespaced:
+            targets += [Target(resource, full, namespace) for namespace in namespaces]
+        else:
+            targets.append(Target(resource, full))
+    return targets
+
+
+async def discover(api: KubeApi, previous: Iterable[ApiResource] = ()) -> Discovery:
+    """Read /api and /apis and every preferred group version. A group version that fails keeps the resources
+    it had in `previous` (an aggregated API that is briefly unavailable is not dropped); /api or /apis failing
+    raises.
+    """
+    core, _ = await api.get("/api")
+    groups, _ = await api.get("/apis")
+    group_versions = [str(v) for v in core.get("versions") or ()] + preferred_group_versions(groups)
+    limit = asyncio.Semaphore(DISCOVERY_CONCURRENCY)
+
+    async def read(group_version: str) -> list[ApiResource] | str:
+        path = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+        async with limit:
+            try:
+                doc, _ = await api.get(path)
+            except ApiError as exc:
+                return f"HTTP {exc.status}: {exc.message}"
+        return parse_resource_list(group_version, doc)
+
+    results = await asyncio.gather(*(read(gv) for gv in group_versions))
+    found: list[ApiResource] = []
+    failed: dict[str, str] = {}
+    previous = list(previous)
+    for group_version, result in zip(group_versions, results, strict=True):
+        if isinstance(result, str):
+            failed[group_version] = result
+            found += [r for r in previous if r.api_version == group_version]
+        else:
+            found += result
+    return Discovery(resources=deduplicate(found), failed=failed)

@@ -1,0 +1,491 @@
+"""The list-and-watch loop of one resource, and the retry policy it follows when the API server does not answer.
+
+List (paginated), then watch from the list's resourceVersion with bookmarks, resuming from the last version
+seen whenever the server ends a watch. Watch lines are split and decoded with orjson straight from the socket's
+bytes: no client models on the hot path. Each object becomes a `WatchEvent` stamped with its receive time.
+
+What goes wrong is classified once (`Failure`) and retried by `retry_delay`, a plain function: `410 Gone`
+relists (the relisted objects reach the engine as ADDED events, which re-read known objects instead of
+counting writes, so a gap never shows up as phantom writes; objects gone meanwhile get a DELETED); connection
+errors, truncated streams and 5xx reconnect with jittered exponential back-off; 429 backs off as long as the
+server asks; 403 and 404 are retried slowly. A failing resource logs once per episode, not per attempt.
+
+Each (re)start of the loop and each failure is told to a `WatchObserver` (the service passes its metrics),
+with the reason and the HTTP status; what is cheap to count per chunk or per object (bytes, lists, objects
+known) stays in plain counters of `ResourceStatus`, read when someone asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import fnmatch
+import hashlib
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+import structlog
+
+from watcher.config import WatchSettings
+from watcher.model import EventType, JSONObject, WatchEvent, observed_time
+from watcher.sources.discovery import ApiResource, Target
+from watcher.sources.kube import ApiError, KubeApi
+
+ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+ACCEPT_FULL = "application/json"
+MAX_EVENT_BYTES = 64 * 2**20  # etcd stores at most 1.5 MiB per object: a longer line is a broken stream
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # a Secret's data, for `kubectl apply`
+_TYPES = {t.value: t for t in EventType}
+
+Deliver = Callable[[WatchEvent, ApiResource], None]
+ResourceKey = tuple[str, str]
+"""(group, plural): ("", "configmaps"), ("apps", "deployments")."""
+
+log = structlog.get_logger("fightwatch.watch")
+
+
+class Failure(enum.StrEnum):
+    EXPIRED = "expired"  # 410 Gone, "too old resource version": relist
+    UNAUTHORIZED = "unauthorized"  # 401: credentials expired or rotated
+    FORBIDDEN = "forbidden"  # 403: RBAC does not allow list/watch
+    NOT_FOUND = "not_found"  # 404: the resource is no longer served (a CRD removed)
+    THROTTLED = "throttled"  # 429
+    SERVER_ERROR = "server_error"  # 5xx, other statuses, ERROR events
+    CONNECTION = "connection"  # refused, reset, connect timeout, truncated or malformed stream
+    STALLED = "stalled"  # nothing received within the read timeout
+    INTERNAL = "internal"  # a bug of ours: logged with its traceback, retried like a server error
+
+
+class State(enum.StrEnum):
+    PENDING = "pending"
+    LISTING = "listing"
+    WATCHING = "watching"
+    RETRYING = "retrying"
+    FORBIDDEN = "forbidden"
+    GONE = "gone"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    initial: float = 0.5
+    maximum: float = 30.0
+    slow: float = 300.0
+
+    @classmethod
+    def of(cls, settings: WatchSettings) -> RetryPolicy:
+        return cls(initial=settings.backoff_initial, maximum=settings.backoff_max, slow=settings.slow_retry)
+
+
+def retry_delay(
+    failure: Failure, attempt: int, policy: RetryPolicy, *, jitter: float, retry_after: float | None = None
+) -> float:
+    """Seconds to wait before attempt `attempt + 1` after `attempt` consecutive failures; `jitter` in [0, 1).
+
+    Back-off doubles from `initial` up to `maximum`, and each delay is drawn from its upper half, so that watches
+    that broke together (an API server restart) do not come back together. A first 410 relists at once; 403
+    and 404 wait `slow` (±25%); 429 waits at least what Retry-After asks, up to `slow`.
+    """
+    if failure in (Failure.FORBIDDEN, Failure.NOT_FOUND):
+        return policy.slow * (0.75 + jitter / 2)
+    if failure is Failure.EXPIRED and attempt <= 1:
+        return 0.0
+    base = min(policy.maximum, policy.initial * 2.0 ** max(attempt - 1, 0))
+    delay = base * (0.5 + jitter / 2)
+    if failure is Failure.THROTTLED and retry_after:
+        delay = max(delay, min(retry_after, policy.slow))
+    return delay
+
+
+def status_failure(code: int) -> Failure:
+    """The failure an HTTP status (of an answer, or of an ERROR event's Status) stands for."""
+    return {
+        410: Failure.EXPIRED,
+        401: Failure.UNAUTHORIZED,
+        403: Failure.FORBIDDEN,
+        404: Failure.NOT_FOUND,
+        429: Failure.THROTTLED,
+    }.get(code, Failure.SERVER_ERROR)
+
+
+def error_event(status: JSONObject) -> WatchError:
+    """The failure an ERROR watch event (its object a Status) stands for."""
+    code = status.get("code")
+    failure = status_failure(code) if isinstance(code, int) else Failure.SERVER_ERROR
+    return WatchError(
+        failure,
+        f"ERROR event: {code} {status.get('reason', '')}: {status.get('message', '')}",
+        code=code if isinstance(code, int) else None,
+    )
+
+
+class WatchError(Exception):
+    """A classified failure of one list or watch; `code`: the HTTP status of the answer or ERROR event, if any."""
+
+    def __init__(
+        self, failure: Failure, message: str, retry_after: float | None = None, *, code: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.failure = failure
+        self.retry_after = retry_after
+        self.code = code
+
+    @property
+    def error_code(self) -> int | str | None:
+        """How the metrics name it: the HTTP status, `internal` (a bug of ours), `unknown` (an ERROR event
+        without a code), None for no HTTP answer at all."""
+        if self.code is not None:
+            return self.code
+        if self.failure is Failure.INTERNAL:
+            return "internal"
+        if self.failure in (Failure.CONNECTION, Failure.STALLED):
+            return None
+        return "unknown"
+
+    @property
+    def restart_reason(self) -> str:
+        """Why the watch that failed this way starts again: `expired`, `network`, `stalled` or `error`."""
+        return _RESTART_REASONS.get(self.failure, "error")
+
+
+_RESTART_REASONS = {Failure.EXPIRED: "expired", Failure.CONNECTION: "network", Failure.STALLED: "stalled"}
+
+
+class WatchObserver(Protocol):
+    """Told of every (re)start and failure of a watch (the service's metrics)."""
+
+    def watch_restart(self, resource: ResourceKey, reason: str) -> None: ...
+
+    def watch_error(self, resource: ResourceKey, code: int | str | None) -> None: ...
+
+
+class Unobserved:
+    """A WatchObserver that drops everything (tests, tools)."""
+
+    def watch_restart(self, resource: ResourceKey, reason: str) -> None:
+        pass
+
+    def watch_error(self, resource: ResourceKey, code: int | str | None) -> None:
+        pass
+
+
+def classify(exc: BaseException) -> WatchError:
+    """Any exception of a list or watch attempt as a WatchError."""
+    if isinstance(exc, WatchError):
+        return exc
+    if isinstance(exc, ApiError):
+        return WatchError(
+            status_failure(exc.status), f"HTTP {exc.status}: {exc.message}", exc.retry_after, code=exc.status
+        )
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return WatchError(Failure.CONNECTION, "timed out connecting")
+    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        return WatchError(Failure.STALLED, "timed out (no data within the read timeout)")
+    if isinstance(exc, aiohttp.ClientError | OSError):
+        return WatchError(Failure.CONNECTION, f"{type(exc).__name__}: {exc}".rstrip(": "))
+    return WatchError(Failure.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
+class NamespaceFilter:
+    """Namespace include/exclude shell patterns; cluster-scoped objects always pass."""
+
+    def __init__(self, include: Iterable[str], exclude: Iterable[str]) -> None:
+        self._include = tuple(include)
+        self._exclude = tuple(exclude)
+        self._cache: dict[str, bool] = {}
+
+    @property
+    def everything(self) -> bool:
+        return not self._include and not self._exclude
+
+    def allows(self, namespace: str) -> bool:
+        allowed = self._cache.get(namespace)
+        if allowed is None:
+            allowed = (not self._include or any(fnmatch.fnmatchcase(namespace, p) for p in self._include)) and not any(
+                fnmatch.fnmatchcase(namespace, p) for p in self._exclude
+            )
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[namespace] = allowed
+        return allowed
+
+
+@dataclass
+class ResourceStatus:
+    """What a resource's watch is doing, and its counters (read by /readyz and /metrics)."""
+
+    state: State = State.PENDING
+    since: float = field(default_factory=time.time)  # of the current state
+    synced: bool = False  # listed at least once
+    failure: Failure | None = None  # of the current failure episode
+    error: str = ""
+    failures: int = 0  # consecutive
+    bytes: int = 0  # received by lists and watches
+    lists: int = 0  # completed
+    objects: int = 0
+
+    @property
+    def ready(self) -> bool:
+        return self.state is State.WATCHING
+
+
+class ResourceWatch:
+    """List and watch one resource for as long as `run` runs; deliver its events in order."""
+
+    def __init__(
+        self,
+        target: Target,
+        api: KubeApi,
+        deliver: Deliver,
+        *,
+        settings: WatchSettings,
+        namespaces: NamespaceFilter,
+        on_gone: Callable[[], None] = lambda: None,
+        on_state: Callable[[], None] = lambda: None,
+        rng: random.Random | None = None,
+        observer: WatchObserver | None = None,
+    ) -> None:
+        """`on_gone`: the resource is no longer served (404); `on_state`: `status.state` changed."""
+        self.target = target
+        self.resource = resource = target.resource
+        self.key: ResourceKey = (resource.group, resource.plural)
+        self.status = ResourceStatus()
+        self._observer = observer or Unobserved()
+        self._start_reason = "initial"
+        self._api = api
+        self._deliver = deliver
+        self._settings = settings
+        self._policy = RetryPolicy.of(settings)
+        self._namespaces = None if namespaces.everything or not resource.namespaced else namespaces
+        self._on_gone = on_gone
+        self._on_state = on_state
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+        self._list_accept = ACCEPT_FULL if target.full_objects else ACCEPT_METADATA_LIST
+        self._watch_accept = ACCEPT_FULL if target.full_objects else ACCEPT_METADATA
+        self._kind = resource.kind
+        self._api_version = resource.api_version
+        self._secret = resource.group == "" and resource.plural == "secrets"
+        self._rv: str | None = None
+        self._known: dict[str, tuple[str | None, str]] = {}  # uid -> (namespace, name): to see what vanished
+        self._path = target.path
+        self._log = log.bind(resource=target.name)
+
+    # ---------------------------------------------------------------------------------------------- the loop
+
+    async def run(self) -> None:
+        reason = self._start_reason
+        while True:
+            self._observer.watch_restart(self.key, reason)
+            try:
+                if self._rv is None:
+                    await self._list()
+                await self._watch()
+                reason = "timeout"  # the server ended the watch (timeoutSeconds): resume from the last version
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # every failure is classified and retried, one resource at a time
+                failure = classify(exc)
+                self._observer.watch_error(self.key, failure.error_code)
+                reason = failure.restart_reason
+                await self._retry(failure, exc)
+
+    def adopt(self, previous: ResourceWatch) -> None:
+        """Take over what a watch of the same objects knew (in another version): the first list diffs against it."""
+        self._known = previous._known
+        self._start_reason = "discovery"
+
+    def forget(self) -> int:
+        """Deliver a DELETED event for every object this watch knows (the resource is no longer watched)."""
+        now = observed_time(time.time())
+        uids = list(self._known)
+        for uid in uids:
+            self._vanished(uid, now)
+        return len(uids)
+
+    async def _retry(self, failure: WatchError, exc: BaseException) -> None:
+        status = self.status
+        kind = failure.failure
+        status.failures += 1
+        if kind is Failure.EXPIRED:
+            self._rv = None
+            self._log.info("relisting", reason=str(failure))
+        elif kind is Failure.INTERNAL:
+            self._log.error("watch failed", error=str(failure), exc_info=exc)
+        elif kind is not status.failure:  # once per episode, not once per attempt
+            level = "info" if kind is Failure.NOT_FOUND else "warning"
+            getattr(self._log, level)(
+                _FAILURE_EVENTS.get(kind, "watch failing"), failure=kind.value, error=str(failure)
+            )
+        if kind is not Failure.EXPIRED or status.failure is None:  # (a 410 met on reconnecting ends no episode)
+            status.failure = kind
+        status.error = str(failure)
+        if kind is Failure.FORBIDDEN:
+            self._set(State.FORBIDDEN)
+        elif kind is Failure.NOT_FOUND:
+            self._set(State.GONE)
+            self._on_gone()
+        elif kind is not Failure.EXPIRED:
+            self._set(State.RETRYING)
+        delay = retry_delay(
+            kind, status.failures, self._policy, jitter=self._rng.random(), retry_after=failure.retry_after
+        )
+        await asyncio.sleep(delay)
+
+    def _recovered(self) -> None:
+        status = self.status
+        if status.failure is not None and status.failure is not Failure.EXPIRED:
+            self._log.info("watch recovered", after_failures=status.failures, failure=status.failure.value)
+        status.failure, status.error, status.failures = None, "", 0
+        self._set(State.WATCHING)
+
+    def _set(self, state: State) -> None:
+        if self.status.state is not state:
+            self.status.state = state
+            self.status.since = time.time()
+            self._on_state()
+
+    # ------------------------------------------------------------------------------------------------- list
+
+    async def _list(self) -> None:
+        self._set(State.LISTING)
+        status = self.status
+        seen: set[str] = set()
+        page = [("limit", str(self._settings.page_size))]
+        token = ""
+        while True:
+            query = [*page, ("continue", token)] if token else page
+            doc, size = await self._api.get(self._path, query=query, accept=self._list_accept)
+            status.bytes += size
+            now = observed_time(time.time())
+            items = doc.get("items") or ()
+            for obj in items:
+                meta = obj.get("metadata") if isinstance(obj, dict) else None
+                if isinstance(meta, dict) and meta.get("uid"):
+                    seen.add(meta["uid"])
+                    self._emit(EventType.ADDED, obj, meta, now)
+            metadata = doc.get("metadata") or {}
+            token = metadata.get("continue") or ""
+            if not token:
+                break
+        for uid in [uid for uid in self._known if uid not in seen]:  # deleted while we were not watching
+            self._vanished(uid, now)
+        version = metadata.get("resourceVersion")
+        if not version:
+            raise WatchError(Failure.SERVER_ERROR, f"the list of {self.target.name} has no resourceVersion")
+        self._rv = str(version)
+        status.lists += 1
+        status.synced = True
+        status.objects = len(self._known)
+
+    # ------------------------------------------------------------------------------------------------ watch
+
+    async def _watch(self) -> None:
+        settings = self._settings
+        server_timeout = int(self._rng.uniform(settings.watch_timeout, 2 * settings.watch_timeout))
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", self._rv or ""),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(server_timeout)),
+        ]
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=settings.request_timeout, sock_read=server_timeout + settings.read_timeout
+        )
+        response = await self._api.open(self._path, query=query, accept=self._watch_accept, client_timeout=timeout)
+        self._recovered()
+        self._log.debug("watch open", resource_version=self._rv, timeout_seconds=server_timeout)
+        status = self.status
+        started = time.monotonic()
+        lines = 0
+        pending = b""
+        clean = False
+        try:
+            content = response.content
+            while chunk := await content.readany():
+                status.bytes += len(chunk)
+                if pending:
+                    chunk = pending + chunk
+                parts = chunk.split(b"\n")
+                pending = parts.pop()
+                if len(pending) > MAX_EVENT_BYTES:
+                    raise WatchError(Failure.CONNECTION, f"a watch event longer than {MAX_EVENT_BYTES} bytes")
+                now = observed_time(time.time())
+                for line in parts:
+                    if line:
+                        lines += 1
+                        self._on_line(line, now)
+            clean = True
+        finally:
+            if clean:
+                response.release()
+            else:
+                response.close()  # a broken stream: do not hand its connection back to the pool
+        status.objects = len(self._known)
+        if pending.strip():
+            raise WatchError(Failure.CONNECTION, "the watch ended inside an event (truncated)")
+        if lines == 0 and time.monotonic() - started < 1.0:
+            raise WatchError(Failure.CONNECTION, "the server ended the watch at once")
+
+    def _on_line(self, line: bytes, now: float) -> None:
+        try:
+            doc = orjson.loads(line)
+            kind: str = doc["type"]
+            obj: JSONObject = doc["object"]
+            if kind == "ERROR":  # a Status, with or without metadata
+                raise error_event(obj)
+            meta: JSONObject = obj["metadata"]
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            raise WatchError(Failure.CONNECTION, f"malformed watch event: {line[:120]!r}") from None
+        if kind == "BOOKMARK":
+            self._rv = meta.get("resourceVersion") or self._rv
+            return
+        event_type = _TYPES.get(kind)
+        if event_type is None or not meta.get("uid"):
+            self._log.warning("skipped a watch event", type=kind, uid=meta.get("uid"))
+            return
+        self._rv = meta.get("resourceVersion") or self._rv
+        self._emit(event_type, obj, meta, now)
+
+    def _emit(self, event_type: EventType, obj: JSONObject, meta: JSONObject, now: float) -> None:
+        namespace = meta.get("namespace")
+        if self._namespaces is not None and not self._namespaces.allows(namespace or ""):
+            return
+        obj["kind"] = self._kind  # a PartialObjectMetadata (or a list item) names no kind of its own
+        obj["apiVersion"] = self._api_version
+        if self._secret:
+            _redact(meta)
+        uid: str = meta["uid"]
+        if event_type is EventType.DELETED:
+            self._known.pop(uid, None)
+        elif event_type is EventType.ADDED or uid not in self._known:
+            self._known[uid] = (namespace, meta.get("name") or "")
+        self._deliver(WatchEvent(event_type, obj, now), self.resource)
+
+    def _vanished(self, uid: str, now: float) -> None:
+        namespace, name = self._known.pop(uid)
+        metadata: dict[str, Any] = {"name": name, "uid": uid}
+        if namespace is not None:
+            metadata["namespace"] = namespace
+        obj = {"apiVersion": self._api_version, "kind": self._kind, "metadata": metadata}
+        self._deliver(WatchEvent(EventType.DELETED, obj, now), self.resource)
+
+
+_FAILURE_EVENTS = {
+    Failure.FORBIDDEN: "watch forbidden",
+    Failure.NOT_FOUND: "resource gone",
+    Failure.UNAUTHORIZED: "watch unauthorized",
+    Failure.THROTTLED: "watch throttled",
+}
+
+
+def _redact(meta: JSONObject) -> None:
+    """A Secret's last-applied-configuration annotation holds its data: keep only a digest (changes stay visible)."""
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict) and isinstance(annotations.get(LAST_APPLIED), str):
+        digest = hashlib.sha256(annotations[LAST_APPLIED].encode()).hexdigest()
+        annotations[LAST_APPLIED] = f"sha256:{digest}"
