@@ -148,18 +148,36 @@ def overview() -> dict[str, Any]:
         panel(
             "table",
             "Active findings",
-            [target(replicas_merged(f"fightwatch_finding_info{{{C}}}"), instant=True)],
+            [
+                target(replicas_merged(f"fightwatch_finding_info{{{C}}}"), instant=True),
+                target(replicas_merged(f"fightwatch_finding_hint_info{{{C}}}"), instant=True, ref="B"),
+            ],
             (0, 4, 24, 8),
-            description="Who fights over which fields of which object; the hint is in the Event on the object and "
-            "in /api/v1/findings.",
+            description="Who fights over which fields of which object, and how to stop it.",
             transformations=[
+                {"id": "merge", "options": {}},
                 {
                     "id": "organize",
                     "options": {
-                        "excludeByName": {"Time": True, "Value": True, "__name__": True, "instance": True, "job": True},
-                        "indexByName": {"type": 0, "namespace": 1, "kind": 2, "name": 3, "writers": 4, "fields": 5},
+                        "excludeByName": {
+                            "Time": True,
+                            "Value #A": True,
+                            "Value #B": True,
+                            "__name__": True,
+                            "instance": True,
+                            "job": True,
+                        },
+                        "indexByName": {
+                            "type": 0,
+                            "namespace": 1,
+                            "kind": 2,
+                            "name": 3,
+                            "writers": 4,
+                            "fields": 5,
+                            "hint": 6,
+                        },
                     },
-                }
+                },
             ],
         ),
         panel(

@@ -100,9 +100,9 @@ class Service:
         try:
             try:  # the Events sink writes through the watcher's own client: the same credentials and CA
                 sinks = build_sinks(settings.delivery, api_client=connection.api_client)
-            except (CredentialError, ValueError) as exc:
+                delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
+            except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
                 return _cannot_start("cannot deliver", config="delivery", error=str(exc))
-            delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
             elector = self._elector = self._make_elector(connection) if settings.leader_election.enabled else None
             await delivery.start(paused=elector is not None)
             election = asyncio.create_task(elector.run(), name="leader election") if elector is not None else None

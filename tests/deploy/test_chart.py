@@ -26,14 +26,6 @@ NAMESPACE = "fightwatch-system"
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 
-@pytest.fixture(scope="session")
-def helm() -> str:
-    done = subprocess.run([str(REPO / "scripts" / "helm.sh")], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"no helm binary: {done.stderr}")
-    return done.stdout.strip()
-
-
 def render(helm: str, *args: str) -> list[dict[str, Any]]:
     done = subprocess.run(
         [helm, "template", "fw", str(CHART), "--namespace", NAMESPACE, *args],

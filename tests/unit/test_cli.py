@@ -235,8 +235,8 @@ def test_a_bad_shard_is_a_usage_error(args: tuple[str, ...], message: str) -> No
     assert message in result.stderr.decode()
 
 
-def test_run_with_a_delivery_credential_it_cannot_read_names_the_key_not_the_value(tmp_path: Path) -> None:
-    """Checked at start-up, before anything is watched: the API server in the kubeconfig is never contacted."""
+def _unreachable_kubeconfig(tmp_path: Path) -> Path:
+    """A valid kubeconfig whose server is never contacted by the start-up checks these tests make fail."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
@@ -244,6 +244,12 @@ def test_run_with_a_delivery_credential_it_cannot_read_names_the_key_not_the_val
         "users: [{name: u, user: {token: not-a-real-token}}]\n"
         "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
     )
+    return kubeconfig
+
+
+def test_run_with_a_delivery_credential_it_cannot_read_names_the_key_not_the_value(tmp_path: Path) -> None:
+    """Checked at start-up, before anything is watched: the API server in the kubeconfig is never contacted."""
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
     config = tmp_path / "fw.yaml"
     config.write_text(
         "delivery:\n"
@@ -257,3 +263,13 @@ def test_run_with_a_delivery_credential_it_cannot_read_names_the_key_not_the_val
     assert "cannot deliver" in err
     assert "delivery.webhooks.0.url: $FIGHTWATCH_TEST_UNSET_URL is empty or unset" in err
     assert "not-a-real-token" not in err
+
+
+def test_run_with_two_delivery_sinks_of_one_name_is_a_start_up_error(tmp_path: Path) -> None:
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
+    config = tmp_path / "fw.yaml"
+    config.write_text("delivery:\n  alertmanager:\n    urls: [http://am:9093, http://am:9093]\n")
+    result = run("run", "--config", str(config), "--kubeconfig", str(kubeconfig))
+    assert result.returncode == 2
+    assert "cannot deliver" in result.stderr.decode()
+    assert "two delivery sinks have the same name" in result.stderr.decode()

@@ -95,9 +95,11 @@ def test_findings_are_counted_and_exposed_only_while_active() -> None:
     (finding,) = [f for f in engine.active() if f.type.value == "fight"]
     assert registry.get_sample_value("fightwatch_finding_handovers", ids) == finding.handovers
     assert registry.get_sample_value("fightwatch_finding_writes_per_minute", ids) == finding.writes_per_minute
+    assert registry.get_sample_value("fightwatch_finding_hint_info", {**ids, "hint": finding.hint}) == 1
 
     metrics.on_changes(engine.advance(max(f.last_seen for f in engine.active()) + 3600))
     assert _series(registry, "fightwatch_finding_info") == []
+    assert _series(registry, "fightwatch_finding_hint_info") == []
     assert registry.get_sample_value("fightwatch_findings_active", {"type": "fight"}) == 0
     assert (
         registry.get_sample_value("fightwatch_findings_total", {"type": "fight", "group": "", "kind": "ConfigMap"}) == 1

@@ -75,6 +75,14 @@ FAMILIES: tuple[Family, ...] = (
         collected=True,
     ),
     Family(
+        "fightwatch_finding_hint_info",
+        "gauge",
+        "1 for each active finding with per-object series: how to stop it (apart from finding_info, so a hint "
+        "that changes as evidence grows does not restart the alert rules' for:).",
+        (*FINDING_LABELS, "hint"),
+        collected=True,
+    ),
+    Family(
         "fightwatch_finding_handovers",
         "gauge",
         "Handovers of the contested fields of an active finding (0 for hot loops).",

@@ -87,6 +87,9 @@ def exposition(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, 
     return encoder(registry), content_type
 
 
+HINT_LENGTH = 1024  # hints are sentences; one label per active finding, capped like the other per-object series
+
+
 def cut(text: str, limit: int) -> str:
     """`text`, or its first `limit - 1` characters and an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -387,6 +390,7 @@ class Metrics:
             writers = cut(",".join(sorted(writer_label(c.writer) for c in finding.writers)), limit)
             fields = cut(",".join(finding.fields), limit)
             families["fightwatch_finding_info"].add_metric([*ids, writers, fields], 1)
+            families["fightwatch_finding_hint_info"].add_metric([*ids, cut(finding.hint, HINT_LENGTH)], 1)
             families["fightwatch_finding_handovers"].add_metric(ids, finding.handovers)
             families["fightwatch_finding_writes_per_minute"].add_metric(ids, finding.writes_per_minute)
         for sink, length in self._queues.items():

@@ -69,6 +69,7 @@ class ClusterWatch:
         self._api = api
         self._observer = observer
         self._on_change = on_change
+        self._reconciling = False  # (the set of watches is half-changed: tell on_change once it is done)
         self._deliver = deliver
         self._settings = settings
         self._sharding = sharding
@@ -93,6 +94,10 @@ class ClusterWatch:
         return self.discovery.ok and all(
             w.status.ready for w in self.watches if w.status.state not in (State.FORBIDDEN, State.GONE)
         )
+
+    def _state_changed(self) -> None:
+        if not self._reconciling:
+            self._on_change()
 
     def resource_states(self) -> tuple[frozenset[ResourceKey], frozenset[ResourceKey]]:
         """(watched, forbidden) resources: forbidden when any of its watches is (one per namespace may be), watched
@@ -157,7 +162,12 @@ class ClusterWatch:
             d.ok, d.error, d.failed_groups = True, "", found.failed
             d.passes, d.last, d.resources = d.passes + 1, time.time(), len(found.resources)
             self._discovered = found.resources
-            await self._reconcile(select(found.resources, self._settings, self._sharding))
+            self._reconciling = True
+            try:
+                await self._reconcile(select(found.resources, self._settings, self._sharding))
+            finally:
+                self._reconciling = False
+            self._on_change()
             await self._wait(self._settings.discovery_interval)
 
     async def stop(self) -> None:
@@ -199,7 +209,7 @@ class ClusterWatch:
                 settings=self._settings,
                 namespaces=self._namespaces,
                 on_gone=self.request_refresh,
-                on_state=self._on_change,
+                on_state=self._state_changed,
                 rng=self._rng,
                 observer=self._observer,
             )
@@ -210,7 +220,6 @@ class ClusterWatch:
             task.add_done_callback(_report_crash)
             self._watches[key] = (watch, task)
             added.append(target)
-        self._on_change()
         if not added:
             return
         if not self._started:

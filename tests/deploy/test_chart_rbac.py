@@ -1,0 +1,101 @@
+"""The chart's RBAC is enough and no more: its ServiceAccount, ClusterRoles and bindings, rendered by the real helm
+with default values, are created on the real kube-apiserver; `fightwatch run` gets a token of that ServiceAccount
+(TokenRequest), the chart's config and flags, and a pod's environment. Every resource it watches by default is
+watched without a 403, a real fight is found, and its Event is written on the object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import yaml
+from harness.control_plane import ControlPlane
+from harness.kube import CONFIGMAPS, JSON, Kube
+from harness.watcher import Watcher
+from kubernetes_asyncio.client import ApiClient
+
+from tests.deploy.test_chart import of_kind, render
+from tests.integration.test_watcher_rbac import _mount
+
+RELEASE_NAMESPACE = "fightwatch-chart"
+FIGHT_NAMESPACE = "fightwatch-chart-fight"
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+def _label(value: str) -> Any:
+    def mutate(obj: JSON) -> None:
+        obj["metadata"].setdefault("labels", {})["owner"] = value
+
+    return mutate
+
+
+async def test_fightwatch_runs_with_exactly_the_charts_rbac(
+    helm: str, control_plane: ControlPlane, api_client: ApiClient, tmp_path: Path
+) -> None:
+    docs = render(helm, "--namespace", RELEASE_NAMESPACE)
+    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
+    (account,) = of_kind(docs, "ServiceAccount")
+    (config_map,) = [d for d in of_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
+    (deployment,) = of_kind(docs, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    kube = Kube(api_client)
+    await kube.ensure_namespace(RELEASE_NAMESPACE)
+    manifest = tmp_path / "rbac.yaml"
+    manifest.write_text(yaml.safe_dump_all(rbac))
+    kubectl = ["kubectl", "--kubeconfig", str(control_plane.kubeconfig)]
+    applied = await asyncio.create_subprocess_exec(
+        *kubectl, "apply", "-f", str(manifest), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    _, errors = await applied.communicate()
+    assert applied.returncode == 0, errors.decode()
+    name = account["metadata"]["name"]
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    answer = await kube.request(
+        "POST", f"/api/v1/namespaces/{RELEASE_NAMESPACE}/serviceaccounts/{name}/token", body=request
+    )
+    mount, env = _mount(control_plane, tmp_path / "serviceaccount", answer["status"]["token"])
+    env |= {"POD_NAME": "fightwatch-0", "POD_NAMESPACE": RELEASE_NAMESPACE}
+
+    config = yaml.safe_load(config_map["data"]["config.yaml"]) or {}
+    config["kube"] = {**config.get("kube", {}), "service_account_dir": str(mount)}
+    config["detection"] = {**config.get("detection", {}), "resolve": {"after": "1h"}}
+    # The chart's flags, except the port: the test listens on a free one.
+    flags = (*(a for a in args if not a.startswith(("--config", "--listen"))), "--listen=127.0.0.1:0")
+    async with Watcher(tmp_path, config=config, env=env, args=flags) as watcher:
+        report = await watcher.wait_ready()
+        states = {resource: r["state"] for resource, r in report["resources"].items()}
+        assert states
+        assert set(states.values()) == {"watching"}, {k: v for k, v in states.items() if v != "watching"}
+        for expected in ("configmaps", "deployments.apps", "secrets", "customresourcedefinitions.apiextensions.k8s.io"):
+            assert expected in states
+        assert not watcher.log("watch forbidden")
+
+        await kube.ensure_namespace(FIGHT_NAMESPACE)
+        path = CONFIGMAPS.path(FIGHT_NAMESPACE, "contested")
+
+        def create() -> JSON:
+            return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "contested"}}
+
+        for _ in range(3):
+            await kube.read_modify_write(path, _label("a"), manager="team-a-operator", create=create)
+            await kube.read_modify_write(path, _label("b"), manager="team-b-operator")
+        finding = await watcher.wait_for_finding(lambda f: f["object"]["name"] == "contested", what="the fight")
+        uid = finding["object"]["uid"]
+
+        async def event_written() -> list[JSON] | None:
+            listed = await kube.request(
+                "GET",
+                f"/api/v1/namespaces/{FIGHT_NAMESPACE}/events",
+                query={"fieldSelector": f"involvedObject.uid={uid}"},
+            )
+            warnings = [e for e in listed["items"] if e["type"] == "Warning"]
+            return warnings or None
+
+        (event,) = await watcher.poll_async(event_written, what="the fight's Event on the ConfigMap")
+        assert event["reason"] == "ControllerFight"
+        assert not [e for e in watcher.log() if e.get("status") == 403 or "403" in str(e.get("error", ""))]
+
+    assert watcher.returncode == 0
