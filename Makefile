@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench bench-live record
+.PHONY: demo test lint unit integration bench bench-live load-test record
 
 $(BIN)/fightwatch: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,9 @@ bench-live: $(BIN)/fightwatch
 
 record: $(BIN)/fightwatch
 	$(BIN)/python scripts/record_captures.py
+
+## Scale and HA under load on a real API server: 20,000 objects, 300 writes/s for 5 minutes, one shard with a
+## leader killed halfway, then two shards (about 16 minutes; results in bench-results/load.json).
+load-test: $(BIN)/fightwatch
+	scripts/control-plane.sh >/dev/null
+	$(BIN)/python scripts/load_test.py

@@ -1174,6 +1174,65 @@ def memory_per_object(path: Path, settings: DetectionSettings) -> dict[str, floa
     }
 
 
+def watch_index_per_object(path: Path) -> dict[str, float]:
+    """Bytes per object of what the live watcher keeps besides the engine: each watch's uid -> (namespace, name)
+    index of the objects it knows (to tell which vanished across a relist), built here from the stream's ADDED
+    events as the watch builds it from its lists."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    index: dict[str, tuple[str | None, str]] = {}
+    with path.open("rb") as stream:
+        for line in stream:
+            if not line.startswith(b'{"type":"ADDED"'):
+                continue
+            meta = orjson.loads(line)["object"]["metadata"]
+            namespace = meta.get("namespace")
+            index[meta["uid"]] = (sys.intern(namespace) if namespace else None, meta.get("name") or "")
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return {"bytes": after - before, "objects": len(index), "bytes_per_object": (after - before) / max(1, len(index))}
+
+
+def rss_per_object(path: Path, settings: DetectionSettings) -> dict[str, float]:
+    """Resident memory the replay adds (VmRSS, no tracemalloc), per tracked object: what the allocator really
+    takes, fragmentation included, rather than what Python objects hold."""
+
+    def rss() -> int:
+        status = Path("/proc/self/status").read_text()
+        return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) * 1024
+
+    gc.collect()
+    before = rss()
+    _, engine, _ = replay(path, settings)
+    gc.collect()
+    grown = rss() - before
+    return {
+        "rss_growth_bytes": grown,
+        "tracked_objects": engine.tracked_objects,
+        "bytes_per_object": grown / max(1, engine.tracked_objects),
+    }
+
+
+def memory_only(path: Path, truth: Truth | None) -> dict[str, Any]:
+    """Engine memory per tracked object as shipped (objects idle for the fight window let go, the default cap)
+    and with every object kept (no idle eviction, no cap): the worst case, every object of the stream tracked."""
+    shipped = Config().detection
+    everything = shipped.model_copy(update={"idle_after": 10 * SPAN, "max_objects": None})
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "stream": stream_summary(path, truth, truth.events if truth else 0),
+    }
+    for name, settings in (("every_object_kept", everything), ("defaults", shipped)):
+        results[name] = memory_per_object(path, settings)
+        print(f"{name}: {results[name]}", file=sys.stderr)
+    results["watch_index"] = watch_index_per_object(path)
+    results["every_object_kept_rss"] = rss_per_object(path, everything)  # (last: a fresh heap would hide growth)
+    print(f"every_object_kept_rss: {results['every_object_kept_rss']}", file=sys.stderr)
+    return results
+
+
 def profile(path: Path, settings: DetectionSettings, top: int = 15) -> list[dict[str, Any]]:
     profiler = cProfile.Profile()
     profiler.enable()
@@ -1356,6 +1415,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--k8s-sample", type=int, default=20_000, help="events deserialized into k8s models")
     parser.add_argument("--profile", action="store_true", help="add a cProfile of one full replay (top 15)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to CPU 0")
+    parser.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="only measure memory per object (as shipped, and with every object kept) and the watch index",
+    )
     return parser.parse_args(argv)
 
 
@@ -1401,6 +1465,12 @@ def main(argv: list[str] | None = None) -> int:
         if gen_seconds is not None:
             print(f"generated {path} in {gen_seconds:.1f} s", file=sys.stderr)
 
+        if args.memory_only:
+            results = memory_only(path, truth)
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+            print(f"results written to {args.json}", file=sys.stderr)
+            return 0
         tune_gc()  # what `fightwatch replay` does; it applies to every measurement below alike
         floor = best_of(args.runs, lambda: decode_only(path))
         print(f"decode floor: {floor.rate:,.0f} ev/s", file=sys.stderr)

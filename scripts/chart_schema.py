@@ -71,6 +71,7 @@ def chart_schema() -> dict[str, Any]:
                 ),
                 "events": strict({"enabled": _BOOL}),
                 "leaderElection": strict({"enabled": _BOOL}),
+                "sharding": strict({"enabled": _BOOL, "shards": {"type": "integer", "minimum": 1, "maximum": 256}}),
                 "config": config,
                 "logLevel": {"enum": ["debug", "info", "warning", "error"]},
                 "extraArgs": {"type": "array", "items": _STR},

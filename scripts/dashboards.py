@@ -17,6 +17,15 @@ OUT = Path(__file__).resolve().parent.parent / "dashboards"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 C = 'cluster=~"$cluster"'  # every selector carries it
 OBJ = f'{C}, namespace=~"$namespace", kind=~"$kind", name=~"$name"'
+# With leader election every replica counts what it sees: "what happens" panels count the delivering replica of
+# each shard only (fightwatch_leader is 1 there, and on every replica without leader election), and per-finding
+# series take the max over a shard's replicas, as the alert rules do.
+LEADING = f" * on (job, instance) group_left () fightwatch_leader{{{C}}}"
+BY_SHARD = f" * on (job, instance) group_left (shard) fightwatch_shard_info{{{C}}}"
+
+
+def replicas_merged(selector: str) -> str:
+    return f"max without (instance, pod) ({selector})"
 
 
 def target(expr: str, legend: str = "", *, instant: bool = False, ref: str = "A") -> dict[str, Any]:
@@ -91,17 +100,22 @@ def dashboard(uid: str, title: str, description: str, panels: list[Any], variabl
 def overview() -> dict[str, Any]:
     rate = "$__rate_interval"
     panels = [
-        panel("stat", "Active fights", [target(f'sum(fightwatch_findings_active{{{C}, type="fight"}})')], (0, 0, 4, 4)),
+        panel(
+            "stat",
+            "Active fights",
+            [target(f'sum(fightwatch_findings_active{{{C}, type="fight"}}{LEADING})')],
+            (0, 0, 4, 4),
+        ),
         panel(
             "stat",
             "Active hot loops",
-            [target(f'sum(fightwatch_findings_active{{{C}, type="hot_loop"}})')],
+            [target(f'sum(fightwatch_findings_active{{{C}, type="hot_loop"}}{LEADING})')],
             (4, 0, 4, 4),
         ),
         panel(
             "stat",
             "Writes per second",
-            [target(f"sum(rate(fightwatch_writes_total{{{C}}}[{rate}]))")],
+            [target(f"sum(rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})")],
             (8, 0, 4, 4),
             fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
         ),
@@ -116,8 +130,9 @@ def overview() -> dict[str, Any]:
         panel(
             "stat",
             "Tracked objects",
-            [target(f"sum(fightwatch_tracked_objects{{{C}}})")],
+            [target(f"sum(max by (shard) (fightwatch_tracked_objects{{{C}}}{BY_SHARD}))")],
             (16, 0, 4, 4),
+            description="Objects the detection engine holds state for (per shard, the most of its replicas).",
         ),
         panel(
             "stat",
@@ -134,8 +149,8 @@ def overview() -> dict[str, Any]:
             "table",
             "Active findings",
             [
-                target(f"fightwatch_finding_info{{{C}}}", instant=True),
-                target(f"fightwatch_finding_hint_info{{{C}}}", instant=True, ref="B"),
+                target(replicas_merged(f"fightwatch_finding_info{{{C}}}"), instant=True),
+                target(replicas_merged(f"fightwatch_finding_hint_info{{{C}}}"), instant=True, ref="B"),
             ],
             (0, 4, 24, 8),
             description="Who fights over which fields of which object, and how to stop it.",
@@ -168,26 +183,31 @@ def overview() -> dict[str, Any]:
         panel(
             "timeseries",
             "Findings opened",
-            [target(f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{rate}]))", "{{type}}")],
+            [target(f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{rate}]){LEADING})", "{{type}}")],
             (0, 12, 12, 8),
         ),
         panel(
             "timeseries",
             "Handovers of active fights",
-            [target(f'fightwatch_finding_handovers{{{C}, type="fight"}}', "{{kind}} {{namespace}}/{{name}}")],
+            [
+                target(
+                    replicas_merged(f'fightwatch_finding_handovers{{{C}, type="fight"}}'),
+                    "{{kind}} {{namespace}}/{{name}}",
+                )
+            ],
             (12, 12, 12, 8),
         ),
         panel(
             "timeseries",
             "Writes by manager",
-            [target(f"sum by (manager) (rate(fightwatch_writes_total{{{C}}}[{rate}]))", "{{manager}}")],
+            [target(f"sum by (manager) (rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})", "{{manager}}")],
             (0, 20, 12, 8),
             fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
         ),
         panel(
             "timeseries",
             "Writes by kind",
-            [target(f"sum by (kind) (rate(fightwatch_writes_total{{{C}}}[{rate}]))", "{{kind}}")],
+            [target(f"sum by (kind) (rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})", "{{kind}}")],
             (12, 20, 12, 8),
             fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
         ),
@@ -196,7 +216,7 @@ def overview() -> dict[str, Any]:
             "Top objects by write rate",
             [
                 target(
-                    f"topk(10, fightwatch_finding_writes_per_minute{{{C}}})",
+                    f"topk(10, {replicas_merged(f'fightwatch_finding_writes_per_minute{{{C}}}')})",
                     "{{kind}} {{namespace}}/{{name}}",
                     instant=True,
                 )
@@ -254,6 +274,31 @@ def overview() -> dict[str, Any]:
             (16, 44, 8, 8),
             fieldConfig={"defaults": {"unit": "Bps"}, "overrides": []},
         ),
+        panel(
+            "timeseries",
+            "Delivering replica per shard",
+            [target(f"fightwatch_leader{{{C}}}{BY_SHARD}", "shard {{shard}}: {{instance}}")],
+            (0, 52, 8, 8),
+            description="1 on the replica that holds the shard's Lease and delivers (every replica without leader "
+            "election); a failover shows as the 1 moving to another replica.",
+        ),
+        panel(
+            "timeseries",
+            "Tracked objects and their limit",
+            [
+                target(f"fightwatch_tracked_objects{{{C}}}", "{{instance}}"),
+                target(f"fightwatch_tracked_objects_limit{{{C}}}", "limit {{instance}}"),
+            ],
+            (8, 52, 8, 8),
+            description="Objects the engine holds state for, against detection.max_objects.",
+        ),
+        panel(
+            "timeseries",
+            "Objects let go",
+            [target(f"sum by (reason) (rate(fightwatch_engine_evictions_total{{{C}}}[{rate}]))", "{{reason}}")],
+            (16, 52, 8, 8),
+            description="idle: not written for detection.idle_after; capacity: at detection.max_objects (raise it).",
+        ),
     ]
     return dashboard(
         "fightwatch-overview",
@@ -271,19 +316,19 @@ def object_drilldown() -> dict[str, Any]:
         panel(
             "table",
             "Findings on this object",
-            [target(f"fightwatch_finding_info{{{OBJ}}}", instant=True)],
+            [target(replicas_merged(f"fightwatch_finding_info{{{OBJ}}}"), instant=True)],
             (0, 0, 24, 6),
         ),
         panel(
             "timeseries",
             "Handovers",
-            [target(f"fightwatch_finding_handovers{{{OBJ}}}", "{{type}} {{name}}")],
+            [target(replicas_merged(f"fightwatch_finding_handovers{{{OBJ}}}"), "{{type}} {{name}}")],
             (0, 6, 12, 8),
         ),
         panel(
             "timeseries",
             "Writes per minute to the object",
-            [target(f"fightwatch_finding_writes_per_minute{{{OBJ}}}", "{{type}} {{name}}")],
+            [target(replicas_merged(f"fightwatch_finding_writes_per_minute{{{OBJ}}}"), "{{type}} {{name}}")],
             (12, 6, 12, 8),
         ),
         panel(
@@ -291,7 +336,7 @@ def object_drilldown() -> dict[str, Any]:
             "Writes by manager (this kind in this namespace)",
             [
                 target(
-                    f"sum by (manager, operation) (rate(fightwatch_writes_total{{{kind_ns}}}[{rate}]))",
+                    f"sum by (manager, operation) (rate(fightwatch_writes_total{{{kind_ns}}}[{rate}]){LEADING})",
                     "{{manager}} ({{operation}})",
                 )
             ],

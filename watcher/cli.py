@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import gc
+import re
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from watcher import __version__
-from watcher.config import ConfigError, load_config
+from watcher.config import Config, ConfigError, ShardingSettings, load_config
 from watcher.detection.engine import Engine
 from watcher.model import FindingType, format_time
 from watcher.sinks.report import write_json, write_table
@@ -50,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.log_level is not None:
             config = config.model_copy(update={"log": config.log.model_copy(update={"level": args.log_level})})
+        if args.shard is not None or args.total_shards is not None:
+            try:
+                config = _with_shard(config, args.shard, args.total_shards)
+            except ConfigError as exc:
+                print(f"fightwatch: {exc}", file=sys.stderr)
+                return EXIT_ERROR
         return service.run(config, kubeconfig=args.kubeconfig, context=args.context, record=args.record)
     with ExitStack() as stack:
         if args.command == "demo":
@@ -208,12 +217,40 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", choices=("debug", "info", "warning", "error"), help="overrides log.level of the config"
     )
     run.add_argument(
+        "--shard",
+        metavar="INDEX|POD_NAME",
+        help="watch only this shard's share of the resources (overrides sharding.shard): a number, or a StatefulSet "
+        "pod name whose ordinal modulo --total-shards is the shard",
+    )
+    run.add_argument(
+        "--total-shards", type=int, metavar="N", help="how many shards there are (overrides sharding.total_shards)"
+    )
+    run.add_argument(
         "--record",
         type=Path,
         metavar="FILE",
         help="append every received event to FILE as JSON Lines (replayable; rotated by size, see record.*)",
     )
     return parser
+
+
+def _with_shard(config: Config, shard: str | None, total: int | None) -> Config:
+    """The config with --shard/--total-shards applied: a number, or a StatefulSet pod name (`fw-fightwatch-3`)
+    whose ordinal modulo the number of shards is the shard (so `shards x replicas` pods make replicas per shard)."""
+    sharding = config.sharding.model_dump()
+    if total is not None:
+        sharding["total_shards"] = total
+    if shard is not None:
+        ordinal = re.fullmatch(r"(?:.*-)?(\d+)", shard)
+        if ordinal is None:
+            raise ConfigError(f"--shard {shard!r}: not a number nor a pod name ending in -<ordinal>")
+        index = int(ordinal.group(1))
+        sharding["shard"] = index if shard.isdigit() else index % sharding["total_shards"]
+    try:
+        return config.model_copy(update={"sharding": ShardingSettings.model_validate(sharding)})
+    except ValidationError as exc:
+        problems = "; ".join(str(e["msg"]) for e in exc.errors())
+        raise ConfigError(f"--shard/--total-shards: {problems}") from None
 
 
 def _listen(text: str) -> tuple[str, int]:

@@ -143,6 +143,9 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
 )
 
 
+DEFAULT_MAX_OBJECTS = 150_000  # about 300 MB resident at the measured 2 KB per tracked object (README)
+
+
 class DetectionSettings(_Strict):
     fight: FightSettings = FightSettings()
     hot_loop: HotLoopSettings = HotLoopSettings()
@@ -150,10 +153,36 @@ class DetectionSettings(_Strict):
     history: int = Field(32, ge=4, le=1024, description="Recent handovers and changes kept per object.")
     default_ignores: bool = Field(True, description="Apply the built-in ignore rules (Leases, Events, ...).")
     ignore: tuple[IgnoreRule, ...] = ()
+    idle_after: Seconds | None = Field(
+        None,
+        description="An object not written for this long is let go (its next event is a new baseline); default: "
+        "the fight window. At least the fight window, or a slow fight could be missed. Objects with an open "
+        "finding are kept.",
+    )
+    max_objects: int | None = Field(
+        DEFAULT_MAX_OBJECTS,
+        ge=1,
+        description="Most objects tracked at once; beyond it the least recently written are let go first (objects "
+        "with an open finding are kept). null: no limit.",
+    )
 
     @property
     def ignore_rules(self) -> tuple[IgnoreRule, ...]:
         return (DEFAULT_IGNORES if self.default_ignores else ()) + self.ignore
+
+    @property
+    def idle_seconds(self) -> float:
+        """How long an object may go unwritten before it is let go (`idle_after`, by default the fight window)."""
+        return self.idle_after if self.idle_after is not None else self.fight.window
+
+    @model_validator(mode="after")
+    def _idle_covers_the_window(self) -> DetectionSettings:
+        if self.idle_after is not None and self.idle_after < self.fight.window:
+            raise ValueError(
+                f"idle_after ({self.idle_after:g}s) must be at least fight.window ({self.fight.window:g}s): an object "
+                "let go between two handovers of a slow fight would hide it"
+            )
+        return self
 
 
 class MetricsSettings(_Strict):
@@ -299,6 +328,69 @@ class WatchSettings(_Strict):
         return value
 
 
+class LeaderElectionSettings(_Strict):
+    """Several replicas, one delivering: leader election on a coordination.k8s.io/v1 Lease.
+
+    Every replica watches and detects (so a standby's state is warm); only the Lease holder delivers Events,
+    Alertmanager alerts and webhooks. The timings are controller-runtime's defaults.
+    """
+
+    enabled: bool = Field(False, description="Elect a leader among the replicas; only it delivers.")
+    lease_name: str = Field(
+        "fightwatch",
+        pattern=r"^[a-z0-9]([-a-z0-9.]{0,200}[a-z0-9])?$",
+        description="Name of the Lease (with sharding: one Lease per shard, named <lease_name>-shard-<i>).",
+    )
+    lease_namespace: str | None = Field(
+        None, description="Namespace of the Lease; default: $POD_NAMESPACE, else the service account's namespace."
+    )
+    identity: str | None = Field(
+        None, max_length=128, description="This replica's holderIdentity; default: $POD_NAME (else the host name)."
+    )
+    lease_duration: Seconds = Field(15.0, description="A standby takes the Lease over when not renewed this long.")
+    renew_deadline: Seconds = Field(10.0, description="The leader stops delivering when it could not renew this long.")
+    retry_period: Seconds = Field(2.0, description="How often the leader renews and a standby tries to take over.")
+
+    @model_validator(mode="after")
+    def _timings(self) -> LeaderElectionSettings:
+        if self.retry_period < 1:
+            raise ValueError("retry_period must be at least 1s")
+        if not self.renew_deadline > 1.2 * self.retry_period:
+            raise ValueError("renew_deadline must be longer than 1.2 x retry_period")
+        if not self.lease_duration > self.renew_deadline + self.retry_period:
+            # (a standby dates a renewal it sees a retry period early: the leader must have stopped by then)
+            raise ValueError("lease_duration must be longer than renew_deadline + retry_period")
+        if self.lease_duration != int(self.lease_duration):
+            raise ValueError("lease_duration must be whole seconds (a Lease counts its duration in seconds)")
+        return self
+
+
+class ShardingSettings(_Strict):
+    """Split the watched resources between processes: shard `shard` of `total_shards` watches only its own.
+
+    Resources are the unit (the API server filters by resource, so each shard receives only its share of the
+    events, and a fight is always over one object, so one shard sees it whole): each goes to the shard
+    `assign` names, else to a stable hash of its name modulo `total_shards`.
+    """
+
+    shard: int = Field(0, ge=0, description="This process's shard (--shard overrides it).")
+    total_shards: int = Field(1, ge=1, le=256, description="How many shards there are (--total-shards).")
+    assign: dict[ResourceSelector, int] = Field(
+        default_factory=dict,
+        description="Resources pinned to a shard, e.g. {configmaps: 0, deployments.apps: 1}, to balance by "
+        "measured events; when several keys match, later ones win. The rest: by hash.",
+    )
+
+    @model_validator(mode="after")
+    def _in_range(self) -> ShardingSettings:
+        if self.shard >= self.total_shards:
+            raise ValueError(f"shard {self.shard} is not below total_shards ({self.total_shards})")
+        for selector, shard in self.assign.items():
+            if not 0 <= shard < self.total_shards:
+                raise ValueError(f"assign.{selector}: shard {shard} is not below total_shards ({self.total_shards})")
+        return self
+
+
 class KubeSettings(_Strict):
     service_account_dir: Path = Field(
         Path("/var/run/secrets/kubernetes.io/serviceaccount"),
@@ -332,6 +424,8 @@ class Config(_Strict):
     record: RecordSettings = RecordSettings()
     metrics: MetricsSettings = MetricsSettings()
     delivery: DeliverySettings = DeliverySettings()
+    leader_election: LeaderElectionSettings = LeaderElectionSettings()
+    sharding: ShardingSettings = ShardingSettings()
 
 
 class ConfigError(Exception):

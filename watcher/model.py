@@ -113,8 +113,12 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class FindingChange:
+    """A finding opened, updated or resolved. `catch_up`: told again to delivery by a replica that just became
+    the leader (the previous leader may have delivered it already: sinks make it idempotent or skip it)."""
+
     kind: ChangeKind
     finding: Finding
+    catch_up: bool = False
 
 
 _SECONDS: dict[str, float] = {}

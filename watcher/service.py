@@ -7,6 +7,12 @@ Alertmanager, webhooks). Runs them on one event loop until SIGTERM or SIGINT, th
 last changes over, gives delivery a few seconds to drain, flushes the recording and exits 0. Events are handled
 as they are read, one at a time, so the engine sees each resource's events in order; delivery never blocks
 that (bounded queues per sink).
+
+With leader election every replica watches, detects and serves its endpoints, and only the Lease holder
+delivers: delivery starts paused, resumes when this replica starts leading (with a catch-up of what the previous
+leader may not have delivered, see `_catch_up`) and pauses the moment it stops. On SIGTERM the leader drains its
+delivery first and then releases the Lease, so a standby takes over at once. With sharding (`sharding.shard` of
+`total_shards`) this process watches only its share of the resources; each shard elects its own leader.
 """
 
 from __future__ import annotations
@@ -24,7 +30,16 @@ import structlog
 from watcher import __version__
 from watcher.config import Config
 from watcher.detection.engine import Engine
-from watcher.model import EventType, Finding, FindingChange, JSONObject, WatchEvent, parse_time
+from watcher.model import (
+    ChangeKind,
+    EventType,
+    Finding,
+    FindingChange,
+    JSONObject,
+    WatchEvent,
+    format_observed,
+    parse_time,
+)
 from watcher.sinks.credentials import CredentialError
 from watcher.sinks.delivery import Delivery
 from watcher.sinks.http import HttpServer, Sources, make_app
@@ -34,6 +49,7 @@ from watcher.sinks.outlets import build_sinks
 from watcher.sinks.recording import Recording
 from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import ApiResource
+from watcher.sources.election import LeaderChange, LeaderElector, identity, lease_namespace
 from watcher.sources.kube import ConnectError, Connection, KubeApi, connect
 from watcher.sources.watch import State
 
@@ -54,7 +70,8 @@ class Service:
     def __init__(self, config: Config, *, kubeconfig: Path | None, context: str | None, record: Path | None) -> None:
         self.config = config
         self.registry = new_registry()
-        self.metrics = Metrics(self.registry, config.metrics)
+        sharding = config.sharding
+        self.metrics = Metrics(self.registry, config.metrics, shard=sharding.shard, total_shards=sharding.total_shards)
         self.engine = Engine(config.detection, on_write=self.metrics.count_write)
         self.metrics.active = self.engine.active  # scrapes read the findings as of the last write
         self.metrics.read_at_scrape(self._samples)
@@ -65,6 +82,7 @@ class Service:
         self._recording: Recording | None = None
         self._cluster: ClusterWatch | None = None
         self._delivery: Delivery | None = None
+        self._elector: LeaderElector | None = None
         self._resources: tuple[frozenset[ResourceKey], frozenset[ResourceKey]] | None = None
         self._heartbeat = time.monotonic()
         self._lag = 0.0
@@ -85,11 +103,17 @@ class Service:
                 delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
             except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
                 return _cannot_start("cannot deliver", config="delivery", error=str(exc))
-            await delivery.start()
+            elector = self._elector = self._make_elector(connection) if settings.leader_election.enabled else None
+            await delivery.start(paused=elector is not None)
+            election = asyncio.create_task(elector.run(), name="leader election") if elector is not None else None
             try:
                 status = await self._listen(connection)
             finally:
                 await delivery.stop(drain=DRAIN_DEADLINE)
+                if election is not None and elector is not None:  # (the Lease is kept until delivery drained)
+                    election.cancel()
+                    await asyncio.gather(election, return_exceptions=True)
+                    await elector.release()
             if self._cluster is not None:  # (it ran: the last line says so, after delivery drained)
                 s = self.engine.stats
                 log.info(
@@ -104,6 +128,50 @@ class Service:
             await connection.close()
             if self._recording is not None:
                 self._recording.close()
+
+    def _make_elector(self, connection: Connection) -> LeaderElector:
+        settings = self.config.leader_election
+        sharding = self.config.sharding
+        name = settings.lease_name
+        if sharding.total_shards > 1:
+            name = f"{name}-shard-{sharding.shard}"
+        self.metrics.set_leader(False)
+        return LeaderElector(
+            connection.api_client,
+            settings,
+            lease_name=name,
+            namespace=lease_namespace(settings, self.config.kube.service_account_dir),
+            identity=identity(settings),
+            on_change=self._leadership,
+        )
+
+    def _leadership(self, change: LeaderChange) -> None:
+        """Deliver while leading, and only then: resume with a catch-up, pause the moment leadership ends."""
+        self.metrics.set_leader(change.leading)
+        self.metrics.leader_change("acquired" if change.leading else change.reason)
+        if self._delivery is None:
+            return
+        if not change.leading:
+            self._delivery.pause()
+            return
+        catch_up = self._catch_up(change.since)
+        log.info("delivering", catch_up=len(catch_up), since=format_observed(change.since) if change.since else None)
+        self._delivery.resume(catch_up)
+
+    def _catch_up(self, since: float | None) -> list[FindingChange]:
+        """What a new leader tells delivery first: every active finding (sinks make it idempotent: the Event is
+        created only if missing, Alertmanager gets its active set again), and findings that opened or resolved
+        after `since` (when no leader was known to deliver) as opened or resolved, which webhooks post. `since`
+        None: no leader was ever seen, everything may be new."""
+        changes = [
+            FindingChange(ChangeKind.RESOLVED, finding, catch_up=True)
+            for finding in self.engine.resolved()
+            if since is None or (finding.resolved_at or 0.0) >= since
+        ]
+        for finding in self.engine.active():
+            new = since is None or finding.detected_at >= since
+            changes.append(FindingChange(ChangeKind.OPENED if new else ChangeKind.UPDATED, finding, catch_up=True))
+        return changes
 
     async def _listen(self, connection: Connection) -> int:
         settings = self.config
@@ -128,7 +196,12 @@ class Service:
     async def _serve(self, connection: Connection, url: str) -> int:
         api = KubeApi(connection.api_client, request_timeout=self.config.watch.request_timeout)
         cluster = self._cluster = ClusterWatch(
-            api, self._deliver, settings=self.config.watch, observer=self.metrics, on_change=self._note_resources
+            api,
+            self._deliver,
+            settings=self.config.watch,
+            sharding=self.config.sharding,
+            observer=self.metrics,
+            on_change=self._note_resources,
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -142,6 +215,9 @@ class Service:
             listening=url,
             recording=str(self._record_path) if self._record_path else None,
             delivery=[sink.name for sink in self._delivery.sinks] if self._delivery else [],
+            shard=f"{self.config.sharding.shard}/{self.config.sharding.total_shards}",
+            lease=self._elector.status()["lease"] if self._elector else None,
+            identity=self._elector.identity if self._elector else None,
         )
         tasks = [
             asyncio.create_task(cluster.run(), name="discovery"),
@@ -241,8 +317,15 @@ class Service:
 
     def readiness(self) -> dict[str, Any]:
         if self._cluster is None:
-            return {"ready": False, "discovery": {"ok": False}, "resources": {}}
-        return self._cluster.report()
+            report: dict[str, Any] = {"ready": False, "discovery": {"ok": False}, "resources": {}}
+        else:
+            report = self._cluster.report()
+        sharding = self.config.sharding
+        if sharding.total_shards > 1:
+            report["shard"] = {"shard": sharding.shard, "total_shards": sharding.total_shards}
+        if self._elector is not None:
+            report["leader_election"] = self._elector.status()
+        return report
 
     def liveness(self) -> dict[str, Any]:
         silent = time.monotonic() - self._heartbeat
@@ -272,7 +355,13 @@ class Service:
         samples: dict[str, Iterable[tuple[Sequence[str], float]]] = {
             "fightwatch_event_loop_lag_seconds": [(none, self._lag)],
             "fightwatch_engine_events": [((outcome,), float(n)) for outcome, n in outcomes.items()],
+            "fightwatch_engine_evictions": [
+                (("idle",), float(s.evicted_idle)),
+                (("capacity",), float(s.evicted_capacity)),
+            ],
         }
+        if self.config.detection.max_objects is not None:
+            samples["fightwatch_tracked_objects_limit"] = [(none, float(self.config.detection.max_objects))]
         if self._recording is not None:
             samples["fightwatch_recording_events"] = [(none, float(self._recording.events))]
             samples["fightwatch_recording_bytes"] = [(none, float(self._recording.bytes_written))]

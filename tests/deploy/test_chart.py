@@ -94,6 +94,9 @@ def test_config_map_holds_a_config_fightwatch_accepts(helm: str, values: Path) -
     chosen = given.get("config") or {}
     if given.get("events", {}).get("enabled") is False:  # no RBAC for Events: fightwatch is told not to write them
         chosen = {**chosen, "delivery": {**chosen.get("delivery", {}), "events": {"enabled": False}}}
+    if given.get("leaderElection", {}).get("enabled"):  # the Lease its Role grants, in the release namespace
+        lease = {"enabled": True, "lease_name": "fw-fightwatch", "lease_namespace": NAMESPACE}
+        chosen = {**chosen, "leader_election": {**chosen.get("leader_election", {}), **lease}}
     assert yaml.safe_load(text) == chosen
 
 
@@ -141,6 +144,36 @@ def test_leader_election_adds_a_lease_role_in_the_release_namespace_only(helm: s
     ]
 
 
+def test_several_replicas_need_leader_election(helm: str) -> None:
+    for extra in ((), ("--set", "sharding.enabled=true")):
+        done = subprocess.run(
+            [helm, "template", "fw", str(CHART), "--set", "replicaCount=2", *extra],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode != 0
+        assert "replicaCount > 1 needs leaderElection.enabled=true" in done.stderr
+
+
+def test_sharding_runs_a_statefulset_whose_pod_ordinals_are_the_shards(helm: str) -> None:
+    docs = render(helm, "-f", str(CHART / "ci" / "sharded-values.yaml"))
+    assert not of_kind(docs, "Deployment")
+    (stateful,) = of_kind(docs, "StatefulSet")
+    assert stateful["spec"]["replicas"] == 4  # 2 shards x 2 replicas
+    assert stateful["spec"]["podManagementPolicy"] == "Parallel"
+    (container,) = stateful["spec"]["template"]["spec"]["containers"]
+    assert "--shard=$(POD_NAME)" in container["args"]  # fightwatch takes the ordinal modulo the shards
+    assert "--total-shards=2" in container["args"]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
+    (config_map,) = [d for d in of_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
+    config = parse_config(yaml.safe_load(config_map["data"]["config.yaml"]), source="config.yaml")
+    assert config.leader_election.enabled
+    assert config.sharding.assign == {"configmaps": 0}
+    (role,) = of_kind(docs, "Role")
+    assert role["rules"][0]["resources"] == ["leases"]
+
+
 def test_pod_runs_locked_down(helm: str) -> None:
     (deployment,) = of_kind(render(helm), "Deployment")
     pod = deployment["spec"]["template"]["spec"]
@@ -174,6 +207,7 @@ def test_operator_objects_take_the_additional_labels_and_overrides(helm: str) ->
     (rule,) = of_kind(docs, "PrometheusRule")
     for doc in (monitor, rule):
         assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True  # the finding's `namespace` label is kept
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
     assert alerts["ControllerFightDetected"]["for"] == "10m"
     assert alerts["ControllerFightDetected"]["labels"]["severity"] == "critical"

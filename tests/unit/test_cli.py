@@ -11,7 +11,8 @@ import pytest
 
 from tests.expectations import FINDINGS
 from tests.unit.captures import capture
-from watcher.cli import _listen, main
+from watcher.cli import _listen, _with_shard, main
+from watcher.config import Config
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -207,6 +208,31 @@ def test_a_bad_listen_address_is_a_usage_error() -> None:
     result = run("run", "--listen", "8080")
     assert result.returncode == 2
     assert "'8080' is not [HOST]:PORT" in result.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("shard", "total", "expected"),
+    [("1", 2, 1), ("0", None, 0), ("fw-fightwatch-0", 2, 0), ("fw-fightwatch-3", 2, 1), ("fw-fightwatch-4", 3, 1)],
+)
+def test_the_shard_is_a_number_or_a_statefulset_pod_name(shard: str, total: int | None, expected: int) -> None:
+    """The chart passes `--shard=$(POD_NAME)`: pod ordinal modulo the shards, so `shards x replicas` pods give each
+    shard its replicas (pods 0 and 2 are shard 0, pods 1 and 3 shard 1)."""
+    config = _with_shard(Config(), shard, total)
+    assert config.sharding.shard == expected
+    assert config.sharding.total_shards == (total or 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--shard", "2", "--total-shards", "2"), "shard 2 is not below total_shards (2)"),
+        (("--shard", "web"), "not a number nor a pod name"),
+    ],
+)
+def test_a_bad_shard_is_a_usage_error(args: tuple[str, ...], message: str) -> None:
+    result = run("run", *args)
+    assert result.returncode == 2
+    assert message in result.stderr.decode()
 
 
 def _unreachable_kubeconfig(tmp_path: Path) -> Path:

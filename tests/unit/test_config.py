@@ -131,3 +131,25 @@ def test_watcher_settings_errors_name_the_key(data: object, expected: str) -> No
     with pytest.raises(ConfigError) as caught:
         parse_config(data, source="fw.yaml")
     assert expected in str(caught.value)
+
+
+def test_leader_election_defaults_are_controller_runtime_s_and_bad_timings_name_the_rule() -> None:
+    election = Config().leader_election
+    assert (election.lease_duration, election.renew_deadline, election.retry_period) == (15, 10, 2)
+    assert not election.enabled
+    for timings, message in [
+        ({"lease_duration": "12s", "renew_deadline": "10s"}, "longer than renew_deadline \\+ retry_period"),
+        ({"renew_deadline": "2s"}, "renew_deadline must be longer than 1.2 x retry_period"),
+        ({"lease_duration": "15.5s"}, "whole seconds"),
+        ({"retry_period": "500ms", "renew_deadline": "1s", "lease_duration": "2s"}, "at least 1s"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            parse_config({"leader_election": timings}, source="test")
+
+
+def test_bounded_memory_defaults() -> None:
+    detection = Config().detection
+    assert detection.idle_after is None
+    assert detection.idle_seconds == detection.fight.window
+    assert detection.max_objects == 150_000
+    assert parse_config({"detection": {"max_objects": None}}, source="test").detection.max_objects is None

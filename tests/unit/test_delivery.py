@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from tests.unit.captures import events
 from watcher.config import Config, DeliverySettings
 from watcher.detection.engine import Engine
-from watcher.model import FindingChange
+from watcher.model import ChangeKind, FindingChange
 from watcher.sinks.delivery import Delivery, DeliveryError
 from watcher.sinks.metrics import Metrics
 
@@ -45,10 +45,14 @@ class FakeSink:
     resend_interval: float | None = None
     sent: list[list[FindingChange]] = field(default_factory=list)
     attempts: int = 0
+    restarts: int = 0
     gate: asyncio.Event = field(default_factory=asyncio.Event)
 
     def wants(self, change: FindingChange) -> bool:  # noqa: ARG002
         return True
+
+    def restart(self) -> None:
+        self.restarts += 1
 
     async def send(self, changes: Sequence[FindingChange]) -> None:
         self.attempts += 1
@@ -168,6 +172,65 @@ async def test_stop_drains_what_is_queued_then_gives_up_on_the_rest() -> None:
     assert registry.get_sample_value("fightwatch_delivery_dropped_total", {"sink": "stuck", "reason": "stopped"}) == 2
 
 
+async def test_a_paused_delivery_sends_nothing_and_resumes_with_the_catch_up_only() -> None:
+    """A standby (or a leader that lost its Lease) delivers nothing; the new leader's catch-up comes first."""
+    _, metrics = _metrics()
+    sink = FakeSink("events", batch_size=100)
+    delivery = Delivery([sink], _settings(queue_size=100), metrics=metrics)
+    await delivery.start(paused=True)
+    delivery.submit(CHANGES[:3])  # a standby's changes: not queued at all
+    assert delivery.pending("events") == 0
+    catch_up = [FindingChange(c.kind, c.finding, catch_up=True) for c in CHANGES[-2:]]
+    delivery.resume(catch_up)
+    assert sink.restarts == 1  # told to forget what it delivered before
+    await _until(lambda: delivery.pending("events") == 0)
+    assert [c for batch in sink.sent for c in batch] == catch_up
+    await delivery.stop()
+
+
+async def test_pausing_stops_at_once_and_counts_what_was_queued() -> None:
+    registry, metrics = _metrics()
+    stuck = FakeSink("stuck", hang=True)
+    delivery = Delivery([stuck], _settings(timeout="60s"), metrics=metrics)
+    await delivery.start()
+    delivery.submit(CHANGES[:3])
+    await _until(lambda: stuck.attempts == 1)  # one in flight, two queued
+    delivery.pause()  # the Lease was lost: the attempt in flight is abandoned, the queue dropped
+    assert delivery.pending("stuck") == 0
+    labels = {"sink": "stuck", "reason": "lost_leadership"}
+    assert registry.get_sample_value("fightwatch_delivery_dropped_total", labels) == 3
+    delivery.submit(CHANGES[3:4])
+    assert delivery.pending("stuck") == 0
+    stuck.hang = False
+    stuck.gate.set()
+    await asyncio.sleep(0)  # (the cancelled attempt ends)
+    assert stuck.sent == []
+    await delivery.stop(drain=0.1)
+
+
 def test_sink_names_are_unique() -> None:
     with pytest.raises(ValueError, match="same name"):
         Delivery([FakeSink("x"), FakeSink("x")], _settings())
+
+
+def test_a_new_leader_catches_up_on_what_a_previous_leader_may_not_have_told() -> None:
+    """Every active finding again (opened if it opened after `since`), and what resolved after `since`."""
+    from watcher.service import Service  # noqa: PLC0415 - the composition root, only for its catch-up
+
+    service = Service(Config(), kubeconfig=None, context=None, record=None)
+    for name in ("fight-data", "fight-three-writers", "hot-loop-timestamp"):
+        for event in events(name):
+            service.engine.process(event)
+    active = service.engine.active()
+    first = min(f.detected_at for f in active)
+    service.engine.advance(first + 1)
+    everything = service._catch_up(None)  # no leader was ever seen
+    assert {c.kind for c in everything} == {ChangeKind.OPENED}
+    assert all(c.catch_up for c in everything)
+    later = service._catch_up(max(f.detected_at for f in active) + 1)  # all found before the last leader stopped
+    assert [c.kind for c in later] == [ChangeKind.UPDATED] * len(active)
+    closed = service.engine.advance(max(f.last_seen for f in active) + 3600)  # all resolve while nobody leads
+    assert len(closed) == len(active)
+    after = service._catch_up(max(f.last_seen for f in active))
+    assert [c.kind for c in after] == [ChangeKind.RESOLVED] * len(active)
+    assert service._catch_up(max(f.resolved_at or 0 for f in service.engine.resolved()) + 1) == []

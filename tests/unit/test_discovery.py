@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from watcher.config import parse_config
+from watcher.config import ConfigError, parse_config
 from watcher.sources.discovery import (
     ApiResource,
     deduplicate,
@@ -142,3 +142,35 @@ def test_namespace_patterns_are_watched_cluster_wide_and_filtered() -> None:
     settings = parse_config({"watch": {"resources": ["configmaps"], "namespaces": ["team-*", "b"]}}, source="t").watch
     (target,) = select(_served(), settings)
     assert (target.name, target.path) == ("configmaps", "/api/v1/configmaps")
+
+
+def _sharding(**sharding: object) -> Any:
+    return parse_config({"sharding": sharding}, source="test").sharding
+
+
+@pytest.mark.parametrize("shards", [2, 3, 5])
+def test_shards_partition_the_watched_resources(shards: int) -> None:
+    """Every resource that would be watched is watched by exactly one shard: together they watch everything."""
+    settings = parse_config({}, source="test").watch
+    everything = _names(select(_served(), settings))
+    per_shard = [_names(select(_served(), settings, _sharding(shard=i, total_shards=shards))) for i in range(shards)]
+    assert set().union(*per_shard) == everything
+    assert sum(len(s) for s in per_shard) == len(everything)
+    assert all(per_shard)  # (with ~40 resources, a hash leaves no shard empty)
+
+
+def test_the_partition_is_stable_and_assign_pins_resources() -> None:
+    settings = parse_config({}, source="test").watch
+    first = _names(select(_served(), settings, _sharding(shard=1, total_shards=2)))
+    assert _names(select(_served(), settings, _sharding(shard=1, total_shards=2))) == first
+    pinned = _sharding(shard=0, total_shards=2, assign={"configmaps": 0, "deployments.apps": 0, "*.example.com": 1})
+    zero = _names(select(_served(), settings, pinned))
+    assert {"configmaps", "deployments.apps"} <= zero
+    assert "widgets.example.com" not in zero
+
+
+def test_a_shard_outside_the_shards_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="not below total_shards"):
+        _sharding(shard=2, total_shards=2)
+    with pytest.raises(ConfigError, match=r"assign\.configmaps"):
+        _sharding(total_shards=2, assign={"configmaps": 3})

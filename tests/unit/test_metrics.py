@@ -87,10 +87,11 @@ def test_findings_are_counted_and_exposed_only_while_active() -> None:
         "kind": "ConfigMap",
         "namespace": "fight-data",
         "name": "service-endpoints",
+        "shard": "0",
         "writers": "config-injector(Update),gitops-sync(Apply)",
         "fields": "data.endpoint",
     }
-    ids = {k: fight[k] for k in ("type", "group", "kind", "namespace", "name")}
+    ids = {k: fight[k] for k in ("type", "group", "kind", "namespace", "name", "shard")}
     (finding,) = [f for f in engine.active() if f.type.value == "fight"]
     assert registry.get_sample_value("fightwatch_finding_handovers", ids) == finding.handovers
     assert registry.get_sample_value("fightwatch_finding_writes_per_minute", ids) == finding.writes_per_minute
@@ -110,6 +111,7 @@ def test_without_the_engine_the_last_changes_are_exposed() -> None:
     engine, changes = _replay(metrics, "fight-data", follow=False)
     last = [c.finding for c in changes][-1]
     ids = {"type": "fight", "group": "", "kind": "ConfigMap", "namespace": "fight-data", "name": "service-endpoints"}
+    ids["shard"] = "0"
     assert registry.get_sample_value("fightwatch_finding_handovers", ids) == last.handovers
     metrics.on_changes(engine.advance(last.last_seen + 3600))
     assert _series(registry, "fightwatch_finding_info") == []

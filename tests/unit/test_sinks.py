@@ -82,6 +82,20 @@ async def test_the_alertmanager_sink_keeps_the_active_set_and_sends_resolved_onc
     assert sink.name == "alertmanager:127.0.0.1:9"
 
 
+async def test_a_new_leader_s_alertmanager_sink_re_sends_the_active_set_it_is_told() -> None:
+    sink = alertmanager.AlertmanagerSink("http://127.0.0.1:9/", AlertmanagerSettings())
+    posted: list[list[dict[str, object]]] = []
+
+    async def post(payload: list[dict[str, object]]) -> None:
+        posted.append(payload)
+
+    sink._poster.post = post  # type: ignore[method-assign]
+    await sink.send(FIGHT[:1] + CABUNDLE[:1])  # leading once, then a standby while CABUNDLE's fight resolved
+    sink.restart()  # leading again: the catch-up tells the current findings
+    await sink.send([replace(FIGHT[0], catch_up=True)])
+    assert [a["labels"]["name"] for a in posted[-1]] == ["web"]  # type: ignore[index]
+
+
 def test_alertmanager_urls_must_be_http() -> None:
     with pytest.raises(ValueError, match="not an http"):
         alertmanager.AlertmanagerSink("alertmanager:9093", AlertmanagerSettings())
@@ -112,6 +126,18 @@ def test_the_webhook_posts_updates_only_when_asked() -> None:
     assert quiet.wants(FIGHT[0])
     assert quiet.wants(FIGHT[-1])
     assert chatty.wants(update)
+
+
+def test_a_new_leader_s_webhook_posts_what_opened_or_resolved_meanwhile_but_no_update() -> None:
+    """The catch-up holds only what opened or resolved while no leader was known to deliver (the service picks
+    those): posted; the still-active findings it re-tells as updates are not, even with `updates: true`."""
+    chatty = webhook.WebhookSink(
+        WebhookSettings(name="chat", url=Secret(env="X"), updates=True), url="http://h/", headers={}
+    )
+    still_active = FindingChange(ChangeKind.UPDATED, FIGHT[0].finding, catch_up=True)
+    assert not chatty.wants(still_active)
+    assert chatty.wants(replace(FIGHT[0], catch_up=True))
+    assert chatty.wants(replace(FIGHT[-1], catch_up=True))
 
 
 def _named(finding: Finding, name: str) -> Finding:

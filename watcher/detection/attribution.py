@@ -82,6 +82,7 @@ class Write:
     handovers: list[Handover] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     timed: bool = True  # the write's time is known (rates need it)
+    version: str = ""  # the object's resourceVersion after the write (names a finding it opens)
 
 
 class Attribution:

@@ -10,14 +10,19 @@ For every write (a MODIFIED event) the engine
 4. resolves findings after their quiet period (`advance`).
 
 State per object is small and bounded (see `attribution.ObjectState`): the last ownership per writer (shared,
-interned field sets), a hash per visible value, a ring of recent handovers and a rate per writer.
+interned field sets), a hash per visible value, a ring of recent handovers and a rate per writer. The number of
+objects is bounded too: objects are kept in the order they were last written (or first seen), an object idle
+for `idle_after` is let go, and beyond `max_objects` the least recently written are let go first. An object
+with an open finding is never let go (it goes when its finding resolves), so the engine holds at most
+`max_objects` plus the number of active findings. An object let go is simply seen anew: its next event is a
+baseline (counted as `new_objects`), not a write.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from watcher.config import DetectionSettings
@@ -70,6 +75,9 @@ class Stats:
     resynced_objects: int = 0  # ADDED again with a new resourceVersion (relisted): re-read, not a write
     new_objects: int = 0  # first seen (or seen again after being let go): its baseline taken
     untracked_deletions: int = 0  # DELETED for an object not tracked (never seen, or let go when idle)
+    # Objects let go (not event outcomes): idle for `idle_after`, or the least recently written at `max_objects`.
+    evicted_idle: int = 0
+    evicted_capacity: int = 0
 
 
 class Engine:
@@ -96,6 +104,10 @@ class Engine:
         self._rated: dict[str, ObjectState] = {}
         self._storied: dict[str, ObjectState] = {}
         self._next_eviction = -math.inf
+        # `_objects` itself is kept in order of last write (first sight for objects never written): the front
+        # is the least recently used, let go when idle for `idle_after` or when there are over `max_objects`.
+        self._idle_after = settings.idle_seconds
+        self._max_objects = settings.max_objects
         self._rules = RuleBook(settings.ignore_rules)
         hot = settings.hot_loop
         self._tau = hot.time_constant
@@ -135,8 +147,11 @@ class Engine:
                 self.stats.untracked_deletions += 1
             return changes
         if state is None:
-            self._objects[uid] = self._attribution.baseline(obj, meta, raw, rules)
+            state = self._objects[uid] = self._attribution.baseline(obj, meta, raw, rules)
+            state.last_write = now
             self.stats.new_objects += 1
+            if self._max_objects is not None and len(self._objects) > self._max_objects:
+                self._evict_over_capacity(self._max_objects)
             return changes
         rv = hash(meta.get("resourceVersion") or "")
         if rv and rv == state.rv:
@@ -154,6 +169,7 @@ class Engine:
         if write.writers[0] is UNATTRIBUTED:
             self.stats.unattributed_writes += 1
         write.timed = timed
+        write.version = meta.get("resourceVersion") or ""
         changes += self._detect(state, obj, write)
         state.last_write = now
         self._touch(uid, state)
@@ -187,7 +203,10 @@ class Engine:
         return changes
 
     def _touch(self, uid: str, state: ObjectState) -> None:
-        """Keep the idle-eviction queues ordered by last write (move to the end)."""
+        """Keep the objects and the idle-eviction queues ordered by last write (move to the end)."""
+        objects = self._objects
+        del objects[uid]
+        objects[uid] = state
         if state.rates is not None:
             self._rated.pop(uid, None)
             self._rated[uid] = state
@@ -207,6 +226,33 @@ class Engine:
             if state.fight is None:  # an open fight keeps its handovers until it resolves
                 del self._storied[uid]
                 state.history = None
+        idle = _idle(self._objects, now - self._idle_after)
+        self.stats.evicted_idle += self._let_go(idle, len(idle))
+
+    def _evict_over_capacity(self, limit: int) -> None:
+        """Let the least recently written objects go, down to 1% below `limit` (in one pass, not one per new
+        object: taking a dict's first item again and again would skip ever more deleted slots)."""
+        excess = len(self._objects) - limit + limit // 100
+        self.stats.evicted_capacity += self._let_go(self._objects, excess)
+
+    def _let_go(self, candidates: Iterable[str], count: int) -> int:
+        """Forget up to `count` of `candidates` (uids, least recently written first), keeping objects with an open
+        finding (they go to the back of the queue); returns how many were let go."""
+        objects = self._objects
+        chosen: list[str] = []
+        kept: list[str] = []
+        for uid in candidates:
+            if len(chosen) >= count:
+                break
+            state = objects[uid]
+            (kept if state.fight is not None or state.hot is not None else chosen).append(uid)
+        for uid in chosen:
+            del objects[uid]
+            self._rated.pop(uid, None)
+            self._storied.pop(uid, None)
+        for uid in kept:
+            objects[uid] = objects.pop(uid)
+        return len(chosen)
 
     def _track(self, finding: OpenFinding, state: ObjectState) -> None:
         self._active[finding.id] = (finding, state)
@@ -225,7 +271,7 @@ class Engine:
         rules = state.rules
         handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
         if handovers:
-            changes += self._fight(state, handovers, write.at)
+            changes += self._fight(state, handovers, write.at, write.version)
         counted = [w for w in write.writers if not rules.manager_ignored(w)]
         if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
             counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
@@ -233,7 +279,7 @@ class Engine:
             changes += self._hot_loop(state, obj, counted, write)
         return changes
 
-    def _fight(self, state: ObjectState, handovers: list[Handover], at: float) -> list[FindingChange]:
+    def _fight(self, state: ObjectState, handovers: list[Handover], at: float, version: str) -> list[FindingChange]:
         history = state.history
         if history is None:
             history = state.history = HandoverLog()
@@ -248,7 +294,7 @@ class Engine:
                 return []
             involved = history.of(contested)
             finding = state.fight = OpenFinding(
-                FindingType.FIGHT, state.ref, first_seen=involved[0].at, at=at, seq=involved[0].seq
+                FindingType.FIGHT, state.ref, first_seen=involved[0].at, at=at, seq=involved[0].seq, version=version
             )
             self._track(finding, state)
             absorb(finding, involved)
@@ -303,6 +349,7 @@ class Engine:
                 first_seen=min(r.start for r in starts),
                 at=write.at,
                 seq=min(r.start_seq for r in starts),
+                version=write.version,
             )
             self._track(finding, state)
             before = None

@@ -50,9 +50,11 @@ class OpenFinding:
         "writer_writes",
     )
 
-    def __init__(self, kind: FindingType, ref: ObjectRef, *, first_seen: float, at: float, seq: int) -> None:
+    def __init__(
+        self, kind: FindingType, ref: ObjectRef, *, first_seen: float, at: float, seq: int, version: str = ""
+    ) -> None:
         self.type = kind
-        self.id = hashlib.blake2b(f"{kind}/{ref.uid}/{at}".encode(), digest_size=8).hexdigest()
+        self.id = finding_id(kind, ref, version=version, at=at)
         self.first_seen = first_seen
         self.detected_at = at
         self.last_seen = at
@@ -63,6 +65,14 @@ class OpenFinding:
         self.by_ownership = False
         self.timestamp_values = False
         self.status_writes = False
+
+
+def finding_id(kind: FindingType, ref: ObjectRef, *, version: str, at: float) -> str:
+    """Type, object and the resourceVersion of the write that opened the finding: the same on every replica and
+    in every replay that saw that write (the receive time, used only when an object has no resourceVersion,
+    is not)."""
+    opened_by = version or repr(at)
+    return hashlib.blake2b(f"{kind}/{ref.uid}/{opened_by}".encode(), digest_size=8).hexdigest()
 
 
 def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, resolved_at: float | None) -> Finding:

@@ -96,6 +96,11 @@ class AlertmanagerSink:
     def wants(self, change: FindingChange) -> bool:  # noqa: ARG002 - every change alters the alert set
         return True
 
+    def restart(self) -> None:
+        """Forget the active set: a new leader's catch-up tells every active finding again (Alertmanager merges
+        alerts with the same labels, so re-sending what the previous leader sent is the normal re-send)."""
+        self._active.clear()
+
     async def send(self, changes: Sequence[FindingChange]) -> None:
         resolved: list[Finding] = []
         for change in changes:

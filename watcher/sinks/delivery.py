@@ -5,6 +5,11 @@ task per sink drains its queue, sends with a timeout, retries with exponential b
 `attempts`. A sink that is down or hangs only fills its own queue; when the queue is full the *oldest*
 change is dropped (the newest state of a finding matters more than its history). Every failure, retry and
 drop is counted in the metrics and logged, without the sink's URL or credentials.
+
+With leader election only the leader delivers: `pause` stops every sink at once (attempts in flight are
+abandoned, queued changes dropped as `lost_leadership`) and `submit` ignores changes while paused; `resume`
+tells each sink to forget what it delivered before (`Sink.restart`) and queues the catch-up changes the new
+leader computed.
 """
 
 from __future__ import annotations
@@ -58,6 +63,11 @@ class Sink(Protocol):
         """Whether this sink delivers this change at all (checked before it is queued)."""
         ...
 
+    def restart(self) -> None:
+        """Forget what was delivered so far: delivery resumes after a leadership change, and the catch-up that
+        follows tells the current findings again (`FindingChange.catch_up`)."""
+        ...
+
     async def send(self, changes: Sequence[FindingChange]) -> None:
         """Deliver; raise DeliveryError (or any exception) when it did not work. Called again to retry."""
         ...
@@ -88,6 +98,7 @@ class Delivery:
         self.settings = settings
         self.metrics = metrics
         self._lanes = [_Lane(sink, deque()) for sink in sinks]
+        self.paused = False
         if metrics is not None:
             for lane in self._lanes:
                 metrics.delivery_queue(lane.sink.name, lane.pending)
@@ -96,14 +107,43 @@ class Delivery:
     def sinks(self) -> list[Sink]:
         return [lane.sink for lane in self._lanes]
 
-    async def start(self) -> None:
+    async def start(self, *, paused: bool = False) -> None:
+        """Start delivering (`paused`: not until `resume`, e.g. until this replica leads)."""
+        self.paused = paused
+        if not paused:
+            self._start_lanes()
+
+    def _start_lanes(self) -> None:
         for lane in self._lanes:
             if lane.task is None:
                 lane.task = asyncio.create_task(self._run(lane), name=f"delivery {lane.sink.name}")
 
+    def pause(self) -> None:
+        """Stop delivering at once: every sink's task is cancelled (an attempt in flight is abandoned) and what is
+        queued is dropped (counted as `lost_leadership`); `submit` ignores changes until `resume`."""
+        self.paused = True
+        for lane in self._lanes:
+            if lane.task is not None:
+                lane.task.cancel()
+                lane.task = None
+            left = lane.pending()
+            lane.queue.clear()
+            lane.in_flight = 0
+            lane.idle.set()
+            if left:
+                self._dropped(lane.sink, "lost_leadership", left)
+
+    def resume(self, catch_up: Sequence[FindingChange]) -> None:
+        """Deliver again: each sink forgets what it delivered before, then gets `catch_up` (and what follows)."""
+        self.paused = False
+        for lane in self._lanes:
+            lane.sink.restart()
+        self._start_lanes()
+        self.submit(catch_up)
+
     def submit(self, changes: Sequence[FindingChange]) -> None:
         """Queue `changes` for every sink that wants them; never waits. Full queues drop their oldest."""
-        if not changes:
+        if not changes or self.paused:
             return
         limit = self.settings.queue_size
         for lane in self._lanes:

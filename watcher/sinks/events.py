@@ -2,7 +2,8 @@
 
 One Warning Event per finding (reason ControllerFight or ControllerHotLoop), created when it opens and updated
 as a series when it changes (never one per write), and one Normal Event when it resolves. Event names are
-derived from the finding id, so a retry or a restarted watcher updates the same Event instead of adding one.
+derived from the finding id, so a retry, a restarted watcher or a new leader (finding ids are the same on every
+replica) updates the same Event instead of adding one.
 `events.k8s.io/v1` is used where the server serves it, else core `v1` Events. These Events are the only
 objects fightwatch ever writes. Requests go through kubernetes-asyncio's ApiClient as raw JSON.
 """
@@ -92,6 +93,10 @@ class KubeEventsSink:
     def wants(self, change: FindingChange) -> bool:  # noqa: ARG002 - every change is told
         return True
 
+    def restart(self) -> None:
+        """Forget the series counts: after a leadership change, each Event's count is read back from the server."""
+        self._counts.clear()
+
     async def close(self) -> None:
         return None
 
@@ -111,8 +116,30 @@ class KubeEventsSink:
         for change in changes:
             if change.kind is ChangeKind.RESOLVED:
                 await self._resolved(change.finding)
+            elif change.catch_up:
+                await self._ensure(change.finding)
             else:
                 await self._occurred(change.finding)
+
+    async def _ensure(self, finding: Finding) -> None:
+        """A new leader's catch-up: create the finding's Event if the previous leader had not, else only read its
+        count, so the series goes on from there (no extra occurrence, no second Event)."""
+        if finding.id in self._counts:
+            return
+        api = await self.api()
+        name, namespace = event_name(finding), event_namespace(finding, api)
+        status, body = await self._call(
+            "POST", _collection(api, namespace), self._new(api, finding, name, self._clock())
+        )
+        if status < 300:
+            self._counts[finding.id] = 1
+            return
+        if status != 409:
+            raise _error("create", status, body)
+        status, body = await self._call("GET", f"{_collection(api, namespace)}/{name}")
+        if status >= 300:
+            raise _error("read", status, body)
+        self._counts[finding.id] = _occurrences(api, body)
 
     async def _occurred(self, finding: Finding) -> None:
         api = await self.api()

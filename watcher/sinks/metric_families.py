@@ -20,8 +20,9 @@ PREFIX = "fightwatch_"
 
 MetricType = Literal["counter", "gauge", "histogram"]
 
-# The identifying labels of one finding's per-object series.
-FINDING_LABELS = ("type", "group", "kind", "namespace", "name")
+# The identifying labels of one finding's per-object series. `shard`: the series (and the alerts made from them)
+# of different shards never collide; the replicas of one shard export the same series (see the alert rules).
+FINDING_LABELS = ("type", "group", "kind", "namespace", "name", "shard")
 RESOURCE_LABELS = ("group", "resource")
 
 _DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -192,6 +193,20 @@ FAMILIES: tuple[Family, ...] = (
         "Objects the detection engine holds state for.",
     ),
     Family(
+        "fightwatch_tracked_objects_limit",
+        "gauge",
+        "detection.max_objects: beyond it the least recently written objects are let go (absent: no limit).",
+        collected=True,
+    ),
+    Family(
+        "fightwatch_engine_evictions",
+        "counter",
+        "Objects the detection engine let go, by reason (idle: not written for detection.idle_after; capacity: "
+        "the least recently written, at detection.max_objects). Objects with an open finding are never let go.",
+        ("reason",),
+        collected=True,
+    ),
+    Family(
         "fightwatch_engine_events",
         "counter",
         "Events the detection engine processed, by outcome (write, new, resynced, duplicate, ignored, deleted, "
@@ -241,6 +256,25 @@ FAMILIES: tuple[Family, ...] = (
         "1, labelled with the fightwatch and Python versions.",
         ("version", "python_version"),
     ),
+    Family(
+        "fightwatch_shard_info",
+        "gauge",
+        "1, labelled with this process's shard and the number of shards (sharding.shard, sharding.total_shards).",
+        ("shard", "total_shards"),
+    ),
+    # ------------------------------------------------------------------------------------ leader election
+    Family(
+        "fightwatch_leader",
+        "gauge",
+        "1 while this replica delivers: it holds the leader-election Lease (or leader election is off).",
+    ),
+    Family(
+        "fightwatch_leader_changes",
+        "counter",
+        "Leadership changes of this replica: acquired (took the Lease), lost (could not renew it in time: "
+        "delivery stopped at once), released (gave it up on shutdown).",
+        ("change",),
+    ),
     # ------------------------------------------------------------------------------------------ delivery
     Family(
         "fightwatch_delivery_sent",
@@ -258,7 +292,8 @@ FAMILIES: tuple[Family, ...] = (
         "fightwatch_delivery_dropped",
         "counter",
         "Finding changes given up, by sink and reason (queue_full: the oldest dropped; attempts: every retry failed; "
-        "rejected: the receiver refused it for good; stopped: still queued at shutdown).",
+        "rejected: the receiver refused it for good; stopped: still queued at shutdown; lost_leadership: queued when "
+        "this replica lost the leader-election Lease).",
         ("sink", "reason"),
     ),
     Family(

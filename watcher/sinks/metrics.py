@@ -61,6 +61,8 @@ RESTART_REASONS = (
     "discovery",  # API discovery changed what is watched
 )
 ERROR_CODES = ("network", "internal", "unknown")  # watch_error codes that are not HTTP statuses
+LEADER_CHANGES = ("acquired", "lost", "released")
+DROP_REASONS = ("queue_full", "attempts", "rejected", "stopped", "lost_leadership")
 
 
 def new_registry() -> CollectorRegistry:
@@ -184,13 +186,16 @@ class Metrics:
         settings: MetricsSettings | None = None,
         *,
         active: Callable[[], Iterable[Finding]] | None = None,
+        shard: int = 0,
+        total_shards: int = 1,
     ) -> None:
         """`active`: where scrapes read the active findings, current to the last write (`Engine.active`); without
         it, the snapshots of the last changes passed to `on_changes`, which the engine only emits on notable
-        changes (so handovers and rates lag)."""
+        changes (so handovers and rates lag). `shard` labels the per-finding series."""
         self.registry = registry
         self.settings = settings or MetricsSettings()
         self.active = active
+        self.shard = str(shard)
         self._direct: dict[str, Any] = {}
         for family in FAMILIES:
             if not family.collected:
@@ -209,6 +214,12 @@ class Metrics:
         self._failures: Counter = self._direct["fightwatch_delivery_failures"]
         self._dropped: Counter = self._direct["fightwatch_delivery_dropped"]
         self._direct["fightwatch_build_info"].labels(package_version(), platform.python_version()).set(1)
+        self._direct["fightwatch_shard_info"].labels(self.shard, str(total_shards)).set(1)
+        self._leader: Gauge = self._direct["fightwatch_leader"]
+        self._leader_changes: Counter = self._direct["fightwatch_leader_changes"]
+        self._leader.set(1)  # (until leader election says otherwise)
+        for change in LEADER_CHANGES:
+            self._leader_changes.labels(change)
         for state in ("watched", "forbidden"):
             self._resources.labels(state).set(0)
         self._active: dict[str, Finding] = {}
@@ -322,6 +333,16 @@ class Metrics:
         """Objects the engine holds state for (`Engine.tracked_objects`)."""
         self._tracked.set(objects)
 
+    # ------------------------------------------------------------------------------------ leader election
+
+    def set_leader(self, leading: bool) -> None:
+        """Whether this replica delivers now (holds the Lease, or leader election is off)."""
+        self._leader.set(1 if leading else 0)
+
+    def leader_change(self, change: str) -> None:
+        """`acquired`, `lost` or `released` (one of LEADER_CHANGES)."""
+        self._leader_changes.labels(change if change in LEADER_CHANGES else OTHER).inc()
+
     def _note(self, resource: ResourceKey, metric: Any, labels: tuple[str, ...]) -> None:
         self._resource_series.setdefault(resource, set()).add((metric, labels))
 
@@ -332,7 +353,7 @@ class Metrics:
         self._queues[sink] = length
         self._sent.labels(sink)
         self._failures.labels(sink)
-        for reason in ("queue_full", "attempts", "rejected", "stopped"):
+        for reason in DROP_REASONS:
             self._dropped.labels(sink, reason)
 
     def delivery_sent(self, sink: str, changes: int = 1) -> None:
@@ -363,7 +384,7 @@ class Metrics:
         limit = self.settings.max_label_length
         for finding in shown:
             ref = finding.object
-            ids = [finding.type.value, ref.group, ref.kind, ref.namespace or "", ref.name]
+            ids = [finding.type.value, ref.group, ref.kind, ref.namespace or "", ref.name, self.shard]
             # (By name, not by writes: an order by writes flips with every write of two alternating writers,
             # and each new label set would restart the `for:` of the alert rules.)
             writers = cut(",".join(sorted(writer_label(c.writer) for c in finding.writers)), limit)
@@ -416,6 +437,7 @@ class _Collected:
 
 __all__ = [
     "ERROR_CODES",
+    "LEADER_CHANGES",
     "RESTART_REASONS",
     "ManagerLabels",
     "Metrics",

@@ -56,7 +56,14 @@ class WebhookSink:
         return cls(settings, url=url, headers=read_headers(settings.headers, key=f"{key}.headers"))
 
     def wants(self, change: FindingChange) -> bool:
-        return change.kind is not ChangeKind.UPDATED or self.settings.updates
+        """Opened and resolved findings (and updates when asked); a new leader's catch-up only re-posts what
+        opened or resolved while no leader was known to deliver (updates of that time are left out)."""
+        if change.kind is ChangeKind.UPDATED:
+            return self.settings.updates and not change.catch_up
+        return True
+
+    def restart(self) -> None:
+        """Nothing to forget: each post stands alone."""
 
     async def send(self, changes: Sequence[FindingChange]) -> None:
         for change in changes:

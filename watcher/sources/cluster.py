@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from watcher.config import WatchSettings
+from watcher.config import ShardingSettings, WatchSettings
 from watcher.sources.discovery import ApiResource, Target, discover, select
 from watcher.sources.kube import KubeApi
 from watcher.sources.watch import (
@@ -58,6 +58,7 @@ class ClusterWatch:
         deliver: Deliver,
         *,
         settings: WatchSettings,
+        sharding: ShardingSettings | None = None,
         rng: random.Random | None = None,
         observer: WatchObserver | None = None,
         on_change: Callable[[], None] = lambda: None,
@@ -71,6 +72,7 @@ class ClusterWatch:
         self._reconciling = False  # (the set of watches is half-changed: tell on_change once it is done)
         self._deliver = deliver
         self._settings = settings
+        self._sharding = sharding
         self._policy = RetryPolicy.of(settings)
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._namespaces = NamespaceFilter(settings.namespaces, settings.exclude_namespaces)
@@ -162,7 +164,7 @@ class ClusterWatch:
             self._discovered = found.resources
             self._reconciling = True
             try:
-                await self._reconcile(select(found.resources, self._settings))
+                await self._reconcile(select(found.resources, self._settings, self._sharding))
             finally:
                 self._reconciling = False
             self._on_change()

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from watcher.config import ALWAYS_METADATA_ONLY, WatchSettings
+from watcher.config import ALWAYS_METADATA_ONLY, ShardingSettings, WatchSettings
 from watcher.sources.kube import ApiError, KubeApi
 
 LEGACY_GROUPS = ("extensions",)  # served for old clients; the same objects live in a newer group
@@ -141,8 +142,24 @@ def literal_namespaces(settings: WatchSettings) -> list[str] | None:
     return sorted(set(names))
 
 
-def select(resources: Iterable[ApiResource], settings: WatchSettings) -> list[Target]:
-    """The resources to watch by the allowlist and denylist, each with its per-resource settings.
+def shard_of(resource: ApiResource, sharding: ShardingSettings) -> int:
+    """The shard that watches `resource`: the one `sharding.assign` names (the last matching key), else a stable
+    hash of its name (`plural.group`, the same in every version and every process) modulo the shards."""
+    assigned = None
+    for selector, shard in sharding.assign.items():
+        if matches(resource, selector):
+            assigned = shard
+    if assigned is not None:
+        return assigned
+    digest = hashlib.blake2b(resource.name.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % sharding.total_shards
+
+
+def select(
+    resources: Iterable[ApiResource], settings: WatchSettings, sharding: ShardingSettings | None = None
+) -> list[Target]:
+    """The resources to watch by the allowlist and denylist (and, with shards, this shard's share), each with its
+    per-resource settings.
 
     With plain namespace names in `watch.namespaces`, namespaced resources are watched in each of them (what RBAC
     granted by a RoleBinding per namespace allows); otherwise cluster-wide, objects filtered by namespace.
@@ -151,6 +168,8 @@ def select(resources: Iterable[ApiResource], settings: WatchSettings) -> list[Ta
     targets = []
     for resource in resources:
         if settings.resources and not any(matches(resource, s) for s in settings.resources):
+            continue
+        if sharding is not None and sharding.total_shards > 1 and shard_of(resource, sharding) != sharding.shard:
             continue
         if any(matches(resource, s) for s in settings.exclude_resources):
             continue

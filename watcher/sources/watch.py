@@ -22,6 +22,7 @@ import enum
 import fnmatch
 import hashlib
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -463,7 +464,8 @@ class ResourceWatch:
         if event_type is EventType.DELETED:
             self._known.pop(uid, None)
         elif event_type is EventType.ADDED or uid not in self._known:
-            self._known[uid] = (namespace, meta.get("name") or "")
+            # (namespaces interned: thousands of objects share each, and this index holds every watched object)
+            self._known[uid] = (sys.intern(namespace) if namespace else None, meta.get("name") or "")
         self._deliver(WatchEvent(event_type, obj, now), self.resource)
 
     def _vanished(self, uid: str, now: float) -> None:

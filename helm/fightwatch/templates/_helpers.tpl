@@ -41,3 +41,124 @@ app.kubernetes.io/part-of: fightwatch
 {{- define "fightwatch.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
+
+
+{{/* The pod template shared by the Deployment and, with sharding, the StatefulSet. */}}
+{{- define "fightwatch.podTemplate" -}}
+metadata:
+  labels:
+    {{- include "fightwatch.selectorLabels" . | nindent 4 }}
+    {{- with .Values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    # Roll the pods when the configuration changes.
+    checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
+    {{- with .Values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ include "fightwatch.serviceAccountName" . }}
+  automountServiceAccountToken: true
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  containers:
+    - name: fightwatch
+      image: {{ include "fightwatch.image" . | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args:
+        - --config=/etc/fightwatch/config.yaml
+        - --listen=:{{ .Values.service.port }}
+        - --log-level={{ .Values.logLevel }}
+        {{- if .Values.sharding.enabled }}
+        - --shard=$(POD_NAME)
+        - --total-shards={{ .Values.sharding.shards }}
+        {{- end }}
+        {{- with .Values.extraArgs }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      env:
+        - name: POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        - name: POD_NAMESPACE
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.namespace
+        {{- with .Values.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      ports:
+        - name: http
+          containerPort: {{ .Values.service.port }}
+          protocol: TCP
+      startupProbe:
+        httpGet:
+          path: /healthz
+          port: http
+        periodSeconds: 5
+        failureThreshold: 24
+      livenessProbe:
+        httpGet:
+          path: /healthz
+          port: http
+        periodSeconds: 10
+        timeoutSeconds: 5
+        failureThreshold: 6
+      readinessProbe:
+        httpGet:
+          path: /readyz
+          port: http
+        periodSeconds: 10
+        timeoutSeconds: 5
+      resources:
+        {{- toYaml .Values.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: config
+          mountPath: /etc/fightwatch
+          readOnly: true
+        - name: tmp
+          mountPath: /tmp
+        {{- with .Values.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+  volumes:
+    - name: config
+      configMap:
+        name: {{ include "fightwatch.fullname" . }}
+    - name: tmp
+      emptyDir:
+        sizeLimit: 64Mi
+    {{- with .Values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/* Several pods of one shard all deliver unless they elect a leader. */}}
+{{- define "fightwatch.checkReplicas" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicaCount > 1 needs leaderElection.enabled=true: without a leader every replica would deliver each finding" }}
+{{- end }}
+{{- end }}

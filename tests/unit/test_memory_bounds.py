@@ -1,0 +1,121 @@
+"""Bounded memory: idle objects are let go, a hard cap lets the least recently written go first, objects with an
+open finding stay; finding ids do not depend on when a replica received the events."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.unit.captures import CAPTURES, events
+from watcher.config import ConfigError, parse_config
+from watcher.detection.engine import Engine
+from watcher.model import ChangeKind, EventType, WatchEvent
+from watcher.sources.capture import ReadStats, read_captures
+
+# Every recorded capture but the derived one (its objects are those of fight-scale-vs-apply), merged by time.
+RECORDED = sorted(str(p) for p in CAPTURES.glob("*.jsonl") if not p.name.startswith("derived-"))
+
+
+def _engine(**detection: object) -> Engine:
+    return Engine(parse_config({"detection": detection}, source="test").detection)
+
+
+def _merged() -> list[WatchEvent]:
+    """Every object the engine tracks (Leases, ignored by default, left out)."""
+    return [e for e in read_captures(RECORDED, stats=ReadStats()) if e.object["kind"] != "Lease"]
+
+
+def _uid(event: WatchEvent) -> str:
+    return str(event.object["metadata"]["uid"])
+
+
+def test_idle_objects_are_let_go_but_not_while_a_finding_is_open() -> None:
+    engine = _engine(resolve={"after": "2h"})
+    for event in _merged():
+        engine.process(event)
+    active = engine.active()
+    assert active
+    assert engine.tracked_objects > len(active)
+    engine.advance(engine.now + 3600 + 60)  # the default idle_after is the fight window (1 h); findings are open
+    assert engine.tracked_objects == len({f.object.uid for f in active})
+    assert engine.stats.evicted_idle > 0
+    assert {f.id for f in engine.active()} == {f.id for f in active}  # nothing was closed to let an object go
+    engine.advance(engine.now + 3600)  # the findings resolve, then their objects idle for an hour
+    engine.advance(engine.now + 3600 + 60)
+    assert engine.active() == []
+    assert engine.tracked_objects == 0
+
+
+def test_idle_after_is_configurable_and_never_shorter_than_the_fight_window() -> None:
+    engine = _engine(idle_after="3h")
+    for event in events("benign-normal-rate"):
+        engine.process(event)
+    engine.advance(engine.now + 2 * 3600)
+    assert engine.tracked_objects > 0
+    engine.advance(engine.now + 3600 + 60)
+    assert engine.tracked_objects == 0
+    with pytest.raises(ConfigError, match="idle_after"):
+        _engine(idle_after="10m")
+
+
+def test_an_object_let_go_is_a_new_baseline_when_it_is_written_again() -> None:
+    captured = list(events("fight-update-vs-update-label"))
+    engine = _engine()
+    engine.process(captured[0])
+    engine.process(captured[1])
+    writes = engine.stats.writes
+    engine.advance((captured[1].observed_at or 0) + 2 * 3600)
+    assert engine.tracked_objects == 0
+    later = [WatchEvent(e.type, e.object, (e.observed_at or 0) + 2 * 3600) for e in captured[2:]]
+    engine.process(later[0])
+    assert engine.stats.writes == writes  # a baseline: what changed while it was let go is unknown
+    assert engine.stats.new_objects == 3
+
+
+def test_the_cap_lets_the_least_recently_written_go_first_and_keeps_objects_with_open_findings() -> None:
+    merged = _merged()
+    objects = len({_uid(e) for e in merged})
+    cap = 8
+    assert objects > 2 * cap
+    engine = _engine(max_objects=cap)
+    touched: list[str] = []  # uids, most recently written (or first seen) last
+    for event in merged:
+        engine.process(event)
+        uid = _uid(event)
+        if event.type is EventType.DELETED:
+            touched = [u for u in touched if u != uid]
+        elif event.type is EventType.MODIFIED or uid not in touched:
+            touched = [u for u in touched if u != uid] + [uid]
+        pinned = {f.object.uid for f in engine.active()}
+        assert engine.tracked_objects <= cap + len(pinned)
+        assert pinned <= set(engine._objects)
+        assert touched[-1] in engine._objects or event.type is not EventType.MODIFIED
+    assert engine.stats.evicted_capacity > 0
+    recent = [u for u in touched if u in engine._objects]
+    assert set(touched[-cap // 2 :]) <= set(recent)  # the most recently written are kept
+
+
+def test_a_cap_above_the_number_of_objects_changes_nothing() -> None:
+    merged = _merged()
+    bounded, unbounded = _engine(max_objects=1000), _engine(max_objects=None)
+    for event in merged:
+        bounded.process(event)
+        unbounded.process(event)
+    assert [f.id for f in bounded.active()] == [f.id for f in unbounded.active()]
+    assert bounded.stats.evicted_capacity == 0
+
+
+def test_finding_ids_are_the_same_on_replicas_that_received_the_events_at_other_times() -> None:
+    """Two replicas watch the same writes; each stamps its own receive times. The ids (which name the findings'
+    Events) must agree, or a failover would start another Event for the same fight."""
+    merged = _merged()
+    rng = random.Random(6)  # noqa: S311 - jitter of receive times, not cryptography
+    here, there = _engine(), _engine()
+    opened_here, opened_there = [], []
+    for event in merged:
+        late = WatchEvent(event.type, event.object, (event.observed_at or 0) + 0.25 + rng.uniform(0, 0.05))
+        opened_here += [c.finding.id for c in here.process(event) if c.kind is ChangeKind.OPENED]
+        opened_there += [c.finding.id for c in there.process(late) if c.kind is ChangeKind.OPENED]
+    assert len(opened_here) >= 10
+    assert opened_here == opened_there
