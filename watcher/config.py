@@ -143,7 +143,7 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
 )
 
 
-DEFAULT_MAX_OBJECTS = 150_000  # about 300 MB resident at the measured 2 KB per tracked object (README)
+DEFAULT_MAX_OBJECTS = 100_000  # at most ~0.5 GB resident, even when every object churns (README "Bounded memory")
 
 
 class DetectionSettings(_Strict):

@@ -151,5 +151,5 @@ def test_bounded_memory_defaults() -> None:
     detection = Config().detection
     assert detection.idle_after is None
     assert detection.idle_seconds == detection.fight.window
-    assert detection.max_objects == 150_000
+    assert detection.max_objects == 100_000
     assert parse_config({"detection": {"max_objects": None}}, source="test").detection.max_objects is None

@@ -73,6 +73,21 @@ def test_an_object_let_go_is_a_new_baseline_when_it_is_written_again() -> None:
     assert engine.stats.new_objects == 3
 
 
+def test_an_object_idle_until_its_own_next_event_is_a_new_baseline() -> None:
+    """No other event moved the clock: the object's own next event lets it go (idle) and takes it anew."""
+    captured = list(events("fight-update-vs-update-label"))
+    engine = _engine()
+    engine.process(captured[0])
+    engine.process(captured[1])
+    writes, new = engine.stats.writes, engine.stats.new_objects
+    late = captured[2]
+    assert engine.process(WatchEvent(late.type, late.object, (late.observed_at or 0) + 2 * 3600)) == []
+    assert engine.stats.writes == writes
+    assert engine.stats.new_objects == new + 1
+    assert engine.stats.evicted_idle >= 1
+    assert list(engine._objects) == [_uid(late)]
+
+
 def test_the_cap_lets_the_least_recently_written_go_first_and_keeps_objects_with_open_findings() -> None:
     merged = _merged()
     objects = len({_uid(e) for e in merged})

@@ -138,6 +138,8 @@ class Engine:
         newest = max((t for t, _ in raw.values()), default="")
         at, timed = self._event_time(event, newest)
         changes = self.advance(at)
+        if state is not None and uid not in self._objects:  # let go by this very advance (idle): seen anew
+            state = None
         now = self.now
         if event.type is EventType.DELETED:
             if state is not None:
@@ -147,11 +149,7 @@ class Engine:
                 self.stats.untracked_deletions += 1
             return changes
         if state is None:
-            state = self._objects[uid] = self._attribution.baseline(obj, meta, raw, rules)
-            state.last_write = now
-            self.stats.new_objects += 1
-            if self._max_objects is not None and len(self._objects) > self._max_objects:
-                self._evict_over_capacity(self._max_objects)
+            self._first_seen(uid, self._attribution.baseline(obj, meta, raw, rules), now)
             return changes
         rv = hash(meta.get("resourceVersion") or "")
         if rv and rv == state.rv:
@@ -174,6 +172,14 @@ class Engine:
         state.last_write = now
         self._touch(uid, state)
         return changes
+
+    def _first_seen(self, uid: str, state: ObjectState, now: float) -> None:
+        """Track a new object (or one let go before): its baseline, at the back of the queue; keep to the cap."""
+        self._objects[uid] = state
+        state.last_write = now
+        self.stats.new_objects += 1
+        if self._max_objects is not None and len(self._objects) > self._max_objects:
+            self._evict_over_capacity(self._max_objects)
 
     def _event_time(self, event: WatchEvent, newest: str) -> tuple[float, bool]:
         """When the event happened, and whether that is known: its receive time, else its object's newest
