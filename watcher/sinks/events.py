@@ -128,18 +128,22 @@ class KubeEventsSink:
             return
         api = await self.api()
         name, namespace = event_name(finding), event_namespace(finding, api)
-        status, body = await self._call(
-            "POST", _collection(api, namespace), self._new(api, finding, name, self._clock())
-        )
+        self._counts[finding.id], _ = await self._create_or_read(api, finding, name, namespace, self._clock())
+
+    async def _create_or_read(
+        self, api: str, finding: Finding, name: str, namespace: str, now: float
+    ) -> tuple[int, bool]:
+        """Create the finding's Event; when it is there already (a retry whose answer was lost, a restarted
+        watcher, an earlier leader), read how often it occurred instead. Returns (occurrences, created)."""
+        status, body = await self._call("POST", _collection(api, namespace), self._new(api, finding, name, now))
         if status < 300:
-            self._counts[finding.id] = 1
-            return
+            return 1, True
         if status != 409:
             raise _error("create", status, body)
         status, body = await self._call("GET", f"{_collection(api, namespace)}/{name}")
         if status >= 300:
             raise _error("read", status, body)
-        self._counts[finding.id] = _occurrences(api, body)
+        return _occurrences(api, body), False
 
     async def _occurred(self, finding: Finding) -> None:
         api = await self.api()
@@ -147,17 +151,10 @@ class KubeEventsSink:
         now = self._clock()
         count = self._counts.get(finding.id)
         if count is None:
-            status, body = await self._call("POST", _collection(api, namespace), self._new(api, finding, name, now))
-            if status < 300:
+            count, created = await self._create_or_read(api, finding, name, namespace, now)
+            if created:
                 self._counts[finding.id] = 1
                 return
-            if status != 409:
-                raise _error("create", status, body)
-            # Already there (a retry whose answer was lost, or a restarted watcher): continue its series.
-            status, body = await self._call("GET", f"{_collection(api, namespace)}/{name}")
-            if status >= 300:
-                raise _error("read", status, body)
-            count = _occurrences(api, body)
         patch = _series(api, finding, count + 1, now)
         status, body = await self._call("PATCH", f"{_collection(api, namespace)}/{name}", patch, merge=True)
         if status >= 300:
