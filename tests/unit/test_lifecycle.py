@@ -133,7 +133,7 @@ def test_leases_are_ignored_by_default_and_analysed_when_asked() -> None:
 def test_idle_objects_give_up_rates_then_history() -> None:
     engine = Engine(Config().detection)
     _replay(engine, "fight-data")
-    (state,) = [s for s in engine._objects.values() if s.ref.name == "service-endpoints"]
+    (state,) = [s for s in engine._objects.values() if s.fight is not None and s.fight.ref.name == "service-endpoints"]
     assert state.rates is not None
     assert state.history
     engine.advance(engine.now + 3 * 60)  # > two time constants

@@ -163,14 +163,14 @@ class Engine:
         write = self._attribution.attribute(state, obj, raw, newest, now)
         self.stats.writes += 1
         if self._on_write is not None:
-            self._on_write(state.ref, write.writers)
+            self._on_write(self._attribution.object_ref(obj, meta), write.writers)
         if write.writers[0] is UNATTRIBUTED:
             self.stats.unattributed_writes += 1
         write.timed = timed
         write.version = meta.get("resourceVersion") or ""
-        changes += self._detect(state, obj, write)
+        changes += self._detect(state, obj, meta, write)
         state.last_write = now
-        self._touch(uid, state)
+        self._touch(state)
         return changes
 
     def _first_seen(self, uid: str, state: ObjectState, now: float) -> None:
@@ -208,8 +208,10 @@ class Engine:
                 self._next_deadline = min(self._next_deadline, deadline)
         return changes
 
-    def _touch(self, uid: str, state: ObjectState) -> None:
-        """Keep the objects and the idle-eviction queues ordered by last write (move to the end)."""
+    def _touch(self, state: ObjectState) -> None:
+        """Keep the objects and the idle-eviction queues ordered by last write (move to the end). The keys are the
+        state's own uid string, not the event's equal copy: one copy of each uid is kept, not three."""
+        uid = state.uid
         objects = self._objects
         del objects[uid]
         objects[uid] = state
@@ -272,27 +274,31 @@ class Engine:
 
     # -------------------------------------------------------------------------------------------- detectors
 
-    def _detect(self, state: ObjectState, obj: JSONObject, write: Write) -> list[FindingChange]:
+    def _detect(self, state: ObjectState, obj: JSONObject, meta: JSONObject, write: Write) -> list[FindingChange]:
         changes: list[FindingChange] = []
         rules = state.rules
         handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
         if handovers:
-            changes += self._fight(state, handovers, write.at, write.version)
+            changes += self._fight(state, obj, meta, handovers, write)
         counted = [w for w in write.writers if not rules.manager_ignored(w)]
         if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
             counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
         if counted and write.timed:
-            changes += self._hot_loop(state, obj, counted, write)
+            changes += self._hot_loop(state, obj, meta, counted, write)
         return changes
 
-    def _fight(self, state: ObjectState, handovers: list[Handover], at: float, version: str) -> list[FindingChange]:
+    def _fight(
+        self, state: ObjectState, obj: JSONObject, meta: JSONObject, handovers: list[Handover], write: Write
+    ) -> list[FindingChange]:
+        at = write.at
         history = state.history
         if history is None:
             history = state.history = HandoverLog()
         # A field becomes contested only by coming back to an earlier owner or value: test that cheaply first.
         candidates = [h for h in handovers if history.may_come_back(h)]
-        history.extend(handovers)
-        history.trim(horizon=at - self.settings.fight.window, limit=self.settings.history)
+        limit = self.settings.history
+        history.extend(handovers[-limit:])  # (more could not stay: see `trim`)
+        history.trim(horizon=at - self.settings.fight.window, limit=limit)
         contested = {h.path for h in candidates if self._contested(history, h.path)}
         finding = state.fight
         if finding is None:
@@ -300,7 +306,12 @@ class Engine:
                 return []
             involved = history.of(contested)
             finding = state.fight = OpenFinding(
-                FindingType.FIGHT, state.ref, first_seen=involved[0].at, at=at, seq=involved[0].seq, version=version
+                FindingType.FIGHT,
+                self._attribution.object_ref(obj, meta),
+                first_seen=involved[0].at,
+                at=at,
+                seq=involved[0].seq,
+                version=write.version,
             )
             self._track(finding, state)
             absorb(finding, involved)
@@ -341,7 +352,7 @@ class Engine:
         return rates, hot
 
     def _hot_loop(
-        self, state: ObjectState, obj: JSONObject, writers: list[Writer], write: Write
+        self, state: ObjectState, obj: JSONObject, meta: JSONObject, writers: list[Writer], write: Write
     ) -> list[FindingChange]:
         rates, hot = self._rates(state, writers, write.at)
         finding = state.hot
@@ -351,7 +362,7 @@ class Engine:
             starts = [rates[w] for w in hot]
             finding = state.hot = OpenFinding(
                 FindingType.HOT_LOOP,
-                state.ref,
+                self._attribution.object_ref(obj, meta),
                 first_seen=min(r.start for r in starts),
                 at=write.at,
                 seq=min(r.start_seq for r in starts),
@@ -396,9 +407,9 @@ class Engine:
         return FindingChange(ChangeKind.RESOLVED, resolved)
 
     def _forget(self, state: ObjectState, now: float) -> list[FindingChange]:
-        del self._objects[state.ref.uid]
-        self._rated.pop(state.ref.uid, None)
-        self._storied.pop(state.ref.uid, None)
+        del self._objects[state.uid]
+        self._rated.pop(state.uid, None)
+        self._storied.pop(state.uid, None)
         return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
 
 
