@@ -103,7 +103,7 @@ def test_history_per_object_is_bounded() -> None:
     engine = Engine(_settings(history=4))
     _replay(engine, "fight-three-writers")
     for state in engine._objects.values():
-        assert state.history is None or len(state.history) <= 4
+        assert state.history is None or state.history.size() <= 4
 
 
 @pytest.mark.parametrize(

@@ -56,17 +56,20 @@ class ObjectState:
         "fight",
         "history",
         "hot",
+        "key",
         "last_write",
         "meta_values",
         "rates",
         "rules",
         "rv",
         "seq",
-        "uid",
     )
 
     def __init__(self, uid: str, rv: str, rules: ObjectRules) -> None:
-        self.uid = uid  # the rest of its reference is in every event (see `object_ref`): not kept, half the memory
+        # The engine's key of the object: a hash of its uid, not the 36 characters (two uids of one cluster share
+        # a 64-bit hash with a probability of about 2**-64 per pair). The rest of its reference is in every event
+        # (see `Attribution.object_ref`), so it is not kept either: findings keep theirs.
+        self.key = hash(uid)
         self.rv = hash(rv)  # only ever compared, to drop repeated versions: a hash is half the memory
         self.rules = rules
         self.entries: PackedEntries = ()  # (see `pack_entries`)

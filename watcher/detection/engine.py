@@ -95,14 +95,14 @@ class Engine:
         self._on_write = on_write
         self.stats = Stats()
         self.now = -math.inf
-        self._objects: dict[str, ObjectState] = {}
+        self._objects: dict[int, ObjectState] = {}
         self._attribution = Attribution()
         self._active: dict[str, tuple[OpenFinding, ObjectState]] = {}
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
         self._next_deadline = math.inf  # no active finding can resolve before this
         # Objects by last write, oldest first: idle ones give up their rates, later their handover history.
-        self._rated: dict[str, ObjectState] = {}
-        self._storied: dict[str, ObjectState] = {}
+        self._rated: dict[int, ObjectState] = {}
+        self._storied: dict[int, ObjectState] = {}
         self._next_eviction = -math.inf
         # `_objects` itself is kept in order of last write (first sight for objects never written): the front
         # is the least recently used, let go when idle for `idle_after` or when there are over `max_objects`.
@@ -119,14 +119,18 @@ class Engine:
     def tracked_objects(self) -> int:
         return len(self._objects)
 
+    def tracks(self, uid: str) -> bool:
+        """Whether the object with this uid is tracked (has state here)."""
+        return hash(uid) in self._objects
+
     def process(self, event: WatchEvent) -> list[FindingChange]:
         self.stats.events += 1
         obj = event.object
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("uid") or not meta.get("name"):
             raise EventError("the object has no metadata.uid or metadata.name")
-        uid: str = meta["uid"]
-        state = self._objects.get(uid)
+        key = hash(meta["uid"])
+        state = self._objects.get(key)
         rules = state.rules if state is not None else self._rules.for_object(obj, meta)
         if rules is None:
             self.stats.ignored_events += 1
@@ -138,7 +142,7 @@ class Engine:
         newest = max((t for t, _ in raw.values()), default="")
         at, timed = self._event_time(event, newest)
         changes = self.advance(at)
-        if state is not None and uid not in self._objects:  # let go by this very advance (idle): seen anew
+        if state is not None and key not in self._objects:  # let go by this very advance (idle): seen anew
             state = None
         now = self.now
         if event.type is EventType.DELETED:
@@ -149,7 +153,7 @@ class Engine:
                 self.stats.untracked_deletions += 1
             return changes
         if state is None:
-            self._first_seen(uid, self._attribution.baseline(obj, meta, raw, rules), now)
+            self._first_seen(self._attribution.baseline(obj, meta, raw, rules), now)
             return changes
         rv = hash(meta.get("resourceVersion") or "")
         if rv and rv == state.rv:
@@ -173,9 +177,9 @@ class Engine:
         self._touch(state)
         return changes
 
-    def _first_seen(self, uid: str, state: ObjectState, now: float) -> None:
+    def _first_seen(self, state: ObjectState, now: float) -> None:
         """Track a new object (or one let go before): its baseline, at the back of the queue; keep to the cap."""
-        self._objects[uid] = state
+        self._objects[state.key] = state
         state.last_write = now
         self.stats.new_objects += 1
         if self._max_objects is not None and len(self._objects) > self._max_objects:
@@ -209,9 +213,8 @@ class Engine:
         return changes
 
     def _touch(self, state: ObjectState) -> None:
-        """Keep the objects and the idle-eviction queues ordered by last write (move to the end). The keys are the
-        state's own uid string, not the event's equal copy: one copy of each uid is kept, not three."""
-        uid = state.uid
+        """Keep the objects and the idle-eviction queues ordered by last write (move to the end)."""
+        uid = state.key
         objects = self._objects
         del objects[uid]
         objects[uid] = state
@@ -243,12 +246,12 @@ class Engine:
         excess = len(self._objects) - limit + limit // 100
         self.stats.evicted_capacity += self._let_go(self._objects, excess)
 
-    def _let_go(self, candidates: Iterable[str], count: int) -> int:
+    def _let_go(self, candidates: Iterable[int], count: int) -> int:
         """Forget up to `count` of `candidates` (uids, least recently written first), keeping objects with an open
         finding (they go to the back of the queue); returns how many were let go."""
         objects = self._objects
-        chosen: list[str] = []
-        kept: list[str] = []
+        chosen: list[int] = []
+        kept: list[int] = []
         for uid in candidates:
             if len(chosen) >= count:
                 break
@@ -297,7 +300,7 @@ class Engine:
         # A field becomes contested only by coming back to an earlier owner or value: test that cheaply first.
         candidates = [h for h in handovers if history.may_come_back(h)]
         limit = self.settings.history
-        history.extend(handovers[-limit:])  # (more could not stay: see `trim`)
+        history.add(handovers[-limit:])  # (more could not stay: see `trim`)
         history.trim(horizon=at - self.settings.fight.window, limit=limit)
         contested = {h.path for h in candidates if self._contested(history, h.path)}
         finding = state.fight
@@ -407,13 +410,13 @@ class Engine:
         return FindingChange(ChangeKind.RESOLVED, resolved)
 
     def _forget(self, state: ObjectState, now: float) -> list[FindingChange]:
-        del self._objects[state.uid]
-        self._rated.pop(state.uid, None)
-        self._storied.pop(state.uid, None)
+        del self._objects[state.key]
+        self._rated.pop(state.key, None)
+        self._storied.pop(state.key, None)
         return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
 
 
-def _idle(queue: dict[str, ObjectState], horizon: float) -> list[str]:
+def _idle(queue: dict[int, ObjectState], horizon: float) -> list[int]:
     """The objects at the front of a queue ordered by last write that were last written before `horizon`."""
     idle = []
     for uid, state in queue.items():

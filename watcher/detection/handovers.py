@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from watcher.model import Writer
 
@@ -44,23 +44,36 @@ _keys: dict[_Key, _Key] = {}  # shared by every log: objects of one kind fight o
 _MAX_KEYS = 10_000
 
 
-class HandoverLog:
-    """An object's recent handovers, oldest first, bounded by count and age (see `trim`)."""
+if TYPE_CHECKING:
+    _Words = array[int]
+else:
+    _Words = array  # (not subscriptable at run time)
 
-    __slots__ = ("_keys", "_numbers")
 
-    def __init__(self) -> None:
-        self._keys: list[_Key] = []
-        self._numbers = array("q")
+class HandoverLog(_Words):
+    """An object's recent handovers, oldest first, bounded by count and age (see `trim`).
 
-    def __len__(self) -> int:
-        return len(self._numbers) // _SLOTS
+    The log *is* its array of words (four a handover, see above), plus the tuple of the keys they index: one
+    object per log instead of three. As an array, its length, indexing and iteration are in words.
+    """
 
-    def __iter__(self) -> Iterator[Handover]:
-        return (self._at(i) for i in range(len(self)))
+    __slots__ = ("_keys",)
+    _keys: tuple[_Key, ...]
 
-    def extend(self, handovers: Iterable[Handover]) -> None:
-        numbers, keys = self._numbers, self._keys
+    def __new__(cls) -> HandoverLog:
+        made = cast(HandoverLog, super().__new__(cls, "q"))
+        made._keys = ()
+        return made
+
+    def size(self) -> int:
+        """How many handovers the log holds (its `len` is in words)."""
+        return len(self) // _SLOTS
+
+    def handovers(self) -> Iterator[Handover]:
+        return (self._at(i) for i in range(self.size()))
+
+    def add(self, handovers: Iterable[Handover]) -> None:
+        keys = self._keys
         for h in handovers:
             key = (h.path, h.by, h.before, h.after)
             index = keys.index(key) if key in keys else -1
@@ -73,62 +86,61 @@ class HandoverLog:
                 index = len(keys)
                 if index > _KEY_MASK:  # (a log holds at most `history` <= 1024 handovers: see `trim`)
                     raise ValueError("too many distinct handovers for one log")
-                keys.append(shared)
-            numbers.extend(
+                keys = self._keys = (*keys, shared)
+            self.extend(
                 (
                     round(h.at * 1e6),
                     h.seq << _KEY_BITS | index,
                     _NONE if h.was is None else h.was,
                     _NONE if h.now is None else h.now,
-                )
+                ),
             )
 
     def trim(self, *, horizon: float, limit: int) -> None:
         """Drop handovers older than `horizon`, then the oldest beyond `limit`; forget keys no longer used."""
-        numbers = self._numbers
-        count = len(numbers) // _SLOTS
+        count = self.size()
         oldest = round(horizon * 1e6)
-        if count <= limit and numbers[0] >= oldest:
+        if count <= limit and self[0] >= oldest:
             return
-        expired = next((i for i in range(count) if numbers[i * _SLOTS] >= oldest), count)
-        del numbers[: max(expired, count - limit) * _SLOTS]
-        if len(self._keys) > 2 * len(numbers) // _SLOTS + 4:  # (a log of many paths, e.g. one timestamp per write)
+        expired = next((i for i in range(count) if self[i * _SLOTS] >= oldest), count)
+        del self[: max(expired, count - limit) * _SLOTS]
+        if len(self._keys) > 2 * self.size() + 4:  # (a log of many paths, e.g. one timestamp per write)
             self._compact()
 
     def _compact(self) -> None:
-        numbers, old = self._numbers, self._keys
+        old = self._keys
         keys: list[_Key] = []
         renumbered: dict[int, int] = {}
-        for i in range(1, len(numbers), _SLOTS):
-            index = numbers[i] & _KEY_MASK
+        for i in range(1, len(self), _SLOTS):
+            index = self[i] & _KEY_MASK
             new = renumbered.get(index)
             if new is None:
                 new = renumbered[index] = len(keys)
                 keys.append(old[index])
-            numbers[i] = numbers[i] & ~_KEY_MASK | new
-        self._keys = keys
+            self[i] = self[i] & ~_KEY_MASK | new
+        self._keys = tuple(keys)
 
     def may_come_back(self, handover: Handover) -> bool:
         """Whether `handover` (not yet logged) might return its field to an earlier owner or value.
 
-        A cheap test in C that is never wrong when it says no: a value that is not among the logged numbers
+        A cheap test in C that is never wrong when it says no: a value that is not among the logged words
         cannot be an earlier value. Ownership handovers are rarer and always say maybe.
         """
-        return handover.after is not None or (handover.now is not None and handover.now in self._numbers)
+        return handover.after is not None or (handover.now is not None and handover.now in self)
 
     def backs(self, path: str) -> int:
         """How many handovers of `path` returned it to an owner or a value it had before (within the log)."""
-        numbers, keys = self._numbers, self._keys
+        keys = self._keys
         mine = {i for i, key in enumerate(keys) if key[0] == path}
         back = 0
         owners: set[Writer] = set()
         values: set[int] = set()
-        for i in range(0, len(numbers), _SLOTS):
-            index = numbers[i + 1] & _KEY_MASK
+        for i in range(0, len(self), _SLOTS):
+            index = self[i + 1] & _KEY_MASK
             if index not in mine:
                 continue
             _, _, before, after = keys[index]
-            was, now = numbers[i + 2], numbers[i + 3]
+            was, now = self[i + 2], self[i + 3]
             if (after is not None and after in owners) or (now != _NONE and now in values):
                 back += 1
             if before is not None:
@@ -141,13 +153,11 @@ class HandoverLog:
         """The handovers of one path, or of any path in a set, oldest first."""
         wanted = {paths} if isinstance(paths, str) else paths
         mine = {i for i, key in enumerate(self._keys) if key[0] in wanted}
-        numbers = self._numbers
-        return [self._at(i) for i in range(len(self)) if numbers[i * _SLOTS + 1] & _KEY_MASK in mine]
+        return [self._at(i) for i in range(self.size()) if self[i * _SLOTS + 1] & _KEY_MASK in mine]
 
     def _at(self, i: int) -> Handover:
         base = i * _SLOTS
-        numbers = self._numbers
-        at, packed, was, now = numbers[base], numbers[base + 1], numbers[base + 2], numbers[base + 3]
+        at, packed, was, now = self[base], self[base + 1], self[base + 2], self[base + 3]
         path, by, before, after = self._keys[packed & _KEY_MASK]
         was_, now_ = (None if was == _NONE else was), (None if now == _NONE else now)
         return Handover(at / 1e6, packed >> _KEY_BITS, path, by, before, after, was_, now_)
