@@ -214,28 +214,28 @@ class Engine:
 
     def _touch(self, state: ObjectState) -> None:
         """Keep the objects and the idle-eviction queues ordered by last write (move to the end)."""
-        uid = state.key
+        key = state.key
         objects = self._objects
-        del objects[uid]
-        objects[uid] = state
+        del objects[key]
+        objects[key] = state
         if state.rates is not None:
-            self._rated.pop(uid, None)
-            self._rated[uid] = state
+            self._rated.pop(key, None)
+            self._rated[key] = state
         if state.history:
-            self._storied.pop(uid, None)
-            self._storied[uid] = state
+            self._storied.pop(key, None)
+            self._storied[key] = state
 
     def _evict_idle(self, now: float) -> None:
         """Drop the write rates of objects idle for two time constants (their streak is over, their rate at
         most 14% of what it was) and the handovers of objects idle for a whole window (none can count any more).
         """
         self._next_eviction = now + self._tau / 2
-        for uid in _idle(self._rated, now - 2 * self._tau):
-            self._rated.pop(uid).rates = None
-        for uid in _idle(self._storied, now - self.settings.fight.window):
-            state = self._storied[uid]
+        for key in _idle(self._rated, now - 2 * self._tau):
+            self._rated.pop(key).rates = None
+        for key in _idle(self._storied, now - self.settings.fight.window):
+            state = self._storied[key]
             if state.fight is None:  # an open fight keeps its handovers until it resolves
-                del self._storied[uid]
+                del self._storied[key]
                 state.history = None
         idle = _idle(self._objects, now - self._idle_after)
         self.stats.evicted_idle += self._let_go(idle, len(idle))
@@ -247,22 +247,22 @@ class Engine:
         self.stats.evicted_capacity += self._let_go(self._objects, excess)
 
     def _let_go(self, candidates: Iterable[int], count: int) -> int:
-        """Forget up to `count` of `candidates` (uids, least recently written first), keeping objects with an open
+        """Forget up to `count` of `candidates` (keys, least recently written first), keeping objects with an open
         finding (they go to the back of the queue); returns how many were let go."""
         objects = self._objects
         chosen: list[int] = []
         kept: list[int] = []
-        for uid in candidates:
+        for key in candidates:
             if len(chosen) >= count:
                 break
-            state = objects[uid]
-            (kept if state.fight is not None or state.hot is not None else chosen).append(uid)
-        for uid in chosen:
-            del objects[uid]
-            self._rated.pop(uid, None)
-            self._storied.pop(uid, None)
-        for uid in kept:
-            objects[uid] = objects.pop(uid)
+            state = objects[key]
+            (kept if state.fight is not None or state.hot is not None else chosen).append(key)
+        for key in chosen:
+            del objects[key]
+            self._rated.pop(key, None)
+            self._storied.pop(key, None)
+        for key in kept:
+            objects[key] = objects.pop(key)
         return len(chosen)
 
     def _track(self, finding: OpenFinding, state: ObjectState) -> None:
@@ -419,10 +419,10 @@ class Engine:
 def _idle(queue: dict[int, ObjectState], horizon: float) -> list[int]:
     """The objects at the front of a queue ordered by last write that were last written before `horizon`."""
     idle = []
-    for uid, state in queue.items():
+    for key, state in queue.items():
         if state.last_write >= horizon:
             break
-        idle.append(uid)
+        idle.append(key)
     return idle
 
 
