@@ -228,9 +228,9 @@ class Attribution:
         """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes."""
         changed: list[str] = []
         meta = obj["metadata"]
-        new = values.meta_table(meta)
         old = state.meta_values
-        if new.positions is not old.positions or new != old:
+        new = values.meta_table(meta, old)
+        if new is not old:
             changed = values.changed_leaves(old, new)
             state.meta_values = new
         digest = values.body_digest(obj)

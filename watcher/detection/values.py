@@ -100,9 +100,10 @@ _META_SHAPES: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, int]] = {}
 _NOTHING: JSONObject = {}
 
 
-def meta_table(meta: JSONObject) -> LeafTable:
+def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
     """Labels and annotations as a table, without a Python step per leaf: the key tuples find the shared path
-    index, and the value hashes are packed straight from the maps. Comparing two tables is the digest."""
+    index, and the value hashes are packed straight from the maps. `old` itself when nothing changed (most writes
+    leave them as they were: no table is made)."""
     labels = meta.get("labels") or _NOTHING
     annotations = meta.get("annotations") or _NOTHING
     if not labels and not annotations:
@@ -115,11 +116,13 @@ def meta_table(meta: JSONObject) -> LeafTable:
         paths_ = [paths.field(_LABELS, key) for key in shape[0]] + [paths.field(_ANNOTATIONS, key) for key in shape[1]]
         positions = _META_SHAPES[shape] = {path: position for position, path in enumerate(paths_)}
     try:
-        made = LeafTable(positions, map(hash, labels.values()))
-        made.extend(map(hash, annotations.values()))
+        hashes = array("q", map(hash, labels.values()))
+        hashes.extend(map(hash, annotations.values()))
     except TypeError:
         raise ValueError("metadata.labels and metadata.annotations must map strings to strings") from None
-    return made
+    if positions is old.positions and hashes == old:
+        return old
+    return LeafTable(positions, hashes)
 
 
 def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
