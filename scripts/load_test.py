@@ -468,6 +468,7 @@ def figures(watcher: Watcher, load: Load) -> dict[str, Any]:
             "slope_last_5_min": slope(5),
             "slope_last_10_min": slope(10),
             "every_5s": [round(r, 1) for r in rss],
+            "minutes": [round(m, 2) for m in minutes],  # each sample's time since the first
         },
         "tracked_objects": {"end": int(last[4]), "every_5s": [int(s[4]) for s in during]},
     }
