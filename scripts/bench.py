@@ -1287,10 +1287,13 @@ def timeline(path: Path, settings: DetectionSettings, every: int, *, traced: boo
     return series
 
 
-def memory_timeline(path: Path, truth: Truth | None, every: int) -> dict[str, Any]:
-    """Engine memory over the stream's simulated time at the defaults (fight window and idle time 1 h): does it
-    level off once the window has turned over? One replay counted by tracemalloc, one by VmRSS."""
+def memory_timeline(path: Path, truth: Truth | None, every: int, window: float | None) -> dict[str, Any]:
+    """Engine memory over the stream's simulated time at the defaults (fight window and idle time 1 h, or
+    `window`): does it level off once the window has turned over? One replay counted by VmRSS, one by tracemalloc."""
     settings = Config().detection
+    if window is not None:
+        fight = settings.fight.model_copy(update={"window": window})
+        settings = settings.model_copy(update={"idle_after": window, "fight": fight})
     results: dict[str, Any] = {
         "machine": machine(),
         "stream": stream_summary(path, truth, truth.events if truth else 0),
@@ -1503,6 +1506,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "logged, tracemalloc's count and VmRSS (results to --json; with --stream, so that a generated stream is "
         "replayed by a fresh process)",
     )
+    parser.add_argument(
+        "--window", type=float, help="with --memory-timeline: the fight window and idle time, seconds (default 1 h)"
+    )
     return parser.parse_args(argv)
 
 
@@ -1555,7 +1561,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.memory_only or args.memory_timeline:
             if args.memory_timeline:
-                results = memory_timeline(path, truth, args.memory_timeline)
+                results = memory_timeline(path, truth, args.memory_timeline, args.window)
             else:
                 results = memory_only(path, truth)
             args.json.parent.mkdir(parents=True, exist_ok=True)
