@@ -1238,6 +1238,84 @@ def memory_only(path: Path, truth: Truth | None) -> dict[str, Any]:
     return results
 
 
+def _vm_rss() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) * 1024
+
+
+def timeline(path: Path, settings: DetectionSettings, every: int, *, traced: bool) -> list[dict[str, float]]:
+    """Replay the stream and sample, every `every` events: the simulated time, the tracked objects, the
+    handovers logged (and objects with a log), and the engine's memory: tracemalloc's count of what Python
+    holds (`traced`) or the resident memory the replay added (VmRSS; tracemalloc off, its own tables would count).
+    """
+    gc.collect()
+    if traced:
+        tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0] if traced else _vm_rss()
+    engine = Engine(settings)
+    process = engine.process
+    states = engine._objects  # (a benchmark's look inside: the handover logs' sizes)
+    series: list[dict[str, float]] = []
+    first: float | None = None
+
+    def sample(events: int) -> None:
+        logs = [len(s.history) for s in states.values() if s.history is not None]
+        point: dict[str, float] = {
+            "events": events,
+            "sim_minutes": round((engine.now - first) / 60, 2) if first is not None else 0.0,
+            "tracked_objects": len(states),
+            "objects_with_handovers": len(logs),
+            "handovers_logged": sum(logs),
+            "evicted_idle": engine.stats.evicted_idle,
+        }
+        if traced:
+            point["traced_bytes"] = tracemalloc.get_traced_memory()[0] - base
+        else:
+            rss = _vm_rss()
+            point["rss_bytes"] = rss - base
+            point["process_rss_bytes"] = rss
+        series.append(point)
+
+    count = 0
+    for event in read_capture(str(path), stats=ReadStats()):
+        process(event)
+        count += 1
+        if first is None and engine.now > -math.inf:
+            first = engine.now
+        if count % every == 0:
+            sample(count)
+    if count % every:
+        sample(count)
+    if traced:
+        tracemalloc.stop()
+    print(f"timeline ({'tracemalloc' if traced else 'VmRSS'}): {series[-1]}", file=sys.stderr)
+    return series
+
+
+def memory_timeline(path: Path, truth: Truth | None, every: int, window: float | None) -> dict[str, Any]:
+    """Engine memory over the stream's simulated time at the defaults (fight window and idle time 1 h, or
+    `window`): does it level off once the window has turned over? One replay counted by VmRSS, one by tracemalloc."""
+    settings = Config().detection
+    if window is not None:
+        fight = settings.fight.model_copy(update={"window": window})
+        settings = settings.model_copy(update={"idle_after": window, "fight": fight})
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "stream": stream_summary(path, truth, truth.events if truth else 0),
+        "settings": {
+            "fight_window_s": settings.fight.window,
+            "idle_after_s": settings.idle_seconds,
+            "history": settings.history,
+            "max_objects": settings.max_objects,
+        },
+        "sample_every_events": every,
+        # VmRSS first, on this process's fresh heap (as a live process's); then tracemalloc's count.
+        "rss": timeline(path, settings, every, traced=False),
+        "tracemalloc": timeline(path, settings, every, traced=True),
+    }
+    return results
+
+
 def profile(path: Path, settings: DetectionSettings, top: int = 15) -> list[dict[str, Any]]:
     profiler = cProfile.Profile()
     profiler.enable()
@@ -1425,6 +1503,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="only measure memory per object (as shipped, and with every object kept) and the watch index",
     )
+    parser.add_argument(
+        "--memory-timeline",
+        type=int,
+        metavar="N",
+        help="only replay at the defaults, sampling every N events the simulated time, tracked objects, handovers "
+        "logged, tracemalloc's count and VmRSS (results to --json; with --stream, so that a generated stream is "
+        "replayed by a fresh process)",
+    )
+    parser.add_argument(
+        "--window", type=float, help="with --memory-timeline: the fight window and idle time, seconds (default 1 h)"
+    )
     return parser.parse_args(argv)
 
 
@@ -1469,9 +1558,17 @@ def main(argv: list[str] | None = None) -> int:
         path, truth, gen_seconds = prepare_stream(args, Path(tmp))
         if gen_seconds is not None:
             print(f"generated {path} in {gen_seconds:.1f} s", file=sys.stderr)
+            if args.memory_timeline and args.stream is not None:
+                # Generating leaves this heap hundreds of MB large and mostly free: a replay would reuse it and
+                # VmRSS would not show its growth. Start afresh on the stream now kept.
+                print("restarting on the kept stream, for a fresh heap", file=sys.stderr)
+                os.execv(sys.executable, [sys.executable, *sys.argv])  # noqa: S606 - this very script again
 
-        if args.memory_only:
-            results = memory_only(path, truth)
+        if args.memory_only or args.memory_timeline:
+            if args.memory_timeline:
+                results = memory_timeline(path, truth, args.memory_timeline, args.window)
+            else:
+                results = memory_only(path, truth)
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
             print(f"results written to {args.json}", file=sys.stderr)

@@ -24,12 +24,18 @@ against what was injected. Everything runs on this machine's cores: API server, 
 
   .venv/bin/python scripts/load_test.py                         # ~16 minutes; writes bench-results/load.json
   .venv/bin/python scripts/load_test.py --duration 60 --objects 5000 --out /tmp/load.json   # a quick look
+
+A memory soak: `--runs ha --replicas 1` runs one watcher (no leader to kill) for `--duration` s; `--window S` sets
+the fight window and the idle time (detection.fight.window, detection.idle_after) of the watchers, so that the
+window turns over within a shorter run; `--samples FILE` appends each resource sample as a JSON line as it is
+taken (a run stopped early keeps its series). The RSS slope is also given over the last 5 and 10 minutes.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import platform
 import random
@@ -156,6 +162,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=REPO / "bench-results" / "load.json")
     parser.add_argument("--workdir", type=Path, help="default: a temp dir, removed afterwards")
     parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument(
+        "--replicas", type=int, choices=(1, 2), default=2, help="watchers in the ha run (1: no leader to kill)"
+    )
+    parser.add_argument(
+        "--window",
+        type=float,
+        help="seconds: the watchers' detection.fight.window and detection.idle_after (default: theirs, 1 h)",
+    )
+    parser.add_argument("--samples", type=Path, help="append each resource sample here as a JSON line")
     return parser.parse_args(argv)
 
 
@@ -181,7 +196,8 @@ class Watcher:
     log: Path
     recording: Path
     url: str = ""
-    samples: list[tuple[float, float, float, float]] = field(default_factory=list)  # (t, cpu s, rss MiB, events)
+    # (t, cpu s, rss MiB, events, tracked objects)
+    samples: list[tuple[float, float, float, float, float]] = field(default_factory=list)
     killed_at: float | None = None
 
     def alive(self) -> bool:
@@ -256,17 +272,27 @@ async def ready(session: aiohttp.ClientSession, watcher: Watcher) -> bool:
         return False
 
 
-async def sample_forever(session: aiohttp.ClientSession, watchers: list[Watcher]) -> None:
+async def sample_forever(session: aiohttp.ClientSession, watchers: list[Watcher], out: Path | None) -> None:
     while True:
         for watcher in watchers:
             if watcher.alive():
                 try:
-                    events = received(await metrics_of(session, watcher))
-                    watcher.samples.append(
-                        (time.time(), cpu_seconds(watcher.proc.pid), rss_mib(watcher.proc.pid), events)
+                    metrics = await metrics_of(session, watcher)
+                    sample = (
+                        time.time(),
+                        cpu_seconds(watcher.proc.pid),
+                        rss_mib(watcher.proc.pid),
+                        received(metrics),
+                        metrics.get("fightwatch_tracked_objects", 0.0),
                     )
                 except (aiohttp.ClientError, OSError):
-                    pass  # a watcher killed meanwhile
+                    continue  # a watcher killed meanwhile
+                watcher.samples.append(sample)
+                if out is not None:
+                    keys = ("t", "cpu_s", "rss_mib", "events", "tracked_objects")
+                    with out.open("ab") as lines:
+                        lines.write(orjson.dumps({"watcher": watcher.name, **dict(zip(keys, sample, strict=True))}))
+                        lines.write(b"\n")
         await asyncio.sleep(SAMPLE_EVERY)
 
 
@@ -419,7 +445,14 @@ def figures(watcher: Watcher, load: Load) -> dict[str, Any]:
     cpu = last[1] - first[1]
     rss = [s[2] for s in during]
     minutes = [(s[0] - first[0]) / 60 for s in during]
-    slope = statistics.linear_regression(minutes, rss).slope if len(during) > 2 else 0.0
+
+    def slope(last_minutes: float = math.inf) -> float | None:
+        since = minutes[-1] - last_minutes
+        points = [(m, r) for m, r in zip(minutes, rss, strict=True) if m >= since]
+        if len(points) <= 2 or (math.isfinite(last_minutes) and minutes[-1] < last_minutes):
+            return None
+        return round(statistics.linear_regression(*zip(*points, strict=True)).slope, 3)
+
     return {
         "seconds": round(last[0] - first[0], 1),
         "events": int(events),
@@ -431,9 +464,13 @@ def figures(watcher: Watcher, load: Load) -> dict[str, Any]:
             "start": round(rss[0], 1),
             "end": round(rss[-1], 1),
             "max": round(max(rss), 1),
-            "slope_mib_per_minute": round(slope, 3),
+            "slope_mib_per_minute": slope() or 0.0,  # (over the whole load)
+            "slope_last_5_min": slope(5),
+            "slope_last_10_min": slope(10),
             "every_5s": [round(r, 1) for r in rss],
+            "minutes": [round(m, 2) for m in minutes],  # each sample's time since the first
         },
+        "tracked_objects": {"end": int(last[4]), "every_5s": [int(s[4]) for s in during]},
     }
 
 
@@ -482,14 +519,17 @@ async def marker_seen(kube: Kube, watchers: list[Watcher]) -> None:
             await poll(lambda w=watcher: drained(w), f"{watcher.name} to receive every write", DRAIN_DEADLINE)
 
 
-def start_watchers(name: str, cp: ControlPlane, workdir: Path) -> list[Watcher]:
-    """`ha`: two replicas of one shard; `shards`: shards 0 and 1. Leader election on in both (one Lease per shard)."""
-    base = {
+def start_watchers(name: str, cp: ControlPlane, workdir: Path, args: argparse.Namespace) -> list[Watcher]:
+    """`ha`: `--replicas` replicas of one shard; `shards`: shards 0 and 1. Leader election on in both (one Lease
+    per shard)."""
+    base: dict[str, Any] = {
         "watch": {"resources": [k.name for k in KINDS]},
         "leader_election": {"enabled": True, "lease_namespace": "default"},
     }
+    if args.window is not None:
+        base["detection"] = {"fight": {"window": args.window}, "idle_after": args.window}
     if name == "ha":
-        return [start_watcher(f"fw-{i}", cp, workdir, base, ()) for i in range(2)]
+        return [start_watcher(f"fw-{i}", cp, workdir, base, ()) for i in range(args.replicas)]
     return [
         start_watcher(f"fw-shard-{i}", cp, workdir, base, ("--shard", str(i), "--total-shards", "2")) for i in range(2)
     ]
@@ -507,7 +547,7 @@ async def run(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, A
         started = time.monotonic()
         await populate(kube, cluster)
         print(f"[{name}] created {len(cluster.objects)} objects in {time.monotonic() - started:.0f} s", flush=True)
-        watchers = start_watchers(name, cp, workdir)
+        watchers = start_watchers(name, cp, workdir, args)
         started = time.monotonic()
         for watcher in watchers:
             await poll(lambda w=watcher: ready(session, w), f"{watcher.name} ready", READY_DEADLINE)
@@ -535,7 +575,7 @@ async def measure(
 ) -> dict[str, Any]:
     """The load (killing the leader halfway in the `ha` run), then what each watcher did and found."""
     leader: Watcher | None = None
-    if name == "ha":
+    if name == "ha" and len(watchers) > 1:
         for watcher in watchers:
             if (await metrics_of(session, watcher)).get("fightwatch_leader") == 1.0:
                 leader = watcher
@@ -547,7 +587,7 @@ async def measure(
             leader.killed_at = time.time()
             print(f"[{name}] killed the leader {leader.name} at {at:.0f} s", flush=True)
 
-    sampler = asyncio.create_task(sample_forever(session, watchers))
+    sampler = asyncio.create_task(sample_forever(session, watchers, args.samples))
     try:
         load = await generate(kube, cluster, args, on_tick)
         print(f"[{name}] {load.writes} writes in {load.seconds:.1f} s ({load.errors} errors); draining", flush=True)
@@ -637,6 +677,7 @@ def machine() -> dict[str, Any]:
     return {
         "cpu": model,
         "cores": os.cpu_count(),
+        "pinned_to_cpus": sorted(os.sched_getaffinity(0)),  # (inherited by the control plane and the watchers)
         "memory": memory.split(":", 1)[1].strip(),
         "os": platform.platform(),
         "python": platform.python_version(),
@@ -690,6 +731,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 ShardingSettings(total_shards=2),
             )
             for k in KINDS
+        },
+        "settings": {
+            "duration_s": args.duration,
+            "rate": args.rate,
+            "replicas": args.replicas,
+            "fight_window_and_idle_after_s": args.window if args.window is not None else "default (1 h)",
         },
         "runs": {},
     }
