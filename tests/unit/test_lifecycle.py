@@ -9,6 +9,7 @@ from watcher.config import Config, DetectionSettings, parse_config
 from watcher.detection.engine import Engine
 from watcher.model import ChangeKind, EventType, FindingState, WatchEvent
 from watcher.sinks.report import finding_json
+from watcher.sources.capture import event_time
 
 
 def _settings(**detection: object) -> DetectionSettings:
@@ -183,3 +184,23 @@ def test_a_relist_keeps_open_findings_and_raises_none_twice() -> None:
         kinds += [c.kind for c in engine.process(_relisted(event, (last.observed_at or 0) + 1))]
     assert kinds.count(ChangeKind.OPENED) == 1
     assert [f.id for f in engine.active()] == [active.id]
+
+
+def test_a_hot_loop_has_the_same_id_whichever_write_crossed_the_threshold() -> None:
+    """Two replicas receive the same writes at slightly different times, so each one's rate crosses the threshold
+    at another write; the finding is named after the streak's first write, so both name it alike."""
+    captured = list(events("hot-loop-timestamp"))
+    start = event_time(captured[0])
+
+    def opened(stretch: float) -> tuple[str, int]:
+        engine = Engine(Config().detection)
+        for event in captured:
+            at = start + (event_time(event) - start) * stretch
+            for change in engine.process(WatchEvent(event.type, event.object, at)):
+                if change.kind is ChangeKind.OPENED and change.finding.type.value == "hot_loop":
+                    return change.finding.id, engine.stats.writes
+        raise AssertionError("no hot loop")
+
+    (as_recorded, crossed_at), (slower, crossed_later) = opened(1.0), opened(1.5)
+    assert crossed_later > crossed_at  # (the slower replica crosses the threshold at a later write)
+    assert slower == as_recorded

@@ -333,7 +333,9 @@ class Engine:
         """Changed hands and came back to an earlier owner/value often enough (`min_handovers` - 1 times)."""
         return history.backs(path) >= self.settings.fight.min_handovers - 1
 
-    def _rates(self, state: ObjectState, writers: list[Writer], at: float) -> tuple[dict[Writer, Rate], list[Writer]]:
+    def _rates(
+        self, state: ObjectState, writers: list[Writer], at: float, version: str
+    ) -> tuple[dict[Writer, Rate], list[Writer]]:
         """Feed each writer's decaying rate; return the rates and the writers that are hot now."""
         settings = self.settings.hot_loop
         rates = state.rates
@@ -347,7 +349,7 @@ class Engine:
             gap = at - rate.last
             rate.rate = rate.rate * math.exp(-gap / self._tau) + self._rate_unit
             if gap > 2 * self._tau:  # a new streak
-                rate.streak, rate.start, rate.start_seq = 0, at, state.seq
+                rate.streak, rate.start, rate.start_seq, rate.start_version = 0, at, state.seq, version
             rate.streak += 1
             rate.last = at
             if rate.rate >= settings.min_writes_per_minute and rate.streak >= settings.min_writes:
@@ -357,19 +359,21 @@ class Engine:
     def _hot_loop(
         self, state: ObjectState, obj: JSONObject, meta: JSONObject, writers: list[Writer], write: Write
     ) -> list[FindingChange]:
-        rates, hot = self._rates(state, writers, write.at)
+        rates, hot = self._rates(state, writers, write.at, write.version)
         finding = state.hot
         if finding is None:
             if not hot:
                 return []
-            starts = [rates[w] for w in hot]
+            first = min((rates[w] for w in hot), key=lambda r: r.start_seq)
+            # Named after the write that began the streak, not the one that crossed the threshold: the crossing
+            # depends on each replica's receive times, the streak's start (after a gap of two time constants) not.
             finding = state.hot = OpenFinding(
                 FindingType.HOT_LOOP,
                 self._attribution.object_ref(obj, meta),
-                first_seen=min(r.start for r in starts),
+                first_seen=first.start,
                 at=write.at,
-                seq=min(r.start_seq for r in starts),
-                version=write.version,
+                seq=first.start_seq,
+                version=first.start_version or write.version,
             )
             self._track(finding, state)
             before = None

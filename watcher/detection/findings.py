@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class Rate:
     """One writer's write rate on one object: exponentially decaying, with the current streak of writes."""
 
-    __slots__ = ("last", "rate", "start", "start_seq", "streak")
+    __slots__ = ("last", "rate", "start", "start_seq", "start_version", "streak")
 
     def __init__(self) -> None:
         self.rate = 0.0  # writes per minute, exponentially decaying
@@ -30,6 +30,7 @@ class Rate:
         self.streak = 0  # writes without a gap longer than two time constants
         self.start = 0.0
         self.start_seq = 0
+        self.start_version = ""  # resourceVersion of the streak's first write: names a hot loop it opens
 
 
 class OpenFinding:
