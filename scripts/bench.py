@@ -1308,6 +1308,8 @@ def memory_timeline(path: Path, truth: Truth | None, every: int, window: float |
         "rss": timeline(path, settings, every, traced=False),
         "tracemalloc": timeline(path, settings, every, traced=True),
     }
+    if truth is None:  # (a recording: no sidecar to count from)
+        results["stream"]["events"] = results["rss"][-1]["events"]
     return results
 
 
