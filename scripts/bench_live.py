@@ -27,7 +27,6 @@ import os
 import random
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,8 +47,17 @@ sys.path.insert(0, str(REPO))
 
 from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
 from harness.kube import CONFIGMAPS, DEPLOYMENTS, Kube, new_api_client  # noqa: E402
-
-from watcher.model import parse_time  # noqa: E402
+from livebench import (  # noqa: E402
+    cpu_seconds,
+    is_ready,
+    lags,
+    listening,
+    memory_kib,
+    metrics_of,
+    poll,
+    recorded_writes,
+    total,
+)
 
 NAMESPACES = 10
 MARKER = "bench-marker-"
@@ -57,7 +65,6 @@ IN_FLIGHT = 48  # concurrent writes of the load generator
 READY_DEADLINE = 300.0
 DRAIN_DEADLINE = 300.0
 IDLE_SECONDS = 10.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 DATA = "".join(
     random.Random(7).choice(  # noqa: S311 - filler text, not cryptography
         "abcdefghijklmnopqrstuvwxyz0123456789 \n"
@@ -80,20 +87,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 # ------------------------------------------------------------------------------------------------ processes
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-
-
-def memory_kib(pid: int) -> dict[str, int]:
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0])
-    return values
 
 
 @dataclass
@@ -139,53 +132,22 @@ def start_baseline(cp: ControlPlane, workdir: Path) -> Watcher:
     return Watcher("baseline", proc, log)
 
 
-async def poll(check: Any, what: str, deadline: float) -> Any:
-    give_up = time.monotonic() + deadline
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > give_up:
-            raise TimeoutError(f"waited {deadline:.0f} s for {what}")
-        await asyncio.sleep(0.25)
-
-
-async def metrics_of(session: aiohttp.ClientSession, watcher: Watcher) -> dict[str, float]:
-    async with session.get(watcher.url + "/metrics") as response:
-        text = await response.text()
-    samples = {}
-    for line in text.splitlines():
-        if line.startswith("fightwatch_"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
-
-
 async def ready(session: aiohttp.ClientSession, watcher: Watcher) -> bool:
     if watcher.proc.poll() is not None:
         raise RuntimeError(f"{watcher.name} exited: {watcher.log.read_text()[-2000:]}")
     if watcher.recording is None:
         return b"ready" in watcher.log.read_bytes()
-    if not watcher.url:
-        for line in watcher.log.read_bytes().splitlines():
-            if b'"started"' in line:
-                watcher.url = orjson.loads(line)["listening"]
-        if not watcher.url:
-            return False
-    try:
-        async with session.get(watcher.url + "/readyz") as response:
-            return response.status == 200
-    except aiohttp.ClientError:
-        return False
+    watcher.url = watcher.url or listening(watcher.log)
+    return bool(watcher.url) and await is_ready(session, watcher.url)
 
 
 async def sample(session: aiohttp.ClientSession, watcher: Watcher) -> None:
     watcher.cpu.append(cpu_seconds(watcher.proc.pid))
     watcher.memory = memory_kib(watcher.proc.pid)
     if watcher.recording is not None:
-        m = await metrics_of(session, watcher)
-        watcher.events.append(sum(v for k, v in m.items() if k.startswith("fightwatch_events_total")))
-        watcher.bytes.append(sum(v for k, v in m.items() if k.startswith("fightwatch_watch_received_bytes_total")))
+        m = await metrics_of(session, watcher.url)
+        watcher.events.append(total(m, "fightwatch_events_total"))
+        watcher.bytes.append(total(m, "fightwatch_watch_received_bytes_total"))
 
 
 # ----------------------------------------------------------------------------------------------------- load
@@ -316,31 +278,6 @@ async def generate(kube: Kube, objects: list[tuple[str, str]], args: argparse.Na
 # ----------------------------------------------------------------------------------------------- analysis
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def lags(load: Load, times: list[tuple[str, float]]) -> dict[str, float]:
-    measured = [t - load.accepted[rv] for rv, t in times if rv in load.accepted]
-    return {
-        "matched": len(measured),
-        "p50_ms": round(percentile(measured, 0.50) * 1000, 1),
-        "p99_ms": round(percentile(measured, 0.99) * 1000, 1),
-        "max_ms": round(max(measured) * 1000, 1),
-        "mean_ms": round(statistics.fmean(measured) * 1000, 1),
-    }
-
-
-def recorded_times(path: Path) -> list[tuple[str, float]]:
-    times = []
-    for line in path.read_bytes().splitlines():
-        event = orjson.loads(line)
-        if event["type"] == "MODIFIED":
-            times.append((event["object"]["metadata"]["resourceVersion"], parse_time(event["observedAt"])))
-    return times
-
-
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     print(f"control plane in {workdir}", flush=True)
     cp = start_control_plane(workdir / "control-plane")
@@ -407,7 +344,7 @@ def summarise(
     for watcher in watchers:
         cpu = watcher.cpu[1] - watcher.cpu[0]
         if watcher.recording is not None:
-            times = recorded_times(watcher.recording)
+            times = list(recorded_writes(watcher.recording))
             events = watcher.events[1] - watcher.events[0]
             per_event = (watcher.bytes[1] - watcher.bytes[0]) / events
         else:
@@ -421,7 +358,7 @@ def summarise(
             "cpu_seconds_per_1000_events": round(1000 * cpu / events, 3),
             "events_per_cpu_second": round(events / cpu) if cpu else None,
             "idle_cpu_seconds_per_second": round(watcher.idle_cpu, 4),
-            "lag": lags(load, times),
+            "lag": lags(load.accepted, times),
             "rss_mib": round(watcher.memory.get("VmRSS", 0) / 1024, 1),
             "peak_rss_mib": round(watcher.memory.get("VmHWM", 0) / 1024, 1),
             "bytes_per_event": None if per_event is None else round(per_event),

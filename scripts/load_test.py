@@ -63,6 +63,18 @@ sys.path.insert(0, str(REPO))
 
 from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
 from harness.kube import Kube, Resource, new_api_client  # noqa: E402
+from livebench import (  # noqa: E402
+    cpu_seconds,
+    is_ready,
+    lags,
+    listening,
+    log_lines,
+    memory_kib,
+    metrics_of,
+    poll,
+    recorded_writes,
+    total,
+)
 
 from watcher.config import Config, ShardingSettings  # noqa: E402
 from watcher.model import parse_time  # noqa: E402
@@ -75,7 +87,6 @@ READY_DEADLINE = 600.0
 DRAIN_DEADLINE = 300.0
 FIGHT_PERIOD = 4.0  # seconds between two writes of a fight (the two operators alternate)
 HOT_PERIOD = 1.0  # seconds between two writes of a hot loop (60/min, twice the threshold)
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MARKER = "load-marker-"
 EVENTS = "/apis/events.k8s.io/v1/events"
 
@@ -177,18 +188,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 # ------------------------------------------------------------------------------------------------ processes
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 @dataclass
 class Watcher:
     name: str
@@ -204,13 +203,7 @@ class Watcher:
         return self.proc.poll() is None
 
     def log_lines(self, event: str | None = None) -> list[dict[str, Any]]:
-        lines = []
-        for line in self.log.read_bytes().splitlines():
-            if line.startswith(b"{"):
-                entry = orjson.loads(line)
-                if event is None or entry.get("event") == event:
-                    lines.append(entry)
-        return lines
+        return log_lines(self.log, event)
 
 
 def start_watcher(name: str, cp: ControlPlane, workdir: Path, config: dict[str, Any], args: Sequence[str]) -> Watcher:
@@ -226,50 +219,16 @@ def start_watcher(name: str, cp: ControlPlane, workdir: Path, config: dict[str, 
     return Watcher(name, proc, log, recording)
 
 
-async def poll(check: Callable[[], Any], what: str, deadline: float) -> Any:
-    give_up = time.monotonic() + deadline
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > give_up:
-            raise TimeoutError(f"waited {deadline:.0f} s for {what}")
-        await asyncio.sleep(0.25)
-
-
 async def get_json(session: aiohttp.ClientSession, url: str) -> Any:
     async with session.get(url) as response:
         return await response.json()
 
 
-async def metrics_of(session: aiohttp.ClientSession, watcher: Watcher) -> dict[str, float]:
-    async with session.get(watcher.url + "/metrics") as response:
-        text = await response.text()
-    samples = {}
-    for line in text.splitlines():
-        if line.startswith("fightwatch_"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
-
-
-def received(metrics: dict[str, float]) -> float:
-    return sum(v for k, v in metrics.items() if k.startswith("fightwatch_events_total"))
-
-
 async def ready(session: aiohttp.ClientSession, watcher: Watcher) -> bool:
     if not watcher.alive():
         raise RuntimeError(f"{watcher.name} exited: {watcher.log.read_text()[-3000:]}")
-    if not watcher.url:
-        started = watcher.log_lines("started")
-        if not started:
-            return False
-        watcher.url = started[0]["listening"]
-    try:
-        async with session.get(watcher.url + "/readyz") as response:
-            return response.status == 200
-    except aiohttp.ClientError:
-        return False
+    watcher.url = watcher.url or listening(watcher.log)
+    return bool(watcher.url) and await is_ready(session, watcher.url)
 
 
 async def sample_forever(session: aiohttp.ClientSession, watchers: list[Watcher], out: Path | None) -> None:
@@ -277,12 +236,12 @@ async def sample_forever(session: aiohttp.ClientSession, watchers: list[Watcher]
         for watcher in watchers:
             if watcher.alive():
                 try:
-                    metrics = await metrics_of(session, watcher)
+                    metrics = await metrics_of(session, watcher.url)
                     sample = (
                         time.time(),
                         cpu_seconds(watcher.proc.pid),
-                        rss_mib(watcher.proc.pid),
-                        received(metrics),
+                        memory_kib(watcher.proc.pid)["VmRSS"] / 1024,
+                        total(metrics, "fightwatch_events_total"),
                         metrics.get("fightwatch_tracked_objects", 0.0),
                     )
                 except (aiohttp.ClientError, OSError):
@@ -412,30 +371,6 @@ async def generate(kube: Kube, cluster: Cluster, args: argparse.Namespace, on_ti
 # ----------------------------------------------------------------------------------------------- analysis
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def lags(load: Load, recording: Path) -> dict[str, float]:
-    measured = []
-    for line in recording.read_bytes().splitlines():
-        event = orjson.loads(line)
-        if event["type"] == "MODIFIED":
-            accepted = load.accepted.get(event["object"]["metadata"]["resourceVersion"])
-            if accepted is not None:
-                measured.append(parse_time(event["observedAt"]) - accepted)
-    if not measured:
-        return {"matched": 0}
-    return {
-        "matched": len(measured),
-        "p50_ms": round(percentile(measured, 0.50) * 1000, 1),
-        "p99_ms": round(percentile(measured, 0.99) * 1000, 1),
-        "max_ms": round(max(measured) * 1000, 1),
-        "mean_ms": round(statistics.fmean(measured) * 1000, 1),
-    }
-
-
 def figures(watcher: Watcher, load: Load) -> dict[str, Any]:
     """CPU per event and memory over the load phase (until the watcher was killed, if it was)."""
     end = load.started + load.seconds
@@ -459,7 +394,7 @@ def figures(watcher: Watcher, load: Load) -> dict[str, Any]:
         "events_per_second": round(events / max(1e-9, last[0] - first[0]), 1),
         "cpu_seconds": round(cpu, 2),
         "cpu_seconds_per_1000_events": round(1000 * cpu / events, 3) if events else None,
-        "lag": lags(load, watcher.recording),
+        "lag": lags(load.accepted, recorded_writes(watcher.recording)),
         "rss_mib": {
             "start": round(rss[0], 1),
             "end": round(rss[-1], 1),
@@ -577,7 +512,7 @@ async def measure(
     leader: Watcher | None = None
     if name == "ha" and len(watchers) > 1:
         for watcher in watchers:
-            if (await metrics_of(session, watcher)).get("fightwatch_leader") == 1.0:
+            if (await metrics_of(session, watcher.url)).get("fightwatch_leader") == 1.0:
                 leader = watcher
     kill_at = args.kill_at if args.kill_at is not None else args.duration / 2
 

@@ -75,7 +75,7 @@ def test_every_event_has_exactly_one_outcome(scenario: str) -> None:
     stream = list(events(scenario))
     for event in stream:
         engine.process(event)
-    last = next(e for e in reversed(stream) if e.object["metadata"]["uid"] in engine._objects)  # (not ignored)
+    last = next(e for e in reversed(stream) if engine.tracks(e.object["metadata"]["uid"]))  # (not ignored)
     engine.process(last)  # the same version again: a duplicate
     relisted = dict(last.object, metadata={**last.object["metadata"], "resourceVersion": "relisted"})
     engine.process(WatchEvent(EventType.ADDED, relisted, last.observed_at))  # a relist: resynced

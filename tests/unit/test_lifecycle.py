@@ -103,7 +103,7 @@ def test_history_per_object_is_bounded() -> None:
     engine = Engine(_settings(history=4))
     _replay(engine, "fight-three-writers")
     for state in engine._objects.values():
-        assert state.history is None or len(state.history) <= 4
+        assert state.history is None or state.history.size() <= 4
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_leases_are_ignored_by_default_and_analysed_when_asked() -> None:
 def test_idle_objects_give_up_rates_then_history() -> None:
     engine = Engine(Config().detection)
     _replay(engine, "fight-data")
-    (state,) = [s for s in engine._objects.values() if s.ref.name == "service-endpoints"]
+    (state,) = [s for s in engine._objects.values() if s.fight is not None and s.fight.ref.name == "service-endpoints"]
     assert state.rates is not None
     assert state.history
     engine.advance(engine.now + 3 * 60)  # > two time constants

@@ -85,7 +85,8 @@ def test_an_object_idle_until_its_own_next_event_is_a_new_baseline() -> None:
     assert engine.stats.writes == writes
     assert engine.stats.new_objects == new + 1
     assert engine.stats.evicted_idle >= 1
-    assert list(engine._objects) == [_uid(late)]
+    assert engine.tracked_objects == 1
+    assert engine.tracks(_uid(late))
 
 
 def test_the_cap_lets_the_least_recently_written_go_first_and_keeps_objects_with_open_findings() -> None:
@@ -104,10 +105,10 @@ def test_the_cap_lets_the_least_recently_written_go_first_and_keeps_objects_with
             touched = [u for u in touched if u != uid] + [uid]
         pinned = {f.object.uid for f in engine.active()}
         assert engine.tracked_objects <= cap + len(pinned)
-        assert pinned <= set(engine._objects)
-        assert touched[-1] in engine._objects or event.type is not EventType.MODIFIED
+        assert all(engine.tracks(u) for u in pinned)
+        assert engine.tracks(touched[-1]) or event.type is not EventType.MODIFIED
     assert engine.stats.evicted_capacity > 0
-    recent = [u for u in touched if u in engine._objects]
+    recent = [u for u in touched if engine.tracks(u)]
     assert set(touched[-cap // 2 :]) <= set(recent)  # the most recently written are kept
 
 

@@ -15,7 +15,16 @@ from watcher.detection import values
 from watcher.detection.findings import OpenFinding, Rate
 from watcher.detection.handovers import REMOVED, Handover, HandoverLog
 from watcher.detection.ignore import ObjectRules
-from watcher.detection.managed_fields import Entry, FieldSetCache, RawEntries, decode, keep_entry
+from watcher.detection.managed_fields import (
+    Entry,
+    FieldSetCache,
+    PackedEntries,
+    RawEntries,
+    decode,
+    keep_entry,
+    pack_entries,
+    unpack_entries,
+)
 from watcher.detection.values import LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 
@@ -47,20 +56,23 @@ class ObjectState:
         "fight",
         "history",
         "hot",
+        "key",
         "last_write",
         "meta_values",
         "rates",
-        "ref",
         "rules",
         "rv",
         "seq",
     )
 
-    def __init__(self, ref: ObjectRef, rv: str, rules: ObjectRules) -> None:
-        self.ref = ref
+    def __init__(self, uid: str, rv: str, rules: ObjectRules) -> None:
+        # The engine's key of the object: a hash of its uid, not the 36 characters (two uids of one cluster share
+        # a 64-bit hash with a probability of about 2**-64 per pair). The rest of its reference is in every event
+        # (see `Attribution.object_ref`), so it is not kept either: findings keep theirs.
+        self.key = hash(uid)
         self.rv = hash(rv)  # only ever compared, to drop repeated versions: a hash is half the memory
         self.rules = rules
-        self.entries: tuple[Entry, ...] = ()  # a tuple, not a dict: a third of the memory
+        self.entries: PackedEntries = ()  # (see `pack_entries`)
         self.meta_values: LeafTable = values.NO_LEAVES
         self.body_digest = 0
         self.body_values: LeafTable = values.NO_LEAVES
@@ -100,28 +112,33 @@ class Attribution:
         rules: ObjectRules,
     ) -> ObjectState:
         """The state of an object first seen (ADDED, or already there when the stream began): no write yet."""
-        ref = ObjectRef(
+        state = ObjectState(meta["uid"], meta.get("resourceVersion") or "", rules)
+        self.resync(state, obj, meta, raw)
+        return state
+
+    @staticmethod
+    def object_ref(obj: JSONObject, meta: JSONObject) -> ObjectRef:
+        """The reference to the object an event carries (its type and namespace strings interned)."""
+        namespace = meta.get("namespace")
+        return ObjectRef(
             api_version=sys.intern(obj.get("apiVersion") or ""),
             kind=sys.intern(obj.get("kind") or ""),
-            namespace=sys.intern(meta["namespace"]) if meta.get("namespace") else None,
+            namespace=sys.intern(namespace) if namespace else None,
             name=meta["name"],
             uid=meta["uid"],
         )
-        state = ObjectState(ref, meta.get("resourceVersion") or "", rules)
-        self.resync(state, obj, meta, raw)
-        return state
 
     def resync(self, state: ObjectState, obj: JSONObject, meta: JSONObject, raw: RawEntries) -> None:
         """Take this version as the object's baseline without counting a write: ownership and values are read
         afresh; its handovers, rates and open findings stay (a relist after a watch lost events).
         """
-        state.entries = tuple(keep_entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items())
+        state.entries = pack_entries(keep_entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items())
         self._changed_values(state, obj)
         state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
 
     def attribute(self, state: ObjectState, obj: JSONObject, raw: RawEntries, newest: str, now: float) -> Write:
         """Find the writer(s) of this write and the fields that changed hands or value."""
-        prev = {entry.writer: entry for entry in state.entries}
+        prev = unpack_entries(state.entries)
         entries, writers, gained = self._entries(prev, raw, newest)
         before = Values(state.meta_values, state.body_values)
         changed = self._changed_values(state, obj)
@@ -146,7 +163,7 @@ class Attribution:
                 before=before,
                 after=after,
             )
-        state.entries = tuple(entries.values())
+        state.entries = pack_entries(entries.values())
         return write
 
     @staticmethod
@@ -211,9 +228,9 @@ class Attribution:
         """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes."""
         changed: list[str] = []
         meta = obj["metadata"]
-        new = values.meta_table(meta)
         old = state.meta_values
-        if new.positions is not old.positions or new.hashes != old.hashes:
+        new = values.meta_table(meta, old)
+        if new is not old:
             changed = values.changed_leaves(old, new)
             state.meta_values = new
         digest = values.body_digest(obj)

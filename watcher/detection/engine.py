@@ -95,14 +95,14 @@ class Engine:
         self._on_write = on_write
         self.stats = Stats()
         self.now = -math.inf
-        self._objects: dict[str, ObjectState] = {}
+        self._objects: dict[int, ObjectState] = {}
         self._attribution = Attribution()
         self._active: dict[str, tuple[OpenFinding, ObjectState]] = {}
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
         self._next_deadline = math.inf  # no active finding can resolve before this
         # Objects by last write, oldest first: idle ones give up their rates, later their handover history.
-        self._rated: dict[str, ObjectState] = {}
-        self._storied: dict[str, ObjectState] = {}
+        self._rated: dict[int, ObjectState] = {}
+        self._storied: dict[int, ObjectState] = {}
         self._next_eviction = -math.inf
         # `_objects` itself is kept in order of last write (first sight for objects never written): the front
         # is the least recently used, let go when idle for `idle_after` or when there are over `max_objects`.
@@ -119,14 +119,18 @@ class Engine:
     def tracked_objects(self) -> int:
         return len(self._objects)
 
+    def tracks(self, uid: str) -> bool:
+        """Whether the object with this uid is tracked (has state here)."""
+        return hash(uid) in self._objects
+
     def process(self, event: WatchEvent) -> list[FindingChange]:
         self.stats.events += 1
         obj = event.object
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("uid") or not meta.get("name"):
             raise EventError("the object has no metadata.uid or metadata.name")
-        uid: str = meta["uid"]
-        state = self._objects.get(uid)
+        key = hash(meta["uid"])
+        state = self._objects.get(key)
         rules = state.rules if state is not None else self._rules.for_object(obj, meta)
         if rules is None:
             self.stats.ignored_events += 1
@@ -138,7 +142,7 @@ class Engine:
         newest = max((t for t, _ in raw.values()), default="")
         at, timed = self._event_time(event, newest)
         changes = self.advance(at)
-        if state is not None and uid not in self._objects:  # let go by this very advance (idle): seen anew
+        if state is not None and key not in self._objects:  # let go by this very advance (idle): seen anew
             state = None
         now = self.now
         if event.type is EventType.DELETED:
@@ -149,7 +153,7 @@ class Engine:
                 self.stats.untracked_deletions += 1
             return changes
         if state is None:
-            self._first_seen(uid, self._attribution.baseline(obj, meta, raw, rules), now)
+            self._first_seen(self._attribution.baseline(obj, meta, raw, rules), now)
             return changes
         rv = hash(meta.get("resourceVersion") or "")
         if rv and rv == state.rv:
@@ -163,19 +167,19 @@ class Engine:
         write = self._attribution.attribute(state, obj, raw, newest, now)
         self.stats.writes += 1
         if self._on_write is not None:
-            self._on_write(state.ref, write.writers)
+            self._on_write(self._attribution.object_ref(obj, meta), write.writers)
         if write.writers[0] is UNATTRIBUTED:
             self.stats.unattributed_writes += 1
         write.timed = timed
         write.version = meta.get("resourceVersion") or ""
-        changes += self._detect(state, obj, write)
+        changes += self._detect(state, obj, meta, write)
         state.last_write = now
-        self._touch(uid, state)
+        self._touch(state)
         return changes
 
-    def _first_seen(self, uid: str, state: ObjectState, now: float) -> None:
+    def _first_seen(self, state: ObjectState, now: float) -> None:
         """Track a new object (or one let go before): its baseline, at the back of the queue; keep to the cap."""
-        self._objects[uid] = state
+        self._objects[state.key] = state
         state.last_write = now
         self.stats.new_objects += 1
         if self._max_objects is not None and len(self._objects) > self._max_objects:
@@ -208,29 +212,30 @@ class Engine:
                 self._next_deadline = min(self._next_deadline, deadline)
         return changes
 
-    def _touch(self, uid: str, state: ObjectState) -> None:
+    def _touch(self, state: ObjectState) -> None:
         """Keep the objects and the idle-eviction queues ordered by last write (move to the end)."""
+        key = state.key
         objects = self._objects
-        del objects[uid]
-        objects[uid] = state
+        del objects[key]
+        objects[key] = state
         if state.rates is not None:
-            self._rated.pop(uid, None)
-            self._rated[uid] = state
+            self._rated.pop(key, None)
+            self._rated[key] = state
         if state.history:
-            self._storied.pop(uid, None)
-            self._storied[uid] = state
+            self._storied.pop(key, None)
+            self._storied[key] = state
 
     def _evict_idle(self, now: float) -> None:
         """Drop the write rates of objects idle for two time constants (their streak is over, their rate at
         most 14% of what it was) and the handovers of objects idle for a whole window (none can count any more).
         """
         self._next_eviction = now + self._tau / 2
-        for uid in _idle(self._rated, now - 2 * self._tau):
-            self._rated.pop(uid).rates = None
-        for uid in _idle(self._storied, now - self.settings.fight.window):
-            state = self._storied[uid]
+        for key in _idle(self._rated, now - 2 * self._tau):
+            self._rated.pop(key).rates = None
+        for key in _idle(self._storied, now - self.settings.fight.window):
+            state = self._storied[key]
             if state.fight is None:  # an open fight keeps its handovers until it resolves
-                del self._storied[uid]
+                del self._storied[key]
                 state.history = None
         idle = _idle(self._objects, now - self._idle_after)
         self.stats.evicted_idle += self._let_go(idle, len(idle))
@@ -241,23 +246,23 @@ class Engine:
         excess = len(self._objects) - limit + limit // 100
         self.stats.evicted_capacity += self._let_go(self._objects, excess)
 
-    def _let_go(self, candidates: Iterable[str], count: int) -> int:
-        """Forget up to `count` of `candidates` (uids, least recently written first), keeping objects with an open
+    def _let_go(self, candidates: Iterable[int], count: int) -> int:
+        """Forget up to `count` of `candidates` (keys, least recently written first), keeping objects with an open
         finding (they go to the back of the queue); returns how many were let go."""
         objects = self._objects
-        chosen: list[str] = []
-        kept: list[str] = []
-        for uid in candidates:
+        chosen: list[int] = []
+        kept: list[int] = []
+        for key in candidates:
             if len(chosen) >= count:
                 break
-            state = objects[uid]
-            (kept if state.fight is not None or state.hot is not None else chosen).append(uid)
-        for uid in chosen:
-            del objects[uid]
-            self._rated.pop(uid, None)
-            self._storied.pop(uid, None)
-        for uid in kept:
-            objects[uid] = objects.pop(uid)
+            state = objects[key]
+            (kept if state.fight is not None or state.hot is not None else chosen).append(key)
+        for key in chosen:
+            del objects[key]
+            self._rated.pop(key, None)
+            self._storied.pop(key, None)
+        for key in kept:
+            objects[key] = objects.pop(key)
         return len(chosen)
 
     def _track(self, finding: OpenFinding, state: ObjectState) -> None:
@@ -272,27 +277,31 @@ class Engine:
 
     # -------------------------------------------------------------------------------------------- detectors
 
-    def _detect(self, state: ObjectState, obj: JSONObject, write: Write) -> list[FindingChange]:
+    def _detect(self, state: ObjectState, obj: JSONObject, meta: JSONObject, write: Write) -> list[FindingChange]:
         changes: list[FindingChange] = []
         rules = state.rules
         handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
         if handovers:
-            changes += self._fight(state, handovers, write.at, write.version)
+            changes += self._fight(state, obj, meta, handovers, write)
         counted = [w for w in write.writers if not rules.manager_ignored(w)]
         if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
             counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
         if counted and write.timed:
-            changes += self._hot_loop(state, obj, counted, write)
+            changes += self._hot_loop(state, obj, meta, counted, write)
         return changes
 
-    def _fight(self, state: ObjectState, handovers: list[Handover], at: float, version: str) -> list[FindingChange]:
+    def _fight(
+        self, state: ObjectState, obj: JSONObject, meta: JSONObject, handovers: list[Handover], write: Write
+    ) -> list[FindingChange]:
+        at = write.at
         history = state.history
         if history is None:
             history = state.history = HandoverLog()
         # A field becomes contested only by coming back to an earlier owner or value: test that cheaply first.
         candidates = [h for h in handovers if history.may_come_back(h)]
-        history.extend(handovers)
-        history.trim(horizon=at - self.settings.fight.window, limit=self.settings.history)
+        limit = self.settings.history
+        history.add(handovers[-limit:])  # (more could not stay: see `trim`)
+        history.trim(horizon=at - self.settings.fight.window, limit=limit)
         contested = {h.path for h in candidates if self._contested(history, h.path)}
         finding = state.fight
         if finding is None:
@@ -300,7 +309,12 @@ class Engine:
                 return []
             involved = history.of(contested)
             finding = state.fight = OpenFinding(
-                FindingType.FIGHT, state.ref, first_seen=involved[0].at, at=at, seq=involved[0].seq, version=version
+                FindingType.FIGHT,
+                self._attribution.object_ref(obj, meta),
+                first_seen=involved[0].at,
+                at=at,
+                seq=involved[0].seq,
+                version=write.version,
             )
             self._track(finding, state)
             absorb(finding, involved)
@@ -341,7 +355,7 @@ class Engine:
         return rates, hot
 
     def _hot_loop(
-        self, state: ObjectState, obj: JSONObject, writers: list[Writer], write: Write
+        self, state: ObjectState, obj: JSONObject, meta: JSONObject, writers: list[Writer], write: Write
     ) -> list[FindingChange]:
         rates, hot = self._rates(state, writers, write.at)
         finding = state.hot
@@ -351,7 +365,7 @@ class Engine:
             starts = [rates[w] for w in hot]
             finding = state.hot = OpenFinding(
                 FindingType.HOT_LOOP,
-                state.ref,
+                self._attribution.object_ref(obj, meta),
                 first_seen=min(r.start for r in starts),
                 at=write.at,
                 seq=min(r.start_seq for r in starts),
@@ -396,19 +410,19 @@ class Engine:
         return FindingChange(ChangeKind.RESOLVED, resolved)
 
     def _forget(self, state: ObjectState, now: float) -> list[FindingChange]:
-        del self._objects[state.ref.uid]
-        self._rated.pop(state.ref.uid, None)
-        self._storied.pop(state.ref.uid, None)
+        del self._objects[state.key]
+        self._rated.pop(state.key, None)
+        self._storied.pop(state.key, None)
         return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
 
 
-def _idle(queue: dict[str, ObjectState], horizon: float) -> list[str]:
+def _idle(queue: dict[int, ObjectState], horizon: float) -> list[int]:
     """The objects at the front of a queue ordered by last write that were last written before `horizon`."""
     idle = []
-    for uid, state in queue.items():
+    for key, state in queue.items():
         if state.last_write >= horizon:
             break
-        idle.append(uid)
+        idle.append(key)
     return idle
 
 

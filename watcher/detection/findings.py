@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from watcher.detection import hints
-from watcher.detection.managed_fields import Entry
+from watcher.detection.managed_fields import Entry, unpack_entries
 from watcher.detection.values import value_text
 from watcher.model import Finding, FindingState, FindingType, JSONObject, ObjectRef, Writer, WriterCount
 
@@ -44,6 +44,7 @@ class OpenFinding:
         "handovers",
         "id",
         "last_seen",
+        "ref",
         "status_writes",
         "timestamp_values",
         "type",
@@ -54,6 +55,7 @@ class OpenFinding:
         self, kind: FindingType, ref: ObjectRef, *, first_seen: float, at: float, seq: int, version: str = ""
     ) -> None:
         self.type = kind
+        self.ref = ref  # (the object's state keeps only its uid: names are read from events when needed)
         self.id = finding_id(kind, ref, version=version, at=at)
         self.first_seen = first_seen
         self.detected_at = at
@@ -96,7 +98,7 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
         id=finding.id,
         type=finding.type,
         state=status,
-        object=state.ref,
+        object=finding.ref,
         writers=writers,
         fields=fields,
         handovers=finding.handovers,
@@ -122,7 +124,7 @@ def note_hot_evidence(
             hints.looks_like_timestamp(text) for p in write.changed if (text := value_text(obj, p))
         )
     if not finding.status_writes:
-        owned = {entry.writer: entry for entry in state.entries}
+        owned = unpack_entries(state.entries)
         finding.status_writes = any(w.subresource == "status" or _owns_only_status(owned.get(w)) for w in hot)
 
 

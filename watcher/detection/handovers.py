@@ -1,16 +1,18 @@
 """Handovers (a field changing hands or value in one write) and the per-object log the fight detector reads.
 
 Objects with steady benign churn keep a log of up to `history` handovers for a whole window, so the log is the
-largest part of the engine's memory: it is packed. The numbers (time, write counter, value hashes) go into one
-`array` of machine words, the paths into a list of shared strings, and the parties (who wrote, who lost, who took)
-into shared tuples: about 40 bytes a handover instead of 200 as NamedTuples with boxed numbers.
+largest part of the engine's memory: it is packed into one `array` of machine words, four per handover: the
+time in microseconds, the write counter and the handover's *key*, the value hashes before and after. The key is
+the path and the parties (who wrote, who lost, who took): a log names few of them, so it keeps each once in a
+small tuple and the words hold its index. 32 bytes a handover and about 150 a log, instead of 200 a handover as
+NamedTuples.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from watcher.model import Writer
 
@@ -34,75 +36,112 @@ class Handover(NamedTuple):
     now: int | None = None  # value hash after
 
 
-_Parties = tuple[Writer, Writer | None, Writer | None]
+_Key = tuple[str, Writer, Writer | None, Writer | None]  # path, by, before, after
 _NONE = -(2**63)  # a value hash that is not there (hash() could return it, with probability 2**-64)
-_SLOTS = 4  # numbers a handover: time in microseconds, write counter, value hash before, after
-_parties: dict[_Parties, _Parties] = {}
-_MAX_PARTIES = 10_000
+_SLOTS = 4  # numbers a handover: time in microseconds, write counter << 16 | key index, value hash before, after
+_KEY_BITS = 16
+_KEY_MASK = (1 << _KEY_BITS) - 1
+_keys: dict[_Key, _Key] = {}  # shared by every log: objects of one kind fight over the same few fields
+_MAX_KEYS = 10_000
 
 
-class HandoverLog:
-    """An object's recent handovers, oldest first, bounded by count and age (see `trim`)."""
+if TYPE_CHECKING:
+    _Words = array[int]
+else:
+    _Words = array  # (not subscriptable at run time)
 
-    __slots__ = ("_numbers", "_parties", "paths")
 
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        self._parties: list[_Parties] = []
-        self._numbers = array("q")
+class HandoverLog(_Words):
+    """An object's recent handovers, oldest first, bounded by count and age (see `trim`).
 
-    def __len__(self) -> int:
-        return len(self.paths)
+    The log *is* its array of words (four a handover, see above), plus the tuple of the keys they index: one
+    object per log instead of three. As an array, its length, indexing and iteration are in words.
+    """
 
-    def __iter__(self) -> Iterator[Handover]:
-        return (self._at(i) for i in range(len(self.paths)))
+    __slots__ = ("_keys",)
+    _keys: tuple[_Key, ...]
 
-    def extend(self, handovers: Iterable[Handover]) -> None:
-        numbers = self._numbers
+    def __new__(cls) -> HandoverLog:
+        made = cast(HandoverLog, super().__new__(cls, "q"))
+        made._keys = ()
+        return made
+
+    def size(self) -> int:
+        """How many handovers the log holds (its `len` is in words)."""
+        return len(self) // _SLOTS
+
+    def handovers(self) -> Iterator[Handover]:
+        return (self._at(i) for i in range(self.size()))
+
+    def add(self, handovers: Iterable[Handover]) -> None:
+        keys = self._keys
         for h in handovers:
-            self.paths.append(h.path)
-            parties = (h.by, h.before, h.after)
-            shared = _parties.get(parties)
-            if shared is None:
-                if len(_parties) >= _MAX_PARTIES:
-                    _parties.clear()
-                shared = _parties[parties] = parties
-            self._parties.append(shared)
-            numbers.extend(
-                (round(h.at * 1e6), h.seq, _NONE if h.was is None else h.was, _NONE if h.now is None else h.now)
+            key = (h.path, h.by, h.before, h.after)
+            index = keys.index(key) if key in keys else -1
+            if index < 0:
+                shared = _keys.get(key)
+                if shared is None:
+                    if len(_keys) >= _MAX_KEYS:
+                        _keys.clear()
+                    shared = _keys[key] = key
+                index = len(keys)
+                if index > _KEY_MASK:  # (a log holds at most `history` <= 1024 handovers: see `trim`)
+                    raise ValueError("too many distinct handovers for one log")
+                keys = self._keys = (*keys, shared)
+            self.extend(
+                (
+                    round(h.at * 1e6),
+                    h.seq << _KEY_BITS | index,
+                    _NONE if h.was is None else h.was,
+                    _NONE if h.now is None else h.now,
+                ),
             )
 
     def trim(self, *, horizon: float, limit: int) -> None:
-        """Drop handovers older than `horizon`, then the oldest beyond `limit`."""
-        numbers, count = self._numbers, len(self.paths)
+        """Drop handovers older than `horizon`, then the oldest beyond `limit`; forget keys no longer used."""
+        count = self.size()
         oldest = round(horizon * 1e6)
-        if count <= limit and numbers[0] >= oldest:
+        if count <= limit and self[0] >= oldest:
             return
-        expired = next((i for i in range(count) if numbers[i * _SLOTS] >= oldest), count)
-        drop = max(expired, count - limit)
-        del self.paths[:drop]
-        del self._parties[:drop]
-        del numbers[: drop * _SLOTS]
+        expired = next((i for i in range(count) if self[i * _SLOTS] >= oldest), count)
+        del self[: max(expired, count - limit) * _SLOTS]
+        if len(self._keys) > 2 * self.size() + 4:  # (a log of many paths, e.g. one timestamp per write)
+            self._compact()
+
+    def _compact(self) -> None:
+        old = self._keys
+        keys: list[_Key] = []
+        renumbered: dict[int, int] = {}
+        for i in range(1, len(self), _SLOTS):
+            index = self[i] & _KEY_MASK
+            new = renumbered.get(index)
+            if new is None:
+                new = renumbered[index] = len(keys)
+                keys.append(old[index])
+            self[i] = self[i] & ~_KEY_MASK | new
+        self._keys = tuple(keys)
 
     def may_come_back(self, handover: Handover) -> bool:
         """Whether `handover` (not yet logged) might return its field to an earlier owner or value.
 
-        A cheap test in C that is never wrong when it says no: a value that is not among the logged numbers
+        A cheap test in C that is never wrong when it says no: a value that is not among the logged words
         cannot be an earlier value. Ownership handovers are rarer and always say maybe.
         """
-        return handover.after is not None or (handover.now is not None and handover.now in self._numbers)
+        return handover.after is not None or (handover.now is not None and handover.now in self)
 
     def backs(self, path: str) -> int:
         """How many handovers of `path` returned it to an owner or a value it had before (within the log)."""
-        numbers, parties = self._numbers, self._parties
+        keys = self._keys
+        mine = {i for i, key in enumerate(keys) if key[0] == path}
         back = 0
         owners: set[Writer] = set()
         values: set[int] = set()
-        for i, p in enumerate(self.paths):
-            if p != path:
+        for i in range(0, len(self), _SLOTS):
+            index = self[i + 1] & _KEY_MASK
+            if index not in mine:
                 continue
-            _, before, after = parties[i]
-            was, now = numbers[i * _SLOTS + 2], numbers[i * _SLOTS + 3]
+            _, _, before, after = keys[index]
+            was, now = self[i + 2], self[i + 3]
             if (after is not None and after in owners) or (now != _NONE and now in values):
                 back += 1
             if before is not None:
@@ -113,12 +152,13 @@ class HandoverLog:
 
     def of(self, paths: str | set[str]) -> list[Handover]:
         """The handovers of one path, or of any path in a set, oldest first."""
-        if isinstance(paths, str):
-            return [self._at(i) for i, p in enumerate(self.paths) if p == paths]
-        return [self._at(i) for i, p in enumerate(self.paths) if p in paths]
+        wanted = {paths} if isinstance(paths, str) else paths
+        mine = {i for i, key in enumerate(self._keys) if key[0] in wanted}
+        return [self._at(i) for i in range(self.size()) if self[i * _SLOTS + 1] & _KEY_MASK in mine]
 
     def _at(self, i: int) -> Handover:
-        at, seq, was, now = self._numbers[i * _SLOTS : i * _SLOTS + _SLOTS]
-        by, before, after = self._parties[i]
+        base = i * _SLOTS
+        at, packed, was, now = self[base], self[base + 1], self[base + 2], self[base + 3]
+        path, by, before, after = self._keys[packed & _KEY_MASK]
         was_, now_ = (None if was == _NONE else was), (None if now == _NONE else now)
-        return Handover(at / 1e6, seq, self.paths[i], by, before, after, was_, now_)
+        return Handover(at / 1e6, packed >> _KEY_BITS, path, by, before, after, was_, now_)

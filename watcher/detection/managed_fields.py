@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any, NamedTuple
 
 import orjson
@@ -158,6 +159,19 @@ def raw_entries(managed_fields: Iterable[Any]) -> RawEntries:
 def keep_entry(writer: Writer, time: str, fields: frozenset[str]) -> Entry:
     """An Entry to keep: its writer and time string are interned, as millions of objects share a few of each."""
     return Entry(_writers.setdefault(writer, writer), sys.intern(time), fields)
+
+
+PackedEntries = tuple[Any, ...]  # writer, time, fields, writer, time, fields, ...
+
+
+def pack_entries(entries: Iterable[Entry]) -> PackedEntries:
+    """Entries as an object keeps them between writes: one flat tuple, not a tuple of tuples (half the memory)."""
+    return tuple(chain.from_iterable(entries))
+
+
+def unpack_entries(packed: PackedEntries) -> dict[Writer, Entry]:
+    """The entries of `pack_entries` by writer."""
+    return {w: Entry(w, t, f) for w, t, f in zip(packed[::3], packed[1::3], packed[2::3], strict=True)}
 
 
 def decode(cache: FieldSetCache, fields: Any) -> frozenset[str]:

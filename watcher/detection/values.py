@@ -12,7 +12,8 @@ only that one. Only hashes are kept, never values: memory stays small and no Sec
 from __future__ import annotations
 
 from array import array
-from typing import Any, NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -27,24 +28,36 @@ _ANNOTATIONS = paths.field("metadata", "annotations")
 LeafHashes = dict[str, int]
 
 
-class LeafTable(NamedTuple):
-    """Leaf hashes as an object keeps them: 8 bytes a leaf, with the paths shared by every object of one shape.
+if TYPE_CHECKING:
+    _Words = array[int]
+else:
+    _Words = array  # (not subscriptable at run time)
 
-    `positions` maps each path to its place in `hashes`; objects with the same leaves share one `positions`.
+
+class LeafTable(_Words):
+    """Leaf hashes as an object keeps them: 8 bytes a leaf in one machine-word array, with the paths shared by every
+    object of one shape (a subclass, not a wrapper: one object per table, not two).
+
+    `positions` maps each path to its place in the array; objects with the same leaves share one `positions`.
     """
 
+    __slots__ = ("positions",)
     positions: dict[str, int]
-    hashes: array[int]
+
+    def __new__(cls, positions: dict[str, int], hashes: Iterable[int] = ()) -> LeafTable:
+        made = cast(LeafTable, super().__new__(cls, "q", hashes))
+        made.positions = positions
+        return made
 
     def get(self, path: str, default: int) -> int:
         position = self.positions.get(path)
-        return default if position is None else self.hashes[position]
+        return default if position is None else self[position]
 
     def has(self, path: str) -> bool:
         return path in self.positions
 
 
-NO_LEAVES = LeafTable({}, array("q"))  # shared by every metadata-only object: never mutated
+NO_LEAVES = LeafTable({})  # shared by every metadata-only object: never mutated
 _SHAPES: dict[tuple[str, ...], dict[str, int]] = {}
 _MAX_SHAPES = 50_000
 
@@ -59,7 +72,7 @@ def table(leaves: LeafHashes) -> LeafTable:
         if len(_SHAPES) >= _MAX_SHAPES:
             _SHAPES.clear()  # live tables keep their own index
         index = _SHAPES[shape] = {path: position for position, path in enumerate(shape)}
-    return LeafTable(index, array("q", leaves.values()))
+    return LeafTable(index, leaves.values())
 
 
 class TableCache:
@@ -87,9 +100,10 @@ _META_SHAPES: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, int]] = {}
 _NOTHING: JSONObject = {}
 
 
-def meta_table(meta: JSONObject) -> LeafTable:
+def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
     """Labels and annotations as a table, without a Python step per leaf: the key tuples find the shared path
-    index, and the value hashes are packed straight from the maps. Comparing two tables is the digest."""
+    index, and the value hashes are packed straight from the maps. `old` itself when nothing changed (most writes
+    leave them as they were: no table is made)."""
     labels = meta.get("labels") or _NOTHING
     annotations = meta.get("annotations") or _NOTHING
     if not labels and not annotations:
@@ -106,17 +120,19 @@ def meta_table(meta: JSONObject) -> LeafTable:
         hashes.extend(map(hash, annotations.values()))
     except TypeError:
         raise ValueError("metadata.labels and metadata.annotations must map strings to strings") from None
+    if positions is old.positions and hashes == old:
+        return old
     return LeafTable(positions, hashes)
 
 
 def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
     """Leaves whose value changed, appeared or vanished."""
     if old.positions is new.positions:
-        if old.hashes == new.hashes:
+        if old == new:
             return []
-        return [path for path, a, b in zip(new.positions, old.hashes, new.hashes, strict=True) if a != b]
-    before = dict(zip(old.positions, old.hashes, strict=True))
-    after = dict(zip(new.positions, new.hashes, strict=True))
+        return [path for path, a, b in zip(new.positions, old, new, strict=True) if a != b]
+    before = dict(zip(old.positions, old, strict=True))
+    after = dict(zip(new.positions, new, strict=True))
     return changed_paths(before, after)
 
 

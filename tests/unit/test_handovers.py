@@ -1,0 +1,71 @@
+"""The packed handover log behaves like the plain list of handovers it stands for."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from watcher.detection.handovers import Handover, HandoverLog
+from watcher.model import Writer
+
+WRITERS = [Writer("helm", "Update", ""), Writer("hpa", "Update", ""), Writer("manager", "Apply", "")]
+PATHS = ["spec.replicas", "metadata.labels.owner", "data.mode", "metadata.annotations[example.com/at]"]
+
+writers = st.sampled_from(WRITERS)
+handovers = st.builds(
+    lambda gap, seq, path, by, owners, values: (gap, seq, path, by, owners, values),
+    st.floats(0, 120, allow_nan=False),
+    st.integers(0, 2**40),
+    st.sampled_from(PATHS),
+    writers,
+    st.one_of(st.none(), st.tuples(writers, writers)),
+    st.one_of(st.none(), st.tuples(st.integers(-(2**63) + 1, 2**63 - 1), st.integers(-5, 5))),
+)
+batches = st.lists(st.lists(handovers, max_size=6), max_size=40)
+
+
+def _reference_backs(log: list[Handover], path: str) -> int:
+    back, owners, values = 0, set(), set()
+    for h in log:
+        if h.path != path:
+            continue
+        if (h.after is not None and h.after in owners) or (h.now is not None and h.now in values):
+            back += 1
+        if h.before is not None:
+            owners.add(h.before)
+        if h.was is not None:
+            values.add(h.was)
+    return back
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches=batches, limit=st.integers(4, 12), window=st.floats(30, 600, allow_nan=False))
+def test_the_packed_log_keeps_and_counts_what_a_list_would(
+    batches: list[list[tuple[float, int, str, Writer, tuple[Writer, Writer] | None, tuple[int, int] | None]]],
+    limit: int,
+    window: float,
+) -> None:
+    log, reference = HandoverLog(), []
+    at = 1_600_000_000.0
+    for batch in batches:
+        made = []
+        for gap, seq, path, by, owners, values in batch:
+            at += gap
+            before, after = owners if owners is not None else (None, None)
+            was, now = values if values is not None else (None, None)
+            made.append(Handover(round(at, 6), seq, path, by, before, after, was, now))
+        if not made:
+            continue
+        for h in made:  # a handover said not to come back must not come back
+            if not log.may_come_back(h):
+                assert _reference_backs([*reference, h], h.path) == _reference_backs(reference, h.path)
+        log.add(made)
+        reference += made
+        log.trim(horizon=at - window, limit=limit)
+        horizon = round((at - window) * 1e6)  # (the log keeps times in microseconds)
+        reference = [h for h in reference if round(h.at * 1e6) >= horizon][-limit:]
+        assert list(log.handovers()) == reference
+        assert log.size() == len(reference)
+        for path in PATHS:
+            assert log.backs(path) == _reference_backs(reference, path)
+            assert log.of(path) == [h for h in reference if h.path == path]
