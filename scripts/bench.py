@@ -1259,7 +1259,7 @@ def timeline(path: Path, settings: DetectionSettings, every: int, *, traced: boo
     first: float | None = None
 
     def sample(events: int) -> None:
-        logs = [len(s.history) for s in states.values() if s.history is not None]
+        logs = [s.history.size() for s in states.values() if s.history is not None]  # (handovers, not words)
         point: dict[str, float] = {
             "events": events,
             "sim_minutes": round((engine.now - first) / 60, 2) if first is not None else 0.0,
@@ -1313,6 +1313,8 @@ def memory_timeline(path: Path, truth: Truth | None, every: int, window: float |
         "rss": timeline(path, settings, every, traced=False),
         "tracemalloc": timeline(path, settings, every, traced=True),
     }
+    if truth is None:  # (a recording: no sidecar to count from)
+        results["stream"]["events"] = results["rss"][-1]["events"]
     return results
 
 
