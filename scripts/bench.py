@@ -1199,17 +1199,12 @@ def watch_index_per_object(path: Path) -> dict[str, float]:
 def rss_per_object(path: Path, settings: DetectionSettings) -> dict[str, float]:
     """Resident memory the replay adds (VmRSS, no tracemalloc), per tracked object: what the allocator really
     takes, fragmentation included, rather than what Python objects hold."""
-
-    def rss() -> int:
-        status = Path("/proc/self/status").read_text()
-        return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) * 1024
-
     tune_gc()  # as fightwatch does (this may run in a fresh interpreter)
     gc.collect()
-    before = rss()
+    before = _vm_rss()
     _, engine, _ = replay(path, settings)
     gc.collect()
-    grown = rss() - before
+    grown = _vm_rss() - before
     return {
         "rss_growth_bytes": grown,
         "tracked_objects": engine.tracked_objects,

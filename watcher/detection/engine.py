@@ -258,12 +258,16 @@ class Engine:
             state = objects[key]
             (kept if state.fight is not None or state.hot is not None else chosen).append(key)
         for key in chosen:
-            del objects[key]
-            self._rated.pop(key, None)
-            self._storied.pop(key, None)
+            self._remove(key)
         for key in kept:
             objects[key] = objects.pop(key)
         return len(chosen)
+
+    def _remove(self, key: int) -> None:
+        """Forget an object: out of the objects and both idle-eviction queues."""
+        del self._objects[key]
+        self._rated.pop(key, None)
+        self._storied.pop(key, None)
 
     def _track(self, finding: OpenFinding, state: ObjectState) -> None:
         self._active[finding.id] = (finding, state)
@@ -414,9 +418,7 @@ class Engine:
         return FindingChange(ChangeKind.RESOLVED, resolved)
 
     def _forget(self, state: ObjectState, now: float) -> list[FindingChange]:
-        del self._objects[state.key]
-        self._rated.pop(state.key, None)
-        self._storied.pop(state.key, None)
+        self._remove(state.key)
         return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
 
 

@@ -56,7 +56,7 @@ class OpenFinding:
         self, kind: FindingType, ref: ObjectRef, *, first_seen: float, at: float, seq: int, version: str = ""
     ) -> None:
         self.type = kind
-        self.ref = ref  # (the object's state keeps only its uid: names are read from events when needed)
+        self.ref = ref  # (the object's state keeps only a hash of its uid: names are read from events)
         self.id = finding_id(kind, ref, version=version, at=at)
         self.first_seen = first_seen
         self.detected_at = at

@@ -10,10 +10,10 @@ NamedTuples.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import NamedTuple, cast
 
+from watcher.detection.values import Words
 from watcher.model import Writer
 
 REMOVED = -1  # value hash of a leaf that disappeared (hash() never returns -1)
@@ -45,13 +45,7 @@ _keys: dict[_Key, _Key] = {}  # shared by every log: objects of one kind fight o
 _MAX_KEYS = 10_000
 
 
-if TYPE_CHECKING:
-    _Words = array[int]
-else:
-    _Words = array  # (not subscriptable at run time)
-
-
-class HandoverLog(_Words):
+class HandoverLog(Words):
     """An object's recent handovers, oldest first, bounded by count and age (see `trim`).
 
     The log *is* its array of words (four a handover, see above), plus the tuple of the keys they index: one

@@ -29,12 +29,12 @@ LeafHashes = dict[str, int]
 
 
 if TYPE_CHECKING:
-    _Words = array[int]
+    Words = array[int]
 else:
-    _Words = array  # (not subscriptable at run time)
+    Words = array  # an array of machine words to subclass (`array[int]` is not subscriptable at run time)
 
 
-class LeafTable(_Words):
+class LeafTable(Words):
     """Leaf hashes as an object keeps them: 8 bytes a leaf in one machine-word array, with the paths shared by every
     object of one shape (a subclass, not a wrapper: one object per table, not two).
 
