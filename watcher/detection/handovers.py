@@ -1,11 +1,14 @@
 """Handovers (a field changing hands or value in one write) and the per-object log the fight detector reads.
 
 Objects with steady benign churn keep a log of up to `history` handovers for a whole window, so the log is the
-largest part of the engine's memory: it is packed into one `array` of machine words, four per handover: the
-time in microseconds, the write counter and the handover's *key*, the value hashes before and after. The key is
-the path and the parties (who wrote, who lost, who took): a log names few of them, so it keeps each once in a
-small tuple and the words hold its index. 32 bytes a handover and about 150 a log, instead of 200 a handover as
-NamedTuples.
+largest part of the engine's memory: it is packed into one `array` of 32-bit words, five per handover: the time
+in microseconds (52 bits, split over two words) with the handover's *key* (12 bits), the write counter, and
+32-bit hashes of the values before and after. The key is the path and the parties (who wrote, who lost, who
+took): a log names few of them, so it keeps each once in a small tuple and the words hold its index. 20 bytes a
+handover and about 150 a log, instead of 200 a handover as NamedTuples.
+
+Value hashes are cut to 32 bits in the log only (a value counts as come back when its cut hash was seen before:
+a false match has a probability of 2**-32 per pair of values), and the write counter wraps at 2**32.
 """
 
 from __future__ import annotations
@@ -37,18 +40,33 @@ class Handover(NamedTuple):
 
 
 _Key = tuple[str, Writer, Writer | None, Writer | None]  # path, by, before, after
-_NONE = -(2**63)  # a value hash that is not there (hash() could return it, with probability 2**-64)
-_SLOTS = 4  # numbers a handover: time in microseconds, write counter << 16 | key index, value hash before, after
-_KEY_BITS = 16
+_SLOTS = 5  # words a handover: time (low 32 bits), time (high 20 bits) << 12 | key index, write counter, was, now
+_LOW = (1 << 32) - 1
+_KEY_BITS = 12
 _KEY_MASK = (1 << _KEY_BITS) - 1
+_MAX_TIME = 1 << 52  # microseconds: until the year 2112
+_NONE = _LOW  # a value hash that is not there
 _keys: dict[_Key, _Key] = {}  # shared by every log: objects of one kind fight over the same few fields
 _MAX_KEYS = 10_000
+
+
+def cut(value: int | None) -> int:
+    """A value hash as the log keeps it: 32 bits, never `_NONE` unless there is no value."""
+    if value is None:
+        return _NONE
+    cut = value & _LOW
+    return cut - 1 if cut == _NONE else cut
+
+
+def _micros(at: float) -> int:
+    """A time as the log keeps it (times before 1970 are kept as 1970: no write the engine sees is that old)."""
+    return min(max(round(at * 1e6), 0), _MAX_TIME - 1)
 
 
 class HandoverLog(Words):
     """An object's recent handovers, oldest first, bounded by count and age (see `trim`).
 
-    The log *is* its array of words (four a handover, see above), plus the tuple of the keys they index: one
+    The log *is* its array of words (five a handover, see above), plus the tuple of the keys they index: one
     object per log instead of three. As an array, its length, indexing and iteration are in words.
     """
 
@@ -56,7 +74,7 @@ class HandoverLog(Words):
     _keys: tuple[_Key, ...]
 
     def __new__(cls) -> HandoverLog:
-        made = cast(HandoverLog, super().__new__(cls, "q"))
+        made = cast(HandoverLog, super().__new__(cls, "I"))
         made._keys = ()
         return made
 
@@ -65,6 +83,7 @@ class HandoverLog(Words):
         return len(self) // _SLOTS
 
     def handovers(self) -> Iterator[Handover]:
+        """The handovers logged, their value hashes cut to 32 bits (see above)."""
         return (self._at(i) for i in range(self.size()))
 
     def add(self, handovers: Iterable[Handover]) -> None:
@@ -82,22 +101,21 @@ class HandoverLog(Words):
                 if index > _KEY_MASK:  # (a log holds at most `history` <= 1024 handovers: see `trim`)
                     raise ValueError("too many distinct handovers for one log")
                 keys = self._keys = (*keys, shared)
-            self.extend(
-                (
-                    round(h.at * 1e6),
-                    h.seq << _KEY_BITS | index,
-                    _NONE if h.was is None else h.was,
-                    _NONE if h.now is None else h.now,
-                ),
-            )
+            at = _micros(h.at)
+            self.extend((at & _LOW, (at >> 32) << _KEY_BITS | index, h.seq & _LOW, cut(h.was), cut(h.now)))
+
+    def _time(self, i: int) -> int:
+        """The time of the i-th handover, in microseconds."""
+        base = i * _SLOTS
+        return (self[base + 1] >> _KEY_BITS) << 32 | self[base]
 
     def trim(self, *, horizon: float, limit: int) -> None:
         """Drop handovers older than `horizon`, then the oldest beyond `limit`; forget keys no longer used."""
         count = self.size()
-        oldest = round(horizon * 1e6)
-        if count <= limit and self[0] >= oldest:
+        oldest = _micros(horizon)
+        if count <= limit and self._time(0) >= oldest:
             return
-        expired = next((i for i in range(count) if self[i * _SLOTS] >= oldest), count)
+        expired = next((i for i in range(count) if self._time(i) >= oldest), count)
         del self[: max(expired, count - limit) * _SLOTS]
         if len(self._keys) > 2 * self.size() + 4:  # (a log of many paths, e.g. one timestamp per write)
             self._compact()
@@ -121,7 +139,7 @@ class HandoverLog(Words):
         A cheap test in C that is never wrong when it says no: a value that is not among the logged words
         cannot be an earlier value. Ownership handovers are rarer and always say maybe.
         """
-        return handover.after is not None or (handover.now is not None and handover.now in self)
+        return handover.after is not None or (handover.now is not None and cut(handover.now) in self)
 
     def backs(self, path: str) -> int:
         """How many handovers of `path` returned it to an owner or a value it had before (within the log)."""
@@ -135,7 +153,7 @@ class HandoverLog(Words):
             if index not in mine:
                 continue
             _, _, before, after = keys[index]
-            was, now = self[i + 2], self[i + 3]
+            was, now = self[i + 3], self[i + 4]
             if (after is not None and after in owners) or (now != _NONE and now in values):
                 back += 1
             if before is not None:
@@ -152,7 +170,7 @@ class HandoverLog(Words):
 
     def _at(self, i: int) -> Handover:
         base = i * _SLOTS
-        at, packed, was, now = self[base], self[base + 1], self[base + 2], self[base + 3]
-        path, by, before, after = self._keys[packed & _KEY_MASK]
+        seq, was, now = self[base + 2], self[base + 3], self[base + 4]
+        path, by, before, after = self._keys[self[base + 1] & _KEY_MASK]
         was_, now_ = (None if was == _NONE else was), (None if now == _NONE else now)
-        return Handover(at / 1e6, packed >> _KEY_BITS, path, by, before, after, was_, now_)
+        return Handover(self._time(i) / 1e6, seq, path, by, before, after, was_, now_)
