@@ -25,7 +25,7 @@ from watcher.detection.managed_fields import (
     pack_entries,
     unpack_entries,
 )
-from watcher.detection.values import LeafTable
+from watcher.detection.values import BodyTable, LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 
 _UNTRACED = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
@@ -35,7 +35,7 @@ class Values(NamedTuple):
     """An object's value hashes at one moment: labels/annotations and body kept apart (see values.py)."""
 
     meta: LeafTable
-    body: LeafTable
+    body: BodyTable
 
     def get(self, path: str) -> int:
         """The value hash at `path`, or `REMOVED` when it has none."""
@@ -49,14 +49,12 @@ class ObjectState:
     """Everything the engine keeps per object between two of its versions; slotted, since there are many."""
 
     __slots__ = (
-        "body_digest",
         "body_values",
         "controlled",
         "entries",
         "fight",
         "history",
         "hot",
-        "key",
         "last_write",
         "meta_values",
         "rates",
@@ -65,17 +63,14 @@ class ObjectState:
         "seq",
     )
 
-    def __init__(self, uid: str, rv: str, rules: ObjectRules) -> None:
-        # The engine's key of the object: a hash of its uid, not the 36 characters (two uids of one cluster share
-        # a 64-bit hash with a probability of about 2**-64 per pair). The rest of its reference is in every event
-        # (see `Attribution.object_ref`), so it is not kept either: findings keep theirs.
-        self.key = hash(uid)
+    def __init__(self, rv: str, rules: ObjectRules) -> None:
+        # The object's reference is in every event (see `Attribution.object_ref`), so it is not kept (findings
+        # keep theirs); the engine keys states by a hash of the uid (see `Engine.process`).
         self.rv = hash(rv)  # only ever compared, to drop repeated versions: a hash is half the memory
         self.rules = rules
         self.entries: PackedEntries = ()  # (see `pack_entries`)
         self.meta_values: LeafTable = values.NO_LEAVES
-        self.body_digest = 0
-        self.body_values: LeafTable = values.NO_LEAVES
+        self.body_values: BodyTable = values.NO_BODY  # (with the digest of the body it was made from)
         self.seq = 0  # writes seen
         self.history: HandoverLog | None = None  # bounded by `history` and the window
         self.rates: dict[Writer, Rate] | None = None
@@ -112,7 +107,7 @@ class Attribution:
         rules: ObjectRules,
     ) -> ObjectState:
         """The state of an object first seen (ADDED, or already there when the stream began): no write yet."""
-        state = ObjectState(meta["uid"], meta.get("resourceVersion") or "", rules)
+        state = ObjectState(meta.get("resourceVersion") or "", rules)
         self.resync(state, obj, meta, raw)
         return state
 
@@ -234,10 +229,10 @@ class Attribution:
             changed = values.changed_leaves(old, new)
             state.meta_values = new
         digest = values.body_digest(obj)
-        if digest != state.body_digest:
-            new = self._tables.body(digest, obj)
-            changed += values.changed_leaves(state.body_values, new)
-            state.body_values, state.body_digest = new, digest
+        if digest != state.body_values.digest:
+            body = self._tables.body(digest, obj)
+            changed += values.changed_leaves(state.body_values, body)
+            state.body_values = body
         return changed
 
     def _ownership_handovers(

@@ -129,6 +129,8 @@ class Engine:
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("uid") or not meta.get("name"):
             raise EventError("the object has no metadata.uid or metadata.name")
+        # Objects are keyed by a hash of their uid, not its 36 characters: two uids of one cluster share a 64-bit
+        # hash with a probability of about 2**-64 per pair.
         key = hash(meta["uid"])
         state = self._objects.get(key)
         rules = state.rules if state is not None else self._rules.for_object(obj, meta)
@@ -148,12 +150,12 @@ class Engine:
         if event.type is EventType.DELETED:
             if state is not None:
                 self.stats.deleted_objects += 1
-                changes += self._forget(state, now)
+                changes += self._forget(key, state, now)
             else:
                 self.stats.untracked_deletions += 1
             return changes
         if state is None:
-            self._first_seen(self._attribution.baseline(obj, meta, raw, rules), now)
+            self._first_seen(key, self._attribution.baseline(obj, meta, raw, rules), now)
             return changes
         rv = hash(meta.get("resourceVersion") or "")
         if rv and rv == state.rv:
@@ -174,12 +176,12 @@ class Engine:
         write.version = meta.get("resourceVersion") or ""
         changes += self._detect(state, obj, meta, write)
         state.last_write = now
-        self._touch(state)
+        self._touch(key, state)
         return changes
 
-    def _first_seen(self, state: ObjectState, now: float) -> None:
+    def _first_seen(self, key: int, state: ObjectState, now: float) -> None:
         """Track a new object (or one let go before): its baseline, at the back of the queue; keep to the cap."""
-        self._objects[state.key] = state
+        self._objects[key] = state
         state.last_write = now
         self.stats.new_objects += 1
         if self._max_objects is not None and len(self._objects) > self._max_objects:
@@ -212,9 +214,8 @@ class Engine:
                 self._next_deadline = min(self._next_deadline, deadline)
         return changes
 
-    def _touch(self, state: ObjectState) -> None:
+    def _touch(self, key: int, state: ObjectState) -> None:
         """Keep the objects and the idle-eviction queues ordered by last write (move to the end)."""
-        key = state.key
         objects = self._objects
         del objects[key]
         objects[key] = state
@@ -417,8 +418,8 @@ class Engine:
         self._resolved.append(resolved)
         return FindingChange(ChangeKind.RESOLVED, resolved)
 
-    def _forget(self, state: ObjectState, now: float) -> list[FindingChange]:
-        self._remove(state.key)
+    def _forget(self, key: int, state: ObjectState, now: float) -> list[FindingChange]:
+        self._remove(key)
         return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
 
 

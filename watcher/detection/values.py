@@ -6,11 +6,14 @@ swing back and forth (conditions, phases), so they are no evidence of a fight; s
 ownership.
 
 Labels/annotations and the body are digested separately, so a write that changes only one of them flattens
-only that one. Only hashes are kept, never values: memory stays small and no Secret value is ever held.
+only that one. Only hashes are kept, never values: memory stays small and no Secret value is ever held. The
+hashes are cut to 32 bits (4 bytes a leaf): a change is missed only when old and new value share their cut
+hash, with a probability of 2**-32 per change.
 """
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -26,6 +29,7 @@ _LABELS = paths.field("metadata", "labels")
 _ANNOTATIONS = paths.field("metadata", "annotations")
 
 LeafHashes = dict[str, int]
+_LOW = (1 << 32) - 1
 
 
 if TYPE_CHECKING:
@@ -35,8 +39,8 @@ else:
 
 
 class LeafTable(Words):
-    """Leaf hashes as an object keeps them: 8 bytes a leaf in one machine-word array, with the paths shared by every
-    object of one shape (a subclass, not a wrapper: one object per table, not two).
+    """Leaf hashes as an object keeps them: 4 bytes a leaf in one array of 32-bit words, with the paths shared by
+    every object of one shape (a subclass, not a wrapper: one object per table, not two).
 
     `positions` maps each path to its place in the array; objects with the same leaves share one `positions`.
     """
@@ -45,7 +49,7 @@ class LeafTable(Words):
     positions: dict[str, int]
 
     def __new__(cls, positions: dict[str, int], hashes: Iterable[int] = ()) -> LeafTable:
-        made = cast(LeafTable, super().__new__(cls, "q", hashes))
+        made = cast(LeafTable, super().__new__(cls, "I", hashes))
         made.positions = positions
         return made
 
@@ -57,22 +61,34 @@ class LeafTable(Words):
         return path in self.positions
 
 
-NO_LEAVES = LeafTable({})  # shared by every metadata-only object: never mutated
+class BodyTable(LeafTable):
+    """The table of an object's body, with the digest it was made from (`body_digest`): the next version's digest
+    tells whether the body changed at all."""
+
+    __slots__ = ("digest",)
+    digest: int
+
+    def __new__(cls, positions: dict[str, int], hashes: Iterable[int] = (), digest: int = 0) -> BodyTable:
+        made = cast(BodyTable, super().__new__(cls, positions, hashes))
+        made.digest = digest
+        return made
+
+
+NO_LEAVES = LeafTable({})  # shared by every object without labels and annotations: never mutated
+NO_BODY = BodyTable({})  # shared by every metadata-only object: never mutated
 _SHAPES: dict[tuple[str, ...], dict[str, int]] = {}
 _MAX_SHAPES = 50_000
 
 
-def table(leaves: LeafHashes) -> LeafTable:
-    """Pack leaf hashes; the path index is shared with every earlier table of the same shape."""
-    if not leaves:
-        return NO_LEAVES
+def body_table(leaves: LeafHashes, digest: int) -> BodyTable:
+    """Pack a body's (cut) leaf hashes; the path index is shared with every earlier table of the same shape."""
     shape = tuple(leaves)
     index = _SHAPES.get(shape)
     if index is None:
         if len(_SHAPES) >= _MAX_SHAPES:
             _SHAPES.clear()  # live tables keep their own index
         index = _SHAPES[shape] = {path: position for position, path in enumerate(shape)}
-    return LeafTable(index, leaves.values())
+    return BodyTable(index, leaves.values(), digest)
 
 
 class TableCache:
@@ -81,19 +97,17 @@ class TableCache:
 
     def __init__(self, max_entries: int = 4096) -> None:
         self._max = max_entries
-        self._tables: dict[int, LeafTable] = {}
+        self._tables: dict[int, BodyTable] = {}
 
-    def body(self, digest: int, obj: JSONObject) -> LeafTable:
+    def body(self, digest: int, obj: JSONObject) -> BodyTable:
+        if not digest:
+            return NO_BODY
         found = self._tables.get(digest)
         if found is None:
-            found = self._store(digest, table(body_leaves(obj)))
+            if len(self._tables) >= self._max:
+                self._tables.clear()
+            found = self._tables[digest] = body_table(body_leaves(obj), digest)
         return found
-
-    def _store(self, digest: int, made: LeafTable) -> LeafTable:
-        if len(self._tables) >= self._max:
-            self._tables.clear()
-        self._tables[digest] = made
-        return made
 
 
 _META_SHAPES: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, int]] = {}
@@ -116,13 +130,17 @@ def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
         paths_ = [paths.field(_LABELS, key) for key in shape[0]] + [paths.field(_ANNOTATIONS, key) for key in shape[1]]
         positions = _META_SHAPES[shape] = {path: position for position, path in enumerate(paths_)}
     try:
-        hashes = array("q", map(hash, labels.values()))
-        hashes.extend(map(hash, annotations.values()))
+        wide = array("q", map(hash, labels.values()))
+        wide.extend(map(hash, annotations.values()))
     except TypeError:
         raise ValueError("metadata.labels and metadata.annotations must map strings to strings") from None
+    hashes = array("I", memoryview(wide).cast("B").cast("I")[_LOW_HALVES])  # (each hash & _LOW, in C)
     if positions is old.positions and hashes == old:
         return old
     return LeafTable(positions, hashes)
+
+
+_LOW_HALVES = slice(0, None, 2) if sys.byteorder == "little" else slice(1, None, 2)
 
 
 def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
@@ -149,7 +167,7 @@ def meta_leaves(meta: JSONObject) -> LeafHashes:
         if found:
             memo = paths.children(prefix)
             for key, value in found.items():
-                out[memo.get(key) or paths.field(prefix, key)] = hash(value)
+                out[memo.get(key) or paths.field(prefix, key)] = hash(value) & _LOW
     return out
 
 
@@ -162,7 +180,7 @@ def body_leaves(obj: JSONObject) -> LeafHashes:
 
 
 def leaf_hashes(obj: JSONObject) -> LeafHashes:
-    """Every visible leaf path of an object and the hash of its value."""
+    """Every visible leaf path of an object and the (cut) hash of its value."""
     return meta_leaves(obj.get("metadata") or {}) | body_leaves(obj)
 
 
@@ -186,13 +204,13 @@ def _flatten(node: JSONObject, prefix: str, out: LeafHashes) -> None:
         elif kind is list:
             _flatten_list(value, path, out)
         else:
-            out[path] = hash(value)
+            out[path] = hash(value) & _LOW
 
 
 def _flatten_list(items: list[Any], prefix: str, out: LeafHashes) -> None:
     list_key = _list_key(items)
     if list_key is None:
-        out[prefix] = hash(orjson.dumps(items))
+        out[prefix] = hash(orjson.dumps(items)) & _LOW
     else:
         for item in items:
             path = paths.keyed_item(prefix, {list_key: item[list_key]})
