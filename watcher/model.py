@@ -133,7 +133,7 @@ def parse_time(text: str) -> float:
     if len(text) >= 20 and text[-1] == "Z" and text[10] == "T" and (len(text) == 20 or text[19] == "."):
         base = _SECONDS.get(text[:19])
         if base is None:
-            if len(_SECONDS) >= 4096:  # a stream moves on in time: recent seconds are all it needs
+            if len(_SECONDS) >= 1024:  # a stream moves on in time: recent seconds are all it needs
                 _SECONDS.clear()
             base = _SECONDS[text[:19]] = datetime.fromisoformat(text[:19] + "+00:00").timestamp()
         return base + float("0" + text[19:-1]) if len(text) > 20 else base

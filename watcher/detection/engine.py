@@ -100,12 +100,12 @@ class Engine:
         self._active: dict[str, tuple[OpenFinding, ObjectState]] = {}
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
         self._next_deadline = math.inf  # no active finding can resolve before this
-        # Objects by last write, oldest first: idle ones give up their rates, later their handover history.
+        # Objects with a write rate by last write, oldest first: idle ones give up their rates.
         self._rated: dict[int, ObjectState] = {}
-        self._storied: dict[int, ObjectState] = {}
         self._next_eviction = -math.inf
         # `_objects` itself is kept in order of last write (first sight for objects never written): the front
-        # is the least recently used, let go when idle for `idle_after` or when there are over `max_objects`.
+        # is the least recently used, gives up its handover history when idle for the window, and is let go when
+        # idle for `idle_after` or when there are over `max_objects`.
         self._idle_after = settings.idle_seconds
         self._max_objects = settings.max_objects
         self._rules = RuleBook(settings.ignore_rules)
@@ -215,30 +215,35 @@ class Engine:
         return changes
 
     def _touch(self, key: int, state: ObjectState) -> None:
-        """Keep the objects and the idle-eviction queues ordered by last write (move to the end)."""
+        """Keep the objects and the rate-eviction queue ordered by last write (move to the end)."""
         objects = self._objects
         del objects[key]
         objects[key] = state
         if state.rates is not None:
             self._rated.pop(key, None)
             self._rated[key] = state
-        if state.history:
-            self._storied.pop(key, None)
-            self._storied[key] = state
 
     def _evict_idle(self, now: float) -> None:
         """Drop the write rates of objects idle for two time constants (their streak is over, their rate at
-        most 14% of what it was) and the handovers of objects idle for a whole window (none can count any more).
+        most 14% of what it was), the handovers of objects idle for a whole window (none can count any more), and
+        let objects idle for `idle_after` go.
+
+        Handovers are dropped in the pass over the front of `_objects` that finds the objects to let go, not from a
+        queue of their own: by default `idle_after` is the window, so an object idle that long is let go anyway,
+        and a longer `idle_after` only adds to the pass the objects idle for between the two.
         """
         self._next_eviction = now + self._tau / 2
         for key in _idle(self._rated, now - 2 * self._tau):
             self._rated.pop(key).rates = None
-        for key in _idle(self._storied, now - self.settings.fight.window):
-            state = self._storied[key]
-            if state.fight is None:  # an open fight keeps its handovers until it resolves
-                del self._storied[key]
+        window, idle_after = now - self.settings.fight.window, now - self._idle_after
+        idle = []
+        for key, state in self._objects.items():
+            if state.last_write >= window:
+                break
+            if state.last_write < idle_after:
+                idle.append(key)
+            elif state.fight is None:  # an open fight keeps its handovers until it resolves
                 state.history = None
-        idle = _idle(self._objects, now - self._idle_after)
         self.stats.evicted_idle += self._let_go(idle, len(idle))
 
     def _evict_over_capacity(self, limit: int) -> None:
@@ -265,10 +270,9 @@ class Engine:
         return len(chosen)
 
     def _remove(self, key: int) -> None:
-        """Forget an object: out of the objects and both idle-eviction queues."""
+        """Forget an object: out of the objects and the rate-eviction queue."""
         del self._objects[key]
         self._rated.pop(key, None)
-        self._storied.pop(key, None)
 
     def _track(self, finding: OpenFinding, state: ObjectState) -> None:
         self._active[finding.id] = (finding, state)
