@@ -47,7 +47,17 @@ _KEY_MASK = (1 << _KEY_BITS) - 1
 _MAX_TIME = 1 << 52  # microseconds: until the year 2112
 _NONE = _LOW  # a value hash that is not there
 _keys: dict[_Key, _Key] = {}  # shared by every log: objects of one kind fight over the same few fields
+_key_tuples: dict[tuple[_Key, ...], tuple[_Key, ...]] = {}  # and their logs name them in the same order
 _MAX_KEYS = 10_000
+
+
+def _shared(keys: tuple[_Key, ...]) -> tuple[_Key, ...]:
+    found = _key_tuples.get(keys)
+    if found is None:
+        if len(_key_tuples) >= _MAX_KEYS:
+            _key_tuples.clear()
+        found = _key_tuples[keys] = keys
+    return found
 
 
 def cut(value: int | None) -> int:
@@ -100,7 +110,7 @@ class HandoverLog(Words):
                 index = len(keys)
                 if index > _KEY_MASK:  # (a log holds at most `history` <= 1024 handovers: see `trim`)
                     raise ValueError("too many distinct handovers for one log")
-                keys = self._keys = (*keys, shared)
+                keys = self._keys = _shared((*keys, shared))
             at = _micros(h.at)
             self.extend((at & _LOW, (at >> 32) << _KEY_BITS | index, h.seq & _LOW, cut(h.was), cut(h.now)))
 
@@ -131,7 +141,7 @@ class HandoverLog(Words):
                 new = renumbered[index] = len(keys)
                 keys.append(old[index])
             self[i] = self[i] & ~_KEY_MASK | new
-        self._keys = tuple(keys)
+        self._keys = _shared(tuple(keys))
 
     def may_come_back(self, handover: Handover) -> bool:
         """Whether `handover` (not yet logged) might return its field to an earlier owner or value.
