@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.captures import CAPTURES, events
-from watcher.detection.managed_fields import FieldSetCache, FieldsV1Error, decode, leaf_paths, raw_entries
+from watcher.detection.managed_fields import (
+    FieldSetCache,
+    FieldsV1Error,
+    decode,
+    keep_entry,
+    leaf_paths,
+    pack_entries,
+    raw_entries,
+    stamp,
+    unpack_entries,
+)
 from watcher.detection.values import leaf_hashes
 
 
@@ -133,3 +143,22 @@ def test_identical_tries_share_one_set() -> None:
     a = cache.get({"f:spec": {"f:replicas": {}}})
     b = cache.get({"f:spec": {"f:replicas": {}}})
     assert a is b
+
+
+def test_entries_are_kept_with_their_times_and_fields() -> None:
+    """Entries packed as an object keeps them (every time in one int) come back as they were, from real objects."""
+    checked = 0
+    for path in sorted(CAPTURES.glob("*.jsonl")):
+        for event in events(path.stem):
+            raw = raw_entries(event.object["metadata"].get("managedFields", []))
+            entries = [keep_entry(w, stamp(t), decode(FieldSetCache(), f)) for w, (t, f) in raw.items()]
+            assert unpack_entries(pack_entries(entries)) == {e.writer: e for e in entries}
+            checked += len(entries)
+    assert checked > 100
+    assert unpack_entries(pack_entries([])) == {}
+
+
+def test_times_are_kept_to_the_second() -> None:
+    assert stamp("2021-03-04T05:06:07Z") == 1614834367
+    assert stamp("2021-03-04T05:06:07Z") < stamp("2021-03-04T05:06:08Z")
+    assert stamp("") == 0

@@ -23,6 +23,7 @@ from watcher.detection.managed_fields import (
     decode,
     keep_entry,
     pack_entries,
+    stamp,
     unpack_entries,
 )
 from watcher.detection.values import BodyTable, LeafTable
@@ -127,7 +128,7 @@ class Attribution:
         """Take this version as the object's baseline without counting a write: ownership and values are read
         afresh; its handovers, rates and open findings stay (a relist after a watch lost events).
         """
-        state.entries = pack_entries(keep_entry(w, t, decode(self._fields, f)) for w, (t, f) in raw.items())
+        state.entries = pack_entries(keep_entry(w, stamp(t), decode(self._fields, f)) for w, (t, f) in raw.items())
         self._changed_values(state, obj)
         state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
 
@@ -197,9 +198,11 @@ class Attribution:
         entries: dict[Writer, Entry] = {}
         writers: list[Writer] = []
         gained: dict[Writer, frozenset[str]] = {}
-        for raw_writer, (time, fields_v1) in raw.items():
+        latest = stamp(newest)
+        for raw_writer, (text, fields_v1) in raw.items():
             old = prev.get(raw_writer)
-            if old is not None and old.time == time and time != newest:
+            time = stamp(text)
+            if old is not None and old.time == time and time != latest:
                 entries[old.writer] = old
                 continue
             fields = decode(self._fields, fields_v1)

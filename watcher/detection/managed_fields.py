@@ -8,15 +8,13 @@ same writer. `fieldsV1` is a trie whose keys are `f:<field>`, `k:<json merge key
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
-from itertools import chain
 from typing import Any, NamedTuple
 
 import orjson
 
 from watcher.detection import paths
-from watcher.model import JSONObject, Writer
+from watcher.model import JSONObject, Writer, parse_time
 
 
 class FieldsV1Error(ValueError):
@@ -92,11 +90,25 @@ def _json(text: str, key: str, prefix: str) -> Any:
 
 
 class Entry(NamedTuple):
-    """One writer's managedFields entry, normalised: `time` stays the RFC 3339 text (1 s resolution, sortable)."""
+    """One writer's managedFields entry, normalised: `time` in whole seconds (see `stamp`)."""
 
     writer: Writer
-    time: str
+    time: int
     fields: frozenset[str]
+
+
+_stamps: dict[str, int] = {}
+
+
+def stamp(text: str) -> int:
+    """A managedFields time as entries keep it: whole seconds since the epoch, 0 for none (the API server writes
+    these times to the second). Cached: a stream has many events a second."""
+    found = _stamps.get(text)
+    if found is None:
+        if len(_stamps) >= 1024:
+            _stamps.clear()
+        found = _stamps[text] = min(max(int(parse_time(text)), 0), _STAMP_MASK) if text else 0
+    return found
 
 
 class FieldSetCache:
@@ -156,22 +168,37 @@ def raw_entries(managed_fields: Iterable[Any]) -> RawEntries:
     return grouped
 
 
-def keep_entry(writer: Writer, time: str, fields: frozenset[str]) -> Entry:
-    """An Entry to keep: its writer and time string are interned, as millions of objects share a few of each."""
-    return Entry(_writers.setdefault(writer, writer), sys.intern(time), fields)
+def keep_entry(writer: Writer, time: int, fields: frozenset[str]) -> Entry:
+    """An Entry to keep: its writer is interned, as millions of objects share a few."""
+    return Entry(_writers.setdefault(writer, writer), time, fields)
 
 
-PackedEntries = tuple[Any, ...]  # writer, time, fields, writer, time, fields, ...
+PackedEntries = tuple[Any, ...]  # times, writer, fields, writer, fields, ...
+_STAMP_BITS = 40  # seconds: until the year 36812
+_STAMP_MASK = (1 << _STAMP_BITS) - 1
 
 
 def pack_entries(entries: Iterable[Entry]) -> PackedEntries:
-    """Entries as an object keeps them between writes: one flat tuple, not a tuple of tuples (half the memory)."""
-    return tuple(chain.from_iterable(entries))
+    """Entries as an object keeps them between writes: one flat tuple, not a tuple of tuples (half the memory),
+    led by one int that holds every entry's time (40 bits each): one object, where time strings would take a
+    reference each and a string (and its interning) each distinct second."""
+    times = 0
+    flat: list[Any] = []
+    for i, (writer, time, fields) in enumerate(entries):
+        times |= time << (i * _STAMP_BITS)
+        flat += (writer, fields)
+    return (times, *flat) if flat else ()
 
 
 def unpack_entries(packed: PackedEntries) -> dict[Writer, Entry]:
     """The entries of `pack_entries` by writer."""
-    return {w: Entry(w, t, f) for w, t, f in zip(packed[::3], packed[1::3], packed[2::3], strict=True)}
+    if not packed:
+        return {}
+    times = packed[0]
+    return {
+        w: Entry(w, times >> (i * _STAMP_BITS) & _STAMP_MASK, f)
+        for i, (w, f) in enumerate(zip(packed[1::2], packed[2::2], strict=True))
+    }
 
 
 def decode(cache: FieldSetCache, fields: Any) -> frozenset[str]:
