@@ -1436,7 +1436,8 @@ def markdown(results: dict[str, Any]) -> str:
         (
             "Engine memory per tracked object",
             f"{mem['bytes_per_object']:,.0f} B",
-            f"tracemalloc: {mem['retained_bytes'] / 1e6:.1f} MB retained / {mem['tracked_objects']:,} objects",
+            f"<= 1 KiB: {ok(mem['bytes_per_object'] <= 1024)}; tracemalloc: {mem['retained_bytes'] / 1e6:.1f} MB "
+            f"retained / {mem['tracked_objects']:,} objects",
         ),
         (
             "Stream",

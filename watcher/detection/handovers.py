@@ -123,7 +123,7 @@ class HandoverLog(Words):
         """Drop handovers older than `horizon`, then the oldest beyond `limit`; forget keys no longer used."""
         count = self.size()
         oldest = _micros(horizon)
-        if count <= limit and self._time(0) >= oldest:
+        if count <= limit and ((self[1] >> _KEY_BITS) << 32 | self[0]) >= oldest:  # (the first handover's time)
             return
         expired = next((i for i in range(count) if self._time(i) >= oldest), count)
         del self[: max(expired, count - limit) * _SLOTS]

@@ -9,6 +9,7 @@ same writer. `fieldsV1` is a trie whose keys are `f:<field>`, `k:<json merge key
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import count
 from typing import Any, NamedTuple
 
 import orjson
@@ -97,17 +98,17 @@ class Entry(NamedTuple):
     fields: frozenset[str]
 
 
-_stamps: dict[str, int] = {}
+STAMPS: dict[str, int] = {}  # the cache of `stamp`, for loops that look it up themselves
 
 
 def stamp(text: str) -> int:
     """A managedFields time as entries keep it: whole seconds since the epoch, 0 for none (the API server writes
     these times to the second). Cached: a stream has many events a second."""
-    found = _stamps.get(text)
+    found = STAMPS.get(text)
     if found is None:
-        if len(_stamps) >= 1024:
-            _stamps.clear()
-        found = _stamps[text] = min(max(int(parse_time(text)), 0), _STAMP_MASK) if text else 0
+        if len(STAMPS) >= 1024:
+            STAMPS.clear()
+        found = STAMPS[text] = min(max(int(parse_time(text)), 0), _STAMP_MASK) if text else 0
     return found
 
 
@@ -183,11 +184,13 @@ def pack_entries(entries: Iterable[Entry]) -> PackedEntries:
     led by one int that holds every entry's time (40 bits each): one object, where time strings would take a
     reference each and a string (and its interning) each distinct second."""
     times = 0
-    flat: list[Any] = []
-    for i, (writer, time, fields) in enumerate(entries):
-        times |= time << (i * _STAMP_BITS)
-        flat += (writer, fields)
-    return (times, *flat) if flat else ()
+    flat: list[Any] = [0]
+    for shift, (writer, time, fields) in zip(count(0, _STAMP_BITS), entries):
+        times |= time << shift
+        flat.append(writer)
+        flat.append(fields)
+    flat[0] = times
+    return tuple(flat) if len(flat) > 1 else ()
 
 
 def unpack_entries(packed: PackedEntries) -> dict[Writer, Entry]:
@@ -196,8 +199,8 @@ def unpack_entries(packed: PackedEntries) -> dict[Writer, Entry]:
         return {}
     times = packed[0]
     return {
-        w: Entry(w, times >> (i * _STAMP_BITS) & _STAMP_MASK, f)
-        for i, (w, f) in enumerate(zip(packed[1::2], packed[2::2], strict=True))
+        w: Entry(w, times >> shift & _STAMP_MASK, f)
+        for w, f, shift in zip(packed[1::2], packed[2::2], count(0, _STAMP_BITS))
     }
 
 

@@ -13,7 +13,6 @@ hash, with a probability of 2**-32 per change.
 
 from __future__ import annotations
 
-import sys
 from array import array
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -130,17 +129,12 @@ def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
         paths_ = [paths.field(_LABELS, key) for key in shape[0]] + [paths.field(_ANNOTATIONS, key) for key in shape[1]]
         positions = _META_SHAPES[shape] = {path: position for position, path in enumerate(paths_)}
     try:
-        wide = array("q", map(hash, labels.values()))
-        wide.extend(map(hash, annotations.values()))
+        hashes = array("I", [hash(value) & _LOW for value in (*labels.values(), *annotations.values())])
     except TypeError:
         raise ValueError("metadata.labels and metadata.annotations must map strings to strings") from None
-    hashes = array("I", memoryview(wide).cast("B").cast("I")[_LOW_HALVES])  # (each hash & _LOW, in C)
     if positions is old.positions and hashes == old:
         return old
     return LeafTable(positions, hashes)
-
-
-_LOW_HALVES = slice(0, None, 2) if sys.byteorder == "little" else slice(1, None, 2)
 
 
 def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
