@@ -59,6 +59,23 @@ def test_idle_after_is_configurable_and_never_shorter_than_the_fight_window() ->
         _engine(idle_after="10m")
 
 
+def test_objects_kept_past_the_window_give_up_their_handovers() -> None:
+    """With `idle_after` longer than the fight window, an object idle for the window stays tracked but its
+    handovers go (none can count any more); one with an open fight keeps them."""
+    engine = _engine(idle_after="3h", resolve={"after": "2h"})
+    for name in ("benign-different-fields", "fight-update-vs-update-label"):
+        for event in events(name):
+            engine.process(event)
+    logged = {key: s.history for key, s in engine._objects.items()}
+    assert any(h is not None for h in logged.values())
+    fighting = {key for key, s in engine._objects.items() if s.fight is not None}
+    assert fighting
+    engine.advance(engine.now + 3600 + 60)
+    assert engine._objects.keys() == logged.keys()  # still tracked
+    for key, state in engine._objects.items():
+        assert (state.history is not None) == (key in fighting and logged[key] is not None)
+
+
 def test_an_object_let_go_is_a_new_baseline_when_it_is_written_again() -> None:
     captured = list(events("fight-update-vs-update-label"))
     engine = _engine()

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from watcher.detection import managed_fields, values
+from watcher.detection import values
 from watcher.detection.findings import OpenFinding, Rate
 from watcher.detection.handovers import REMOVED, Handover, HandoverLog
 from watcher.detection.ignore import ObjectRules
@@ -29,7 +29,6 @@ from watcher.detection.managed_fields import (
 from watcher.detection.values import BodyTable, LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 
-_STAMPS = managed_fields.STAMPS
 _UNTRACED = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
 
 
@@ -200,12 +199,9 @@ class Attribution:
         writers: list[Writer] = []
         gained: dict[Writer, frozenset[str]] = {}
         latest = stamp(newest)
-        stamped = _STAMPS.get
         for raw_writer, (text, fields_v1) in raw.items():
             old = prev.get(raw_writer)
-            time = stamped(text)
-            if time is None:
-                time = stamp(text)
+            time = stamp(text)
             if old is not None and old.time == time and time != latest:
                 entries[old.writer] = old
                 continue

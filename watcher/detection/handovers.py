@@ -64,8 +64,8 @@ def cut(value: int | None) -> int:
     """A value hash as the log keeps it: 32 bits, never `_NONE` unless there is no value."""
     if value is None:
         return _NONE
-    cut = value & _LOW
-    return cut - 1 if cut == _NONE else cut
+    low = value & _LOW
+    return low - 1 if low == _NONE else low
 
 
 def _micros(at: float) -> int:
@@ -111,10 +111,8 @@ class HandoverLog(Words):
                 if index > _KEY_MASK:  # (a log holds at most `history` <= 1024 handovers: see `trim`)
                     raise ValueError("too many distinct handovers for one log")
                 keys = self._keys = _shared((*keys, shared))
-            at = min(max(round(h.at * 1e6), 0), _MAX_TIME - 1)  # (as `_micros`, and the hashes as `cut`: inline)
-            was = _NONE if h.was is None else (h.was & _LOW if h.was & _LOW != _NONE else _NONE - 1)
-            now = _NONE if h.now is None else (h.now & _LOW if h.now & _LOW != _NONE else _NONE - 1)
-            self.extend((at & _LOW, (at >> 32) << _KEY_BITS | index, h.seq & _LOW, was, now))
+            at = _micros(h.at)
+            self.extend((at & _LOW, (at >> 32) << _KEY_BITS | index, h.seq & _LOW, cut(h.was), cut(h.now)))
 
     def _time(self, i: int) -> int:
         """The time of the i-th handover, in microseconds."""

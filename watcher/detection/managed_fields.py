@@ -98,18 +98,18 @@ class Entry(NamedTuple):
     fields: frozenset[str]
 
 
-STAMPS: dict[str, int] = {}  # the cache of `stamp`, for loops that look it up themselves
+_stamps: dict[str, int] = {}
 
 
 def stamp(text: str) -> int:
     """A managedFields time as entries keep it: whole seconds since the epoch, 0 for none (the API server writes
     these times to the second). Cached: a stream has many events a second, and the entries stamped in one second
     share one int while it is cached (an int, not the time's text: a third of the memory, and no interning)."""
-    found = STAMPS.get(text)
+    found = _stamps.get(text)
     if found is None:
-        if len(STAMPS) >= 1024:
-            STAMPS.clear()
-        found = STAMPS[text] = int(parse_time(text)) if text else 0
+        if len(_stamps) >= 1024:
+            _stamps.clear()
+        found = _stamps[text] = int(parse_time(text)) if text else 0
     return found
 
 
