@@ -121,19 +121,22 @@ def to_event(doc: Any) -> WatchEvent | None:
 
 
 def _check_object(obj: Any) -> None:
-    if not isinstance(obj, dict):
+    # (`type(x) is`, not isinstance: decoded JSON has no subclasses, and this runs for every event)
+    if type(obj) is not dict:
         raise ValueError("the event's object is not a JSON object")
     meta = obj.get("metadata")
-    if not isinstance(meta, dict):
+    if type(meta) is not dict:
         raise ValueError("the object has no metadata")
-    for key in ("uid", "name"):
-        if not isinstance(meta.get(key), str) or not meta[key]:
-            raise ValueError(f"the object has no metadata.{key}")
-    if not isinstance(obj.get("kind"), str) or not isinstance(obj.get("apiVersion"), str):
-        raise ValueError(f"object {meta['name']!r} has no kind or apiVersion")
+    uid, name = meta.get("uid"), meta.get("name")
+    if type(uid) is not str or not uid:
+        raise ValueError("the object has no metadata.uid")
+    if type(name) is not str or not name:
+        raise ValueError("the object has no metadata.name")
+    if type(obj.get("kind")) is not str or type(obj.get("apiVersion")) is not str:
+        raise ValueError(f"object {name!r} has no kind or apiVersion")
     managed = meta.get("managedFields")
-    if managed is not None and not isinstance(managed, list):
-        raise ValueError(f"metadata.managedFields of {meta['name']!r} is not a list")
+    if managed is not None and type(managed) is not list:
+        raise ValueError(f"metadata.managedFields of {name!r} is not a list")
 
 
 def _chunks(stream: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
