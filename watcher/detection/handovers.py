@@ -14,7 +14,7 @@ a false match has a probability of 2**-32 per pair of values), and the write cou
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple, cast
+from typing import NamedTuple, TypeVar, cast
 
 from watcher.detection.values import Words
 from watcher.model import Writer
@@ -49,14 +49,16 @@ _NONE = _LOW  # a value hash that is not there
 _keys: dict[_Key, _Key] = {}  # shared by every log: objects of one kind fight over the same few fields
 _key_tuples: dict[tuple[_Key, ...], tuple[_Key, ...]] = {}  # and their logs name them in the same order
 _MAX_KEYS = 10_000
+_T = TypeVar("_T")
 
 
-def _shared(keys: tuple[_Key, ...]) -> tuple[_Key, ...]:
-    found = _key_tuples.get(keys)
+def _shared(pool: dict[_T, _T], item: _T) -> _T:
+    """The copy of `item` every log shares (the pool starts again when full)."""
+    found = pool.get(item)
     if found is None:
-        if len(_key_tuples) >= _MAX_KEYS:
-            _key_tuples.clear()
-        found = _key_tuples[keys] = keys
+        if len(pool) >= _MAX_KEYS:
+            pool.clear()
+        found = pool[item] = item
     return found
 
 
@@ -102,15 +104,10 @@ class HandoverLog(Words):
             key = (h.path, h.by, h.before, h.after)
             index = keys.index(key) if key in keys else -1
             if index < 0:
-                shared = _keys.get(key)
-                if shared is None:
-                    if len(_keys) >= _MAX_KEYS:
-                        _keys.clear()
-                    shared = _keys[key] = key
                 index = len(keys)
                 if index > _KEY_MASK:  # (a log holds at most `history` <= 1024 handovers: see `trim`)
                     raise ValueError("too many distinct handovers for one log")
-                keys = self._keys = _shared((*keys, shared))
+                keys = self._keys = _shared(_key_tuples, (*keys, _shared(_keys, key)))
             at = _micros(h.at)
             self.extend((at & _LOW, (at >> 32) << _KEY_BITS | index, h.seq & _LOW, cut(h.was), cut(h.now)))
 
@@ -123,7 +120,7 @@ class HandoverLog(Words):
         """Drop handovers older than `horizon`, then the oldest beyond `limit`; forget keys no longer used."""
         count = self.size()
         oldest = _micros(horizon)
-        if count <= limit and ((self[1] >> _KEY_BITS) << 32 | self[0]) >= oldest:  # (the first handover's time)
+        if count <= limit and self._time(0) >= oldest:
             return
         expired = next((i for i in range(count) if self._time(i) >= oldest), count)
         del self[: max(expired, count - limit) * _SLOTS]
@@ -141,7 +138,7 @@ class HandoverLog(Words):
                 new = renumbered[index] = len(keys)
                 keys.append(old[index])
             self[i] = self[i] & ~_KEY_MASK | new
-        self._keys = _shared(tuple(keys))
+        self._keys = _shared(_key_tuples, tuple(keys))
 
     def may_come_back(self, handover: Handover) -> bool:
         """Whether `handover` (not yet logged) might return its field to an earlier owner or value.
