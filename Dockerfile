@@ -7,8 +7,13 @@ ARG PYTHON_IMAGE=python:3.11.10-slim-bookworm
 
 # --- build: the project wheel plus the wheels of all its dependencies ----------------------------------------
 FROM ${PYTHON_IMAGE} AS build
+# mypyc compiles the per-event modules to C (setup.py): this stage needs a C compiler, the runtime does not.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY watcher/ watcher/
 COPY scripts/image-install.sh scripts/
 RUN scripts/image-install.sh build /wheels

@@ -5,7 +5,10 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint unit integration bench bench-live load-test record
 
-$(BIN)/fightwatch: pyproject.toml
+# The install compiles the per-event modules (setup.py): a change to one of them installs again.
+COMPILED := watcher/model.py watcher/sources/capture.py $(wildcard watcher/detection/*.py)
+
+$(BIN)/fightwatch: pyproject.toml setup.py $(COMPILED)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -24,8 +27,8 @@ test: $(BIN)/fightwatch lint
 	$(BIN)/pytest
 
 lint: $(BIN)/fightwatch
-	$(BIN)/ruff check watcher tests scripts
-	$(BIN)/ruff format --check watcher tests scripts
+	$(BIN)/ruff check watcher tests scripts setup.py
+	$(BIN)/ruff format --check watcher tests scripts setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

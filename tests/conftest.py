@@ -6,6 +6,7 @@ marked ``integration`` automatically, so ``pytest -m "not integration"`` runs wi
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,12 +14,39 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
+import watcher
+
 # The harness is imported as `harness` (tests/ on sys.path), whether or not tests/ is a package.
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.control_plane import ControlPlane, start_control_plane
 from harness.kube import Kube, new_api_client
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Test what ships: the modules setup.py compiles with mypyc, built from the sources as they are now.
+
+    An editable install keeps its compiled modules beside their sources, and Python imports the compiled one:
+    after an edit the tests would run the old code. So a compiled module older than its source stops the run
+    (`make` rebuilds them), and so does a package built without them, unless FIGHTWATCH_PURE_PYTHON asks for
+    pure Python (then no compiled module may be there).
+    """
+    package = Path(watcher.__file__).parent
+    built = sorted(package.rglob("*.so"))
+    if os.environ.get("FIGHTWATCH_PURE_PYTHON", "") not in {"", "0"}:
+        if built:
+            pytest.exit(f"FIGHTWATCH_PURE_PYTHON is set, but compiled modules are there: {_names(built)}", 2)
+        return
+    if not built:
+        pytest.exit("watcher has no compiled modules: run `make` (it builds them), or set FIGHTWATCH_PURE_PYTHON=1", 2)
+    stale = [so for so in built if so.stat().st_mtime < so.with_name(so.name.split(".")[0] + ".py").stat().st_mtime]
+    if stale:
+        pytest.exit(f"sources changed after they were compiled: {_names(stale)}: run `make` to rebuild them", 2)
+
+
+def _names(paths: list[Path]) -> str:
+    return ", ".join(path.name.split(".")[0] for path in paths)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

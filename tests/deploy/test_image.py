@@ -40,11 +40,13 @@ def test_the_image_install_steps_build_a_working_fightwatch(tmp_path: Path) -> N
         [str(script), "build", str(wheels)], cwd=REPO, capture_output=True, text=True, env=env, check=False
     )
     assert build.returncode == 0, build.stderr[-3000:]
-    assert any(wheels.glob("fightwatch-*.whl"))
+    (wheel,) = wheels.glob("fightwatch-*.whl")
+    assert not wheel.name.endswith("-none-any.whl"), f"{wheel.name}: the per-event modules were not compiled"
     install = subprocess.run(
         [str(script), "install", str(wheels), str(prefix)], capture_output=True, text=True, env=env, check=False
     )
     assert install.returncode == 0, install.stderr[-3000:]
+    assert list(prefix.glob("lib/python*/site-packages/watcher/detection/engine.*.so")), "no compiled engine"
     demo = subprocess.run(
         [str(prefix / "bin" / "fightwatch"), "demo", "--output", "json"], capture_output=True, check=False
     )

@@ -305,7 +305,7 @@ class Engine:
         at = write.at
         history = state.history
         if history is None:
-            history = state.history = HandoverLog()
+            history = state.history = HandoverLog.empty()
         # A field becomes contested only by coming back to an earlier owner or value: test that cheaply first.
         candidates = [h for h in handovers if history.may_come_back(h)]
         limit = self.settings.history

@@ -14,9 +14,11 @@ a false match has a probability of 2**-32 per pair of values), and the write cou
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple, TypeVar, cast
+from typing import NamedTuple, TypeVar
 
-from watcher.detection.values import Words
+from mypy_extensions import mypyc_attr
+
+from watcher.detection.words import Words
 from watcher.model import Writer
 
 REMOVED = -1  # value hash of a leaf that disappeared (hash() never returns -1)
@@ -75,18 +77,21 @@ def _micros(at: float) -> int:
     return min(max(round(at * 1e6), 0), _MAX_TIME - 1)
 
 
+@mypyc_attr(native_class=False)  # a subclass of a built-in type: a plain Python class, also when compiled
 class HandoverLog(Words):
     """An object's recent handovers, oldest first, bounded by count and age (see `trim`).
 
     The log *is* its array of words (five a handover, see above), plus the tuple of the keys they index: one
-    object per log instead of three. As an array, its length, indexing and iteration are in words.
+    object per log instead of three. As an array, its length, indexing and iteration are in words. Made by
+    `empty` (mypyc compiles no `__new__` for a subclass of a built-in type).
     """
 
     __slots__ = ("_keys",)
     _keys: tuple[_Key, ...]
 
-    def __new__(cls) -> HandoverLog:
-        made = cast(HandoverLog, super().__new__(cls, "I"))
+    @classmethod
+    def empty(cls) -> HandoverLog:
+        made = cls("I")
         made._keys = ()
         return made
 

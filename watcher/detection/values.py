@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 from watcher.detection import paths
+from watcher.detection.words import Words
 from watcher.model import JSONObject
 
 _NOT_BODY = frozenset({"apiVersion", "kind", "metadata", "status"})
@@ -31,24 +33,21 @@ LeafHashes = dict[str, int]
 _LOW = (1 << 32) - 1
 
 
-if TYPE_CHECKING:
-    Words = array[int]
-else:
-    Words = array  # an array of machine words to subclass (`array[int]` is not subscriptable at run time)
-
-
+@mypyc_attr(native_class=False)  # a subclass of a built-in type: a plain Python class, also when compiled
 class LeafTable(Words):
     """Leaf hashes as an object keeps them: 4 bytes a leaf in one array of 32-bit words, with the paths shared by
     every object of one shape (a subclass, not a wrapper: one object per table, not two).
 
     `positions` maps each path to its place in the array; objects with the same leaves share one `positions`.
+    Made by `of` (mypyc compiles no `__new__` for a subclass of a built-in type).
     """
 
     __slots__ = ("positions",)
     positions: dict[str, int]
 
-    def __new__(cls, positions: dict[str, int], hashes: Iterable[int] = ()) -> LeafTable:
-        made = cast(LeafTable, super().__new__(cls, "I", hashes))
+    @classmethod
+    def of(cls, positions: dict[str, int], hashes: Iterable[int] = ()) -> LeafTable:
+        made = cls("I", hashes)
         made.positions = positions
         return made
 
@@ -60,6 +59,7 @@ class LeafTable(Words):
         return path in self.positions
 
 
+@mypyc_attr(native_class=False)
 class BodyTable(LeafTable):
     """The table of an object's body, with the digest it was made from (`body_digest`): the next version's digest
     tells whether the body changed at all."""
@@ -67,14 +67,16 @@ class BodyTable(LeafTable):
     __slots__ = ("digest",)
     digest: int
 
-    def __new__(cls, positions: dict[str, int], hashes: Iterable[int] = (), digest: int = 0) -> BodyTable:
-        made = cast(BodyTable, super().__new__(cls, positions, hashes))
+    @classmethod
+    def of_body(cls, positions: dict[str, int], hashes: Iterable[int] = (), digest: int = 0) -> BodyTable:
+        made = cls("I", hashes)
+        made.positions = positions
         made.digest = digest
         return made
 
 
-NO_LEAVES = LeafTable({})  # shared by every object without labels and annotations: never mutated
-NO_BODY = BodyTable({})  # shared by every metadata-only object: never mutated
+NO_LEAVES = LeafTable.of({})  # shared by every object without labels and annotations: never mutated
+NO_BODY = BodyTable.of_body({})  # shared by every metadata-only object: never mutated
 _SHAPES: dict[tuple[str, ...], dict[str, int]] = {}
 _MAX_SHAPES = 50_000
 
@@ -87,7 +89,7 @@ def body_table(leaves: LeafHashes, digest: int) -> BodyTable:
         if len(_SHAPES) >= _MAX_SHAPES:
             _SHAPES.clear()  # live tables keep their own index
         index = _SHAPES[shape] = {path: position for position, path in enumerate(shape)}
-    return BodyTable(index, leaves.values(), digest)
+    return BodyTable.of_body(index, leaves.values(), digest)
 
 
 class TableCache:
@@ -134,7 +136,7 @@ def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
         raise ValueError("metadata.labels and metadata.annotations must map strings to strings") from None
     if positions is old.positions and hashes == old:
         return old
-    return LeafTable(positions, hashes)
+    return LeafTable.of(positions, hashes)
 
 
 def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
