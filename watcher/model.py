@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 JSONObject = dict[str, Any]
 
@@ -64,7 +64,7 @@ class Writer(NamedTuple):
         return f"{self.manager} ({detail})" if detail else self.manager
 
 
-UNATTRIBUTED = Writer(None)
+UNATTRIBUTED: Final = Writer(None)
 
 
 class FindingType(enum.StrEnum):
@@ -121,7 +121,7 @@ class FindingChange:
     catch_up: bool = False
 
 
-_SECONDS: dict[str, float] = {}
+_SECONDS: Final[dict[str, float]] = {}
 
 
 def parse_time(text: str) -> float:
@@ -148,7 +148,7 @@ def format_time(seconds: float) -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-_PREFIXES: dict[int, str] = {}
+_PREFIXES: Final[dict[int, str]] = {}
 
 
 def observed_time(seconds: float) -> float:

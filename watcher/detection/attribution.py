@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from watcher.detection import values
 from watcher.detection.findings import OpenFinding, Rate
@@ -29,7 +29,7 @@ from watcher.detection.managed_fields import (
 from watcher.detection.values import BodyTable, LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 
-_UNTRACED = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
+_UNTRACED: Final = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
 
 
 class Values(NamedTuple):

@@ -14,14 +14,14 @@ a false match has a probability of 2**-32 per pair of values), and the write cou
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 from mypy_extensions import mypyc_attr
 
 from watcher.detection.words import Words
 from watcher.model import Writer
 
-REMOVED = -1  # value hash of a leaf that disappeared (hash() never returns -1)
+REMOVED: Final = -1  # value hash of a leaf that disappeared (hash() never returns -1)
 
 
 class Handover(NamedTuple):
@@ -42,15 +42,16 @@ class Handover(NamedTuple):
 
 
 _Key = tuple[str, Writer, Writer | None, Writer | None]  # path, by, before, after
-_SLOTS = 5  # words a handover: time (low 32 bits), time (high 20 bits) << 12 | key index, write counter, was, now
-_LOW = (1 << 32) - 1
-_KEY_BITS = 12
-_KEY_MASK = (1 << _KEY_BITS) - 1
-_MAX_TIME = 1 << 52  # microseconds: until the year 2112
-_NONE = _LOW  # a value hash that is not there
-_keys: dict[_Key, _Key] = {}  # shared by every log: objects of one kind fight over the same few fields
-_key_tuples: dict[tuple[_Key, ...], tuple[_Key, ...]] = {}  # and their logs name them in the same order
-_MAX_KEYS = 10_000
+# Words a handover: time (low 32 bits), time (high 20 bits) << 12 | key index, write counter, was, now.
+_SLOTS: Final = 5
+_LOW: Final = (1 << 32) - 1
+_KEY_BITS: Final = 12
+_KEY_MASK: Final = (1 << _KEY_BITS) - 1
+_MAX_TIME: Final = 1 << 52  # microseconds: until the year 2112
+_NONE: Final = _LOW  # a value hash that is not there
+_keys: Final[dict[_Key, _Key]] = {}  # shared by every log: objects of one kind fight over the same few fields
+_key_tuples: Final[dict[tuple[_Key, ...], tuple[_Key, ...]]] = {}  # and their logs name them in the same order
+_MAX_KEYS: Final = 10_000
 _T = TypeVar("_T")
 
 

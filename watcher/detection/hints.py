@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from watcher.model import FindingType, Writer
 
-_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?|\A\d{10}(\d{3})?(\.\d+)?\Z")
-_AUTOSCALERS = ("horizontal-pod-autoscaler", "kube-controller-manager", "keda", "autoscaler", "vpa")
+_TIMESTAMP: Final = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?|\A\d{10}(\d{3})?(\.\d+)?\Z")
+_AUTOSCALERS: Final = ("horizontal-pod-autoscaler", "kube-controller-manager", "keda", "autoscaler", "vpa")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,5 +137,5 @@ def _generic_hot_loop(_e: Evidence) -> str:
     )
 
 
-_FIGHT_RULES = (_replicas, _ca_bundle, _shared_manager, _apply_force, _generic_fight)
-_HOT_LOOP_RULES = (_timestamps, _status, _generic_hot_loop)
+_FIGHT_RULES: Final = (_replicas, _ca_bundle, _shared_manager, _apply_force, _generic_fight)
+_HOT_LOOP_RULES: Final = (_timestamps, _status, _generic_hot_loop)

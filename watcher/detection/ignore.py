@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from watcher.config import IgnoreRule
 from watcher.model import JSONObject, Writer
@@ -35,7 +35,7 @@ class ObjectRules(NamedTuple):
         )
 
 
-NO_RULES = ObjectRules((), ())
+NO_RULES: Final = ObjectRules((), ())
 
 
 class RuleBook:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import orjson
 
@@ -31,7 +31,7 @@ def leaf_paths(fields_v1: JSONObject) -> frozenset[str]:
 
 # Subtrees kept as one leaf: their keys hold per-object identities (owner uids), which would make every trie
 # unique, and nobody fights over their parts.
-_OPAQUE = frozenset({"metadata.ownerReferences"})
+_OPAQUE: Final = frozenset({"metadata.ownerReferences"})
 
 
 def _walk(node: JSONObject, prefix: str, out: list[str]) -> None:
@@ -61,8 +61,8 @@ def _walk(node: JSONObject, prefix: str, out: list[str]) -> None:
 
 
 # prefix -> raw trie key -> readable path: tries of one shape repeat the same keys object after object.
-_children: dict[str, dict[str, str]] = {}
-_MAX_MEMO = 100_000
+_children: Final[dict[str, dict[str, str]]] = {}
+_MAX_MEMO: Final = 100_000
 
 
 def _child_path(prefix: str, key: str) -> str:
@@ -98,7 +98,7 @@ class Entry(NamedTuple):
     fields: frozenset[str]
 
 
-_stamps: dict[str, int] = {}
+_stamps: Final[dict[str, int]] = {}
 
 
 def stamp(text: str) -> int:
@@ -141,7 +141,7 @@ class FieldSetCache:
         return found
 
 
-_writers: dict[Writer, Writer] = {}
+_writers: Final[dict[Writer, Writer]] = {}
 
 
 RawEntries = dict[Writer, tuple[str, Any]]  # writer -> (time, fieldsV1 or [fieldsV1, ...]), not yet decoded

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import Any, Final
 
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+_PLAIN_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 
 def _scalar(value: Any) -> str:
@@ -31,8 +31,8 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
-_fields: dict[str, dict[str, str]] = {}
-_MAX_CACHED = 200_000
+_fields: Final[dict[str, dict[str, str]]] = {}
+_MAX_CACHED: Final = 200_000
 
 
 def children(parent: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from mypy_extensions import mypyc_attr
@@ -24,13 +24,13 @@ from watcher.detection import paths
 from watcher.detection.words import Words
 from watcher.model import JSONObject
 
-_NOT_BODY = frozenset({"apiVersion", "kind", "metadata", "status"})
-_LIST_KEYS = ("name", "type")
-_LABELS = paths.field("metadata", "labels")
-_ANNOTATIONS = paths.field("metadata", "annotations")
+_NOT_BODY: Final = frozenset({"apiVersion", "kind", "metadata", "status"})
+_LIST_KEYS: Final = ("name", "type")
+_LABELS: Final = paths.field("metadata", "labels")
+_ANNOTATIONS: Final = paths.field("metadata", "annotations")
 
 LeafHashes = dict[str, int]
-_LOW = (1 << 32) - 1
+_LOW: Final = (1 << 32) - 1
 
 
 @mypyc_attr(native_class=False)  # a subclass of a built-in type: a plain Python class, also when compiled
@@ -75,10 +75,10 @@ class BodyTable(LeafTable):
         return made
 
 
-NO_LEAVES = LeafTable.of({})  # shared by every object without labels and annotations: never mutated
-NO_BODY = BodyTable.of_body({})  # shared by every metadata-only object: never mutated
-_SHAPES: dict[tuple[str, ...], dict[str, int]] = {}
-_MAX_SHAPES = 50_000
+NO_LEAVES: Final = LeafTable.of({})  # shared by every object without labels and annotations: never mutated
+NO_BODY: Final = BodyTable.of_body({})  # shared by every metadata-only object: never mutated
+_SHAPES: Final[dict[tuple[str, ...], dict[str, int]]] = {}
+_MAX_SHAPES: Final = 50_000
 
 
 def body_table(leaves: LeafHashes, digest: int) -> BodyTable:
@@ -111,8 +111,8 @@ class TableCache:
         return found
 
 
-_META_SHAPES: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, int]] = {}
-_NOTHING: JSONObject = {}
+_META_SHAPES: Final[dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, int]]] = {}
+_NOTHING: Final[JSONObject] = {}
 
 
 def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:

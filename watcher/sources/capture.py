@@ -16,14 +16,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, BinaryIO, cast
+from typing import IO, Any, BinaryIO, Final, cast
 
 import orjson
 
 from watcher.model import EventType, WatchEvent, parse_time
 
-_EVENT_TYPES = {t.value: t for t in EventType}
-_SKIPPED_TYPES = {"BOOKMARK", "ERROR"}
+_EVENT_TYPES: Final = {t.value: t for t in EventType}
+_SKIPPED_TYPES: Final = {"BOOKMARK", "ERROR"}
 
 
 class CaptureError(ValueError):
