@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench bench-live load-test record
+.PHONY: demo test lint unit integration bench bench-live load-test record clean-build
 
 # The install compiles the per-event modules (setup.py): a change to one of them installs again.
 COMPILED := watcher/model.py watcher/sources/capture.py $(wildcard watcher/detection/*.py)
@@ -12,6 +12,7 @@ $(BIN)/fightwatch: pyproject.toml setup.py $(COMPILED)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/fightwatch --version
 	touch $@
 
 ## Replay the capture bundled in the package: no cluster needed.
@@ -51,3 +52,10 @@ record: $(BIN)/fightwatch
 load-test: $(BIN)/fightwatch
 	scripts/control-plane.sh >/dev/null
 	$(BIN)/python scripts/load_test.py
+
+## Remove the compiled modules (and mypyc's C sources), e.g. before testing a pure-Python build:
+## `make clean-build && FIGHTWATCH_PURE_PYTHON=1 make test`.
+clean-build:
+	rm -rf build watcher__mypyc.*.so
+	find watcher -name '*.so' -delete
+	rm -f $(BIN)/fightwatch

@@ -2,12 +2,17 @@
 
 They are the same typed Python the tests and `mypy --strict` check; mypyc turns them into a C extension, which
 replays a capture about 1.4x as fast (README, "Benchmark"). Set FIGHTWATCH_PURE_PYTHON=1 to build a pure-Python
-package instead (no C compiler needed; same results, slower).
+package instead (same results, slower); without a C compiler or Python's headers it is built so anyway, with a
+warning. `fightwatch --version` tells which build is installed.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -23,8 +28,21 @@ COMPILED = [
 ]
 
 
+def missing_build_tools() -> str | None:
+    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")[:1]
+    if not compiler or shutil.which(compiler[0]) is None:
+        return f"no C compiler ({compiler[0] if compiler else 'CC'}: install gcc)"
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
+        return "no Python.h (install python3-dev)"
+    return None
+
+
 def compiled_modules() -> list[Extension]:
     if os.environ.get("FIGHTWATCH_PURE_PYTHON", "") not in {"", "0"}:
+        return []
+    missing = missing_build_tools()
+    if missing:
+        print(f"WARNING: fightwatch is built as pure Python (slower): {missing}", file=sys.stderr)
         return []
     from mypyc.build import mypycify  # noqa: PLC0415 - only the compiled build needs mypy
 

@@ -39,7 +39,11 @@ def pytest_configure(config: pytest.Config) -> None:
             pytest.exit(f"FIGHTWATCH_PURE_PYTHON is set, but compiled modules are there: {_names(built)}", 2)
         return
     if not built:
-        pytest.exit("watcher has no compiled modules: run `make` (it builds them), or set FIGHTWATCH_PURE_PYTHON=1", 2)
+        pytest.exit(
+            "watcher was built without its compiled modules (setup.py needs a C compiler and Python's headers): "
+            "run `make` to build them, or set FIGHTWATCH_PURE_PYTHON=1 to test pure Python",
+            2,
+        )
     stale = [so for so in built if so.stat().st_mtime < so.with_name(so.name.split(".")[0] + ".py").stat().st_mtime]
     if stale:
         pytest.exit(f"sources changed after they were compiled: {_names(stale)}: run `make` to rebuild them", 2)

@@ -154,12 +154,19 @@ def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float |
     return "\n".join(lines)
 
 
+def _build() -> str:
+    """Which build this is: setup.py compiles the per-event modules with mypyc when it can."""
+    from watcher.detection import engine  # noqa: PLC0415 - already imported; read here for its file only
+
+    return "pure Python" if engine.__file__.endswith(".py") else "compiled with mypyc"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fightwatch",
         description="Find Kubernetes controllers fighting over objects, and hot reconcile loops.",
     )
-    parser.add_argument("--version", action="version", version=f"fightwatch {__version__}")
+    parser.add_argument("--version", action="version", version=f"fightwatch {__version__} ({_build()})")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(sub: argparse.ArgumentParser) -> None:
