@@ -46,6 +46,12 @@ class Values(NamedTuple):
         return self.meta.has(path) or self.body.has(path)
 
 
+def version_key(resource_version: str) -> int:
+    """A resourceVersion as the state keeps it: only ever compared, to drop repeated versions, so a hash (half
+    the memory of the text), cut to 62 bits: compiled, the state holds it unboxed (0 for no version)."""
+    return hash(resource_version) >> 2
+
+
 class ObjectState:
     """Everything the engine keeps per object between two of its versions; slotted, since there are many."""
 
@@ -67,7 +73,7 @@ class ObjectState:
     def __init__(self, rv: str, rules: ObjectRules) -> None:
         # The object's reference is in every event (see `Attribution.object_ref`), so it is not kept (findings
         # keep theirs); the engine keys states by a hash of the uid (see `Engine.process`).
-        self.rv = hash(rv)  # only ever compared, to drop repeated versions: a hash is half the memory
+        self.rv = version_key(rv)
         self.rules = rules
         self.entries: PackedEntries = ()  # (see `pack_entries`)
         self.meta_values: LeafTable = values.NO_LEAVES

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from watcher.config import DetectionSettings
-from watcher.detection.attribution import Attribution, ObjectState, Write
+from watcher.detection.attribution import Attribution, ObjectState, Write, version_key
 from watcher.detection.findings import (
     OpenFinding,
     Rate,
@@ -157,7 +157,7 @@ class Engine:
         if state is None:
             self._first_seen(key, self._attribution.baseline(obj, meta, raw, rules), now)
             return changes
-        rv = hash(meta.get("resourceVersion") or "")
+        rv = version_key(meta.get("resourceVersion") or "")
         if rv and rv == state.rv:
             self.stats.duplicate_events += 1
             return changes
