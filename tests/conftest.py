@@ -41,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not built:
         pytest.exit(
             "watcher was built without its compiled modules (setup.py needs a C compiler and Python's headers): "
-            "run `make` to build them, or set FIGHTWATCH_PURE_PYTHON=1 to test pure Python",
+            "`make clean-build` then `make` builds them; or set FIGHTWATCH_PURE_PYTHON=1 to test pure Python",
             2,
         )
     stale = [so for so in built if so.stat().st_mtime < so.with_name(so.name.split(".")[0] + ".py").stat().st_mtime]
