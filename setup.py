@@ -1,7 +1,7 @@
 """Build step beyond pyproject.toml: the modules every watch event runs through are compiled to C with mypyc.
 
 They are the same typed Python the tests and `mypy --strict` check; mypyc turns them into a C extension, which
-replays a capture about 1.4x as fast (README, "Benchmark"). Set FIGHTWATCH_PURE_PYTHON=1 to build a pure-Python
+replays a capture about 1.4-1.5x as fast (README, "Benchmark"). Set FIGHTWATCH_PURE_PYTHON=1 to build a pure-Python
 package instead (same results, slower); without a C compiler or Python's headers it is built so anyway, with a
 warning. `fightwatch --version` tells which build is installed.
 """
