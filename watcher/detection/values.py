@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, Self
 
 import orjson
 from mypy_extensions import mypyc_attr
@@ -46,7 +46,7 @@ class LeafTable(Words):
     positions: dict[str, int]
 
     @classmethod
-    def of(cls, positions: dict[str, int], hashes: Iterable[int] = ()) -> LeafTable:
+    def of(cls, positions: dict[str, int], hashes: Iterable[int] = ()) -> Self:
         made = cls("I", hashes)
         made.positions = positions
         return made
@@ -69,8 +69,7 @@ class BodyTable(LeafTable):
 
     @classmethod
     def of_body(cls, positions: dict[str, int], hashes: Iterable[int] = (), digest: int = 0) -> BodyTable:
-        made = cls("I", hashes)
-        made.positions = positions
+        made = cls.of(positions, hashes)
         made.digest = digest
         return made
 
