@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Final
 
 from watcher.detection import values
 from watcher.detection.findings import OpenFinding, Rate
@@ -32,11 +32,14 @@ from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 _UNTRACED: Final = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
 
 
-class Values(NamedTuple):
+class Values:
     """An object's value hashes at one moment: labels/annotations and body kept apart (see values.py)."""
 
-    meta: LeafTable
-    body: BodyTable
+    __slots__ = ("body", "meta")
+
+    def __init__(self, meta: LeafTable, body: BodyTable) -> None:
+        self.meta = meta
+        self.body = body
 
     def get(self, path: str) -> int:
         """The value hash at `path`, or `REMOVED` when it has none."""

@@ -9,8 +9,7 @@ same writer. `fieldsV1` is a trie whose keys are `f:<field>`, `k:<json merge key
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import chain
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import orjson
 
@@ -90,12 +89,28 @@ def _json(text: str, key: str, prefix: str) -> Any:
         raise FieldsV1Error(f"fieldsV1 key {key!r} under {prefix or 'the root'} holds invalid JSON") from exc
 
 
-class Entry(NamedTuple):
-    """One writer's managedFields entry, normalised: `time` in whole seconds (see `stamp`)."""
+class Entry:
+    """One writer's managedFields entry, normalised: `time` in whole seconds (see `stamp`).
 
-    writer: Writer
-    time: int
-    fields: frozenset[str]
+    (A class, not a NamedTuple: compiled, it is made without running Python code; one is made per entry and write.)
+    """
+
+    __slots__ = ("fields", "time", "writer")
+
+    def __init__(self, writer: Writer, time: int, fields: frozenset[str]) -> None:
+        self.writer = writer
+        self.time = time
+        self.fields = fields
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Entry):
+            return NotImplemented
+        return (self.writer, self.time, self.fields) == (other.writer, other.time, other.fields)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Entry({self.writer!r}, {self.time}, {sorted(self.fields)!r})"
 
 
 _stamps: Final[dict[str, int]] = {}
@@ -180,12 +195,19 @@ PackedEntries = tuple[Any, ...]  # writer, time, fields, writer, time, fields, .
 
 def pack_entries(entries: Iterable[Entry]) -> PackedEntries:
     """Entries as an object keeps them between writes: one flat tuple, not a tuple of tuples (half the memory)."""
-    return tuple(chain.from_iterable(entries))
+    packed: list[Any] = []
+    for entry in entries:
+        packed += (entry.writer, entry.time, entry.fields)
+    return tuple(packed)
 
 
 def unpack_entries(packed: PackedEntries) -> dict[Writer, Entry]:
     """The entries of `pack_entries` by writer."""
-    return {w: Entry(w, t, f) for w, t, f in zip(packed[::3], packed[1::3], packed[2::3], strict=True)}
+    entries: dict[Writer, Entry] = {}
+    for i in range(0, len(packed), 3):
+        writer = packed[i]
+        entries[writer] = Entry(writer, packed[i + 1], packed[i + 2])
+    return entries
 
 
 def decode(cache: FieldSetCache, fields: Any) -> frozenset[str]:
