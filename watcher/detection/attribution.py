@@ -29,6 +29,7 @@ from watcher.detection.managed_fields import (
 from watcher.detection.values import BodyTable, LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
 
+_NONE: Final[frozenset[str]] = frozenset()
 _UNTRACED: Final = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
 
 
@@ -138,7 +139,7 @@ class Attribution:
         afresh; its handovers, rates and open findings stay (a relist after a watch lost events).
         """
         state.entries = pack_entries(keep_entry(w, stamp(t), decode(self._fields, f)) for w, (t, f) in raw.items())
-        self._changed_values(state, obj)
+        self._changed_values(state, obj, compare=False)
         state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
 
     def attribute(self, state: ObjectState, obj: JSONObject, raw: RawEntries, newest: str, now: float) -> Write:
@@ -224,26 +225,29 @@ class Attribution:
                 continue
             writer = old.writer
             entries[writer] = old if old.fields is fields and old.time == time else keep_entry(writer, time, fields)
-            grew = fields - old.fields
+            grew = fields - old.fields if fields is not old.fields else _NONE
             if time > old.time or grew:
                 writers.append(writer)
                 if grew:
                     gained[writer] = grew
         return entries, writers, gained
 
-    def _changed_values(self, state: ObjectState, obj: JSONObject) -> list[str]:
-        """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes."""
+    def _changed_values(self, state: ObjectState, obj: JSONObject, *, compare: bool = True) -> list[str]:
+        """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes.
+        Without `compare` (a baseline) only the hashes are updated."""
         changed: list[str] = []
         meta = obj["metadata"]
         old = state.meta_values
         new = values.meta_table(meta, old)
         if new is not old:
-            changed = values.changed_leaves(old, new)
+            if compare:
+                changed = values.changed_leaves(old, new)
             state.meta_values = new
         digest = values.body_digest(obj)
         if digest != state.body_values.digest:
             body = self._tables.body(digest, obj)
-            changed += values.changed_leaves(state.body_values, body)
+            if compare:
+                changed += values.changed_leaves(state.body_values, body)
             state.body_values = body
         return changed
 

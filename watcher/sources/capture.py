@@ -24,6 +24,9 @@ from watcher.model import EventType, WatchEvent, parse_time
 
 _EVENT_TYPES: Final = {t.value: t for t in EventType}
 _SKIPPED_TYPES: Final = {"BOOKMARK", "ERROR"}
+_OPEN: Final = ord("{")
+_CLOSE: Final = ord("}")
+_NEWLINE: Final = ord("\n")
 
 
 class CaptureError(ValueError):
@@ -153,7 +156,7 @@ def _chunks(stream: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
                 yield start, b"".join(pending), True
                 pending = []
             continue
-        if line[:1] == b"{" and line[-2:] == b"}\n":  # the JSON Lines fast path: no copy
+        if len(line) > 2 and line[0] == _OPEN and line[-2] == _CLOSE and line[-1] == _NEWLINE:  # JSON Lines: no copy
             yield number, line, True
             continue
         text = line.strip()
