@@ -45,7 +45,7 @@ from watcher.cli import tune_gc
 from watcher.config import Config, DetectionSettings
 from watcher.detection.engine import Engine
 from watcher.model import Finding, FindingType
-from watcher.sources.capture import ReadStats, read_capture
+from watcher.sources.capture import READ_BUFFER, ReadStats, read_capture
 
 REPO = Path(__file__).resolve().parent.parent
 REAL_CAPTURES = REPO / "tests" / "fixtures" / "captures"
@@ -1115,7 +1115,7 @@ def decode_only(path: Path) -> tuple[float, int]:
     loads = orjson.loads
     count = 0
     start = time.perf_counter()
-    with path.open("rb") as stream:
+    with path.open("rb", buffering=READ_BUFFER) as stream:  # (read as the replay reads it)
         for line in stream:
             loads(line)
             count += 1

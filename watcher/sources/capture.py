@@ -15,7 +15,6 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any, BinaryIO, Final, cast
 
 import orjson
@@ -24,6 +23,7 @@ from watcher.model import EventType, WatchEvent, parse_time
 
 _EVENT_TYPES: Final = {t.value: t for t in EventType}
 _SKIPPED_TYPES: Final = {"BOOKMARK", "ERROR"}
+READ_BUFFER: Final = 1 << 20  # bytes read at a time: a line of a capture is a few KiB (8 KiB, the default, is slow)
 _OPEN: Final = ord("{")
 _CLOSE: Final = ord("}")
 _NEWLINE: Final = ord("\n")
@@ -183,10 +183,10 @@ def _loads(data: bytes, *, complete: bool) -> Any:
 def _open(source: str) -> Iterator[BinaryIO]:
     """The capture's bytes: stdin for `-`, gunzipped when the content starts with the gzip magic."""
     if source == "-":
-        raw = cast(io.BufferedReader, sys.stdin.buffer)
+        raw = io.BufferedReader(io.FileIO(sys.stdin.fileno(), "rb", closefd=False), READ_BUFFER)
     else:
         try:
-            raw = Path(source).open("rb")  # noqa: SIM115 - closed below
+            raw = io.BufferedReader(io.FileIO(source, "rb"), READ_BUFFER)
         except OSError as exc:
             raise CaptureError(source, None, f"cannot open: {exc.strerror or exc}") from None
     try:
@@ -196,5 +196,4 @@ def _open(source: str) -> Iterator[BinaryIO]:
         else:
             yield raw
     finally:
-        if source != "-":
-            raw.close()
+        raw.close()
