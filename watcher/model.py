@@ -66,6 +66,10 @@ class Writer(NamedTuple):
 
 UNATTRIBUTED: Final = Writer(None)
 
+# A NamedTuple's `__new__` is Python code, run on every call, also from compiled code; `tuple.__new__` is not. The
+# per-event paths make their tuples with it (through `new_tuple`, which mypyc calls as the C function it is).
+new_tuple: Final = tuple.__new__
+
 
 class FindingType(enum.StrEnum):
     FIGHT = "fight"

@@ -27,7 +27,7 @@ from watcher.detection.managed_fields import (
     unpack_entries,
 )
 from watcher.detection.values import BodyTable, LeafTable
-from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer
+from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer, new_tuple
 
 _NONE: Final[frozenset[str]] = frozenset()
 _UNTRACED: Final = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
@@ -195,7 +195,8 @@ class Attribution:
                 by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
             # An unattributed change of a field someone owns names that owner as a party to the flip.
             owner = None if writers else next((w for w, e in entries.items() if path in e.fields), None)
-            write.handovers.append(Handover(write.at, seq, path, by, owner, None, before.get(path), after.get(path)))
+            handover = (write.at, seq, path, by, owner, None, before.get(path), after.get(path))
+            write.handovers.append(new_tuple(Handover, handover))
 
     def _entries(
         self, prev: dict[Writer, Entry], raw: RawEntries, newest: str

@@ -14,7 +14,7 @@ from typing import Any, Final
 import orjson
 
 from watcher.detection import paths
-from watcher.model import JSONObject, Writer, parse_time
+from watcher.model import JSONObject, Writer, new_tuple, parse_time
 
 
 class FieldsV1Error(ValueError):
@@ -172,7 +172,7 @@ def raw_entries(managed_fields: Iterable[Any]) -> RawEntries:
     for raw in managed_fields:
         if type(raw) is not dict:
             raise FieldsV1Error("a managedFields entry is not an object")
-        writer = Writer(raw.get("manager") or "", raw.get("operation") or "", raw.get("subresource") or "")
+        writer = new_tuple(Writer, (raw.get("manager") or "", raw.get("operation") or "", raw.get("subresource") or ""))
         fields = raw.get("fieldsV1") or {}
         if type(fields) is not dict:
             raise FieldsV1Error(f"fieldsV1 of manager {writer.manager!r} is not an object")

@@ -19,7 +19,7 @@ from typing import IO, Any, BinaryIO, Final, cast
 
 import orjson
 
-from watcher.model import EventType, WatchEvent, parse_time
+from watcher.model import EventType, WatchEvent, new_tuple, parse_time
 
 _EVENT_TYPES: Final = {t.value: t for t in EventType}
 _SKIPPED_TYPES: Final = {"BOOKMARK", "ERROR"}
@@ -114,11 +114,11 @@ def to_event(doc: Any) -> WatchEvent | None:
     obj = cast(dict[str, Any], obj)
     observed = doc.get("observedAt")
     if observed is None:
-        return WatchEvent(event_type, obj)
+        return new_tuple(WatchEvent, (event_type, obj, None))
     if not isinstance(observed, str):
         raise ValueError(f"observedAt must be an RFC 3339 string, got {observed!r}")
     try:
-        return WatchEvent(event_type, obj, parse_time(observed))
+        return new_tuple(WatchEvent, (event_type, obj, parse_time(observed)))
     except ValueError:
         raise ValueError(f"observedAt {observed!r} is not an RFC 3339 time") from None
 
