@@ -29,7 +29,7 @@ from watcher.detection.managed_fields import (
 from watcher.detection.values import BodyTable, LeafTable
 from watcher.model import UNATTRIBUTED, JSONObject, ObjectRef, Writer, new_tuple
 
-_NONE: Final[frozenset[str]] = frozenset()
+_NO_FIELDS: Final[frozenset[str]] = frozenset()
 _UNTRACED: Final = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
 
 
@@ -226,7 +226,7 @@ class Attribution:
                 continue
             writer = old.writer
             entries[writer] = old if old.fields is fields and old.time == time else keep_entry(writer, time, fields)
-            grew = fields - old.fields if fields is not old.fields else _NONE
+            grew = fields - old.fields if fields is not old.fields else _NO_FIELDS
             if time > old.time or grew:
                 writers.append(writer)
                 if grew:
