@@ -24,9 +24,6 @@ from watcher.model import EventType, WatchEvent, new_tuple, parse_time
 _EVENT_TYPES: Final = {t.value: t for t in EventType}
 _SKIPPED_TYPES: Final = {"BOOKMARK", "ERROR"}
 READ_BUFFER: Final = 1 << 20  # bytes read at a time: a line of a capture is a few KiB (8 KiB, the default, is slow)
-_OPEN: Final = ord("{")
-_CLOSE: Final = ord("}")
-_NEWLINE: Final = ord("\n")
 
 
 class CaptureError(ValueError):
@@ -156,7 +153,7 @@ def _chunks(stream: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
                 yield start, b"".join(pending), True
                 pending = []
             continue
-        if len(line) > 2 and line[0] == _OPEN and line[-2] == _CLOSE and line[-1] == _NEWLINE:  # JSON Lines: no copy
+        if line[:1] == b"{" and line[-2:] == b"}\n":  # the JSON Lines fast path: no copy
             yield number, line, True
             continue
         text = line.strip()
