@@ -13,7 +13,9 @@ hash, with a probability of 2**-32 per change.
 
 from __future__ import annotations
 
-from array import array
+# Not used here, but imported by a compiled module: mypyc makes the subclasses of `Words` (an `array`) look up
+# `array.array` through a module reference it only declares for a compiled module that imports `array` itself.
+import array  # noqa: F401
 from collections.abc import Iterable
 from typing import Any, Final, Self
 
@@ -132,7 +134,9 @@ def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
     try:
         if positions is old.positions and _same(old, labels, annotations):
             return old
-        hashes = array("I", [hash(value) & _LOW for value in (*labels.values(), *annotations.values())])
+        hashes = [hash(value) & _LOW for value in labels.values()]
+        if annotations:
+            hashes += [hash(value) & _LOW for value in annotations.values()]
     except TypeError:
         raise ValueError("metadata.labels and metadata.annotations must map strings to strings") from None
     return LeafTable.of(positions, hashes)
