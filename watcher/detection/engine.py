@@ -38,7 +38,7 @@ from watcher.detection.findings import (
 )
 from watcher.detection.handovers import Handover, HandoverLog
 from watcher.detection.ignore import RuleBook
-from watcher.detection.managed_fields import raw_entries
+from watcher.detection.managed_fields import newest_time, raw_entries
 from watcher.model import (
     UNATTRIBUTED,
     ChangeKind,
@@ -141,7 +141,7 @@ class Engine:
         if not managed:
             self.stats.without_managed_fields += 1
         raw = raw_entries(managed)
-        newest = max((t for t, _ in raw.values()), default="")
+        newest = newest_time(raw)
         at, timed = self._event_time(event, newest)
         changes = self.advance(at)
         if state is not None and key not in self._objects:  # let go by this very advance (idle): seen anew

@@ -185,6 +185,15 @@ def raw_entries(managed_fields: Iterable[Any]) -> RawEntries:
     return grouped
 
 
+def newest_time(raw: RawEntries) -> str:
+    """The newest time of the entries ("" for none): the time of the write, as far as managedFields tell."""
+    newest = ""
+    for time, _ in raw.values():  # (a loop, not max() over a generator: this runs for every event)
+        if time > newest:
+            newest = time
+    return newest
+
+
 def keep_entry(writer: Writer, time: int, fields: frozenset[str]) -> Entry:
     """An Entry to keep: its writer is interned, as millions of objects share a few."""
     return Entry(_writers.setdefault(writer, writer), time, fields)
