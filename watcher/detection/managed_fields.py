@@ -189,8 +189,7 @@ def newest_time(raw: RawEntries) -> str:
     """The newest time of the entries ("" for none): the time of the write, as far as managedFields tell."""
     newest = ""
     for time, _ in raw.values():  # (a loop, not max() over a generator: this runs for every event)
-        if time > newest:
-            newest = time
+        newest = max(newest, time)
     return newest
 
 
