@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Final, NamedTuple
+from typing import Final
 
 from watcher.config import IgnoreRule
 from watcher.model import JSONObject, Writer
 
 
-class ObjectRules(NamedTuple):
-    """The field and manager rules that apply to one object, compiled for the per-write checks."""
+class ObjectRules:
+    """The field and manager rules that apply to one object, compiled for the per-write checks. (A class, not a
+    NamedTuple: compiled, its checks are called directly, several times a write.)"""
 
-    prefixes: tuple[str, ...]  # field prefixes ignored whoever writes them
-    scoped: tuple[IgnoreRule, ...]  # rules that name a manager
+    __slots__ = ("prefixes", "scoped")
+
+    def __init__(self, prefixes: tuple[str, ...], scoped: tuple[IgnoreRule, ...]) -> None:
+        self.prefixes = prefixes  # field prefixes ignored whoever writes them
+        self.scoped = scoped  # rules that name a manager
 
     def field_ignored(self, path: str, by: Writer, before: Writer | None) -> bool:
         """Whether a change of `path` by `by` (taken from `before`) falls under a field or manager rule."""
