@@ -8,7 +8,6 @@ rewrites fields it already owns). Anything else is unattributed: counted, never 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from typing import Final
 
 from watcher.detection import values
@@ -91,16 +90,19 @@ class ObjectState:
         self.last_write = 0.0
 
 
-@dataclass(slots=True)
 class Write:
-    """What one write did, as the detectors need it."""
+    """What one write did, as the detectors need it. (A class, not a dataclass: compiled, a dataclass is made by
+    its generated `__init__`, which is Python code, and one is made per write.)"""
 
-    at: float
-    writers: list[Writer]
-    handovers: list[Handover] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    timed: bool = True  # the write's time is known (rates need it)
-    version: str = ""  # the object's resourceVersion after the write (names a finding it opens)
+    __slots__ = ("at", "changed", "handovers", "timed", "version", "writers")
+
+    def __init__(self, at: float, writers: list[Writer], changed: list[str]) -> None:
+        self.at = at
+        self.writers = writers
+        self.changed = changed
+        self.handovers: list[Handover] = []
+        self.timed = True  # the write's time is known (rates need it)
+        self.version = ""  # the object's resourceVersion after the write (names a finding it opens)
 
 
 class Attribution:
@@ -151,7 +153,7 @@ class Attribution:
         if not writers and changed:
             writers = self._owner_of_changes(entries, changed, raw)
         state.seq += 1
-        write = Write(now, writers or [UNATTRIBUTED], changed=changed)
+        write = Write(now, writers or [UNATTRIBUTED], changed)
         after = Values(state.meta_values, state.body_values)
         taken = self._ownership_handovers(
             state, write, prev=prev, entries=entries, gained=gained, raw=raw, before=before, after=after
