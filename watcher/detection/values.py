@@ -172,17 +172,6 @@ def body_digest(obj: JSONObject) -> int:
     return hash((1, orjson.dumps(body))) if body else 0
 
 
-def meta_leaves(meta: JSONObject) -> LeafHashes:
-    out: LeafHashes = {}
-    for section, prefix in (("labels", _LABELS), ("annotations", _ANNOTATIONS)):
-        found = meta.get(section)
-        if found:
-            memo = paths.children(prefix)
-            for key, value in found.items():
-                out[memo.get(key) or paths.field(prefix, key)] = hash(value) & _LOW
-    return out
-
-
 def body_leaves(obj: JSONObject) -> LeafHashes:
     out: LeafHashes = {}
     body = {k: v for k, v in obj.items() if k not in _NOT_BODY}
@@ -192,8 +181,9 @@ def body_leaves(obj: JSONObject) -> LeafHashes:
 
 
 def leaf_hashes(obj: JSONObject) -> LeafHashes:
-    """Every visible leaf path of an object and the (cut) hash of its value."""
-    return meta_leaves(obj.get("metadata") or {}) | body_leaves(obj)
+    """Every visible leaf path of an object and the (cut) hash of its value, named as the engine's tables name them."""
+    meta = meta_table(obj.get("metadata") or {})
+    return dict(zip(meta.positions, meta, strict=True)) | body_leaves(obj)
 
 
 def changed_paths(old: LeafHashes, new: LeafHashes) -> list[str]:
