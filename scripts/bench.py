@@ -28,6 +28,7 @@ import platform
 import pstats
 import random
 import sys
+import sysconfig
 import tempfile
 import time
 import tracemalloc
@@ -1396,7 +1397,25 @@ def machine() -> dict[str, Any]:
         "pinned_to": sorted(os.sched_getaffinity(0)),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
+        **interpreter_build(),
         **versions,
+    }
+
+
+def interpreter_build() -> dict[str, Any]:
+    """How the interpreter was built: it moves the replay by about a fifth on the same code (README, "Benchmark").
+
+    `libpython` is the shared library the interpreter runs from, or none when it is linked into the executable;
+    `configure_flags` are the optimization flags its configure recorded (Debian's python3.11 records none although
+    it is built with PGO and LTO: its packaging keeps them out of sysconfig).
+    """
+    with Path("/proc/self/maps").open(encoding="utf-8") as maps:
+        shared = sorted({line.split()[-1] for line in maps if "/libpython" in line})
+    configured = str(sysconfig.get_config_var("CONFIG_ARGS") or "")
+    return {
+        "executable": os.path.realpath(sys.executable),
+        "libpython": shared[0] if shared else None,
+        "configure_flags": [f for f in ("--enable-optimizations", "--with-lto") if f in configured],
     }
 
 
@@ -1454,7 +1473,9 @@ def markdown(results: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"Machine: {m['cpu']}, {m['cores']} cores (pinned to {m['pinned_to']}), {m['implementation']} "
-        f"{m['python']}, orjson {m['orjson']}, kubernetes-asyncio {m['kubernetes_asyncio']}. "
+        f"{m['python']} ({m['executable']}, libpython {m['libpython'] or 'linked in'}, configured with "
+        f"{' '.join(m['configure_flags']) or 'no optimization flags recorded'}), orjson {m['orjson']}, "
+        f"kubernetes-asyncio {m['kubernetes_asyncio']}. "
         f"Best of {results['runs']} runs; templates: {stream.get('templates', {})}."
     )
     for kind in ("fight", "hot_loop"):

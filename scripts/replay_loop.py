@@ -3,6 +3,11 @@ events/s: the loop to put under a profiler (`py-spy record -- ...`, `valgrind --
 instruction counts compare two versions of the engine more stably than timings on a shared machine.
 
     valgrind --tool=callgrind .venv/bin/python scripts/replay_loop.py STREAM.jsonl
+    valgrind --tool=cachegrind --cache-sim=yes --branch-sim=yes \
+        .venv/bin/python scripts/replay_loop.py --tune-gc STREAM.jsonl
+
+`--tune-gc` sets the garbage collector as `fightwatch replay` does; `--decode-only` runs the benchmark's floor
+instead (each line through `orjson.loads`, read as the replay reads it), to compare the two under the same tool.
 """
 
 from __future__ import annotations
@@ -10,15 +15,25 @@ from __future__ import annotations
 import argparse
 import time
 
+import orjson
+
+from watcher.cli import tune_gc
 from watcher.config import Config
 from watcher.detection.engine import Engine
-from watcher.sources.capture import ReadStats, read_capture
+from watcher.sources.capture import READ_BUFFER, ReadStats, read_capture
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("capture", help="a capture file (JSON Lines or kubectl's watch output)")
+    parser.add_argument("--tune-gc", action="store_true", help="tune the garbage collector as `fightwatch replay` does")
+    parser.add_argument("--decode-only", action="store_true", help="only decode each line (the benchmark's floor)")
     args = parser.parse_args()
+    if args.tune_gc:
+        tune_gc()
+    if args.decode_only:
+        decode_only(args.capture)
+        return
     engine = Engine(Config().detection)
     process = engine.process
     start = time.perf_counter()
@@ -29,6 +44,18 @@ def main() -> None:
     seconds = time.perf_counter() - start
     findings = len(engine.active()) + len(engine.resolved())
     print(f"{events:,} events in {seconds:.2f} s: {events / seconds:,.0f} events/s; {findings} findings")
+
+
+def decode_only(capture: str) -> None:
+    loads = orjson.loads
+    start = time.perf_counter()
+    events = 0
+    with open(capture, "rb", buffering=READ_BUFFER) as stream:
+        for line in stream:
+            loads(line)
+            events += 1
+    seconds = time.perf_counter() - start
+    print(f"{events:,} lines decoded in {seconds:.2f} s: {events / seconds:,.0f} lines/s")
 
 
 if __name__ == "__main__":
