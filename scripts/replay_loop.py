@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
-import orjson
+from bench import decode_only  # (scripts/bench.py, beside this script: the floor is defined once)
 
 from watcher.cli import tune_gc
 from watcher.config import Config
 from watcher.detection.engine import Engine
-from watcher.sources.capture import READ_BUFFER, ReadStats, read_capture
+from watcher.sources.capture import ReadStats, read_capture
 
 
 def main() -> None:
@@ -32,7 +33,8 @@ def main() -> None:
     if args.tune_gc:
         tune_gc()
     if args.decode_only:
-        decode_only(args.capture)
+        seconds, lines = decode_only(Path(args.capture))
+        print(f"{lines:,} lines decoded in {seconds:.2f} s: {lines / seconds:,.0f} lines/s")
         return
     engine = Engine(Config().detection)
     process = engine.process
@@ -44,18 +46,6 @@ def main() -> None:
     seconds = time.perf_counter() - start
     findings = len(engine.active()) + len(engine.resolved())
     print(f"{events:,} events in {seconds:.2f} s: {events / seconds:,.0f} events/s; {findings} findings")
-
-
-def decode_only(capture: str) -> None:
-    loads = orjson.loads
-    start = time.perf_counter()
-    events = 0
-    with open(capture, "rb", buffering=READ_BUFFER) as stream:
-        for line in stream:
-            loads(line)
-            events += 1
-    seconds = time.perf_counter() - start
-    print(f"{events:,} lines decoded in {seconds:.2f} s: {events / seconds:,.0f} lines/s")
 
 
 if __name__ == "__main__":
