@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench bench-live load-test record clean-build
+.PHONY: demo test lint unit integration bench bench-live load-test record clean-build native
 
 # The install compiles the per-event modules (setup.py): a change to one of them installs again.
 COMPILED := watcher/model.py watcher/sources/capture.py $(wildcard watcher/detection/*.py)
@@ -32,6 +32,10 @@ lint: $(BIN)/fightwatch
 	$(BIN)/ruff format --check watcher tests scripts setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+## The native front end (Rust, from Debian's crates): `fightwatch replay` uses it where it is built.
+native: $(BIN)/fightwatch
+	scripts/native.sh $(BIN)/python
 
 unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit

@@ -44,9 +44,9 @@ import orjson
 
 from watcher.cli import tune_gc
 from watcher.config import Config, DetectionSettings
-from watcher.detection.engine import Engine
+from watcher.detection.engine import Engine, native_available
 from watcher.model import Finding, FindingType
-from watcher.sources.capture import READ_BUFFER, ReadStats, read_capture
+from watcher.sources.capture import READ_BUFFER, ReadStats, read_capture, read_parsed
 
 REPO = Path(__file__).resolve().parent.parent
 REAL_CAPTURES = REPO / "tests" / "fixtures" / "captures"
@@ -1102,14 +1102,31 @@ class Timing:
         return self.events / self.best
 
 
+NATIVE = [native_available()]  # the engine measured: the native front end where built (`--engine`)
+
+
 def replay(path: Path, settings: DetectionSettings) -> tuple[float, Engine, ReadStats]:
-    engine = Engine(settings)
+    engine = Engine(settings, native=NATIVE[0])
     stats = ReadStats()
-    process = engine.process
     start = time.perf_counter()
-    for event in read_capture(str(path), stats=stats):
-        process(event)
+    if engine.native:
+        process_parsed = engine.process_parsed
+        for parsed in read_parsed(str(path), engine.front, stats=stats):
+            process_parsed(parsed)
+    else:
+        process = engine.process
+        for event in read_capture(str(path), stats=stats):
+            process(event)
     return time.perf_counter() - start, engine, stats
+
+
+def native_bytes() -> int:
+    """Bytes the native front end holds (its own allocator count: tracemalloc sees only Python's)."""
+    if not NATIVE[0]:
+        return 0
+    from watcher import _native  # noqa: PLC0415 - only where it is built
+
+    return _native.allocated()
 
 
 def decode_only(path: Path) -> tuple[float, int]:
@@ -1161,13 +1178,17 @@ def memory_per_object(path: Path, settings: DetectionSettings) -> dict[str, floa
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
+    native_before = native_bytes()
     _, engine, _ = replay(path, settings)
     gc.collect()
     after, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    native = native_bytes() - native_before
+    after += native
     tracked = engine.tracked_objects
     return {
         "retained_bytes": after - before,
+        "native_bytes": native,
         "peak_bytes": peak - before,
         "tracked_objects": tracked,
         "bytes_per_object": (after - before) / max(1, tracked),
@@ -1518,6 +1539,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="add a cProfile of one full replay (top 15)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to CPU 0")
     parser.add_argument(
+        "--engine",
+        choices=("native", "python"),
+        default="native" if native_available() else "python",
+        help="native: the native front end and the Python detectors (the default where built); python: the "
+        "Python engine",
+    )
+    parser.add_argument(
         "--memory-only",
         action="store_true",
         help="only measure memory per object (as shipped, and with every object kept) and the watch index",
@@ -1570,6 +1598,7 @@ def stream_summary(path: Path, truth: Truth | None, events: int) -> dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    NATIVE[0] = args.engine == "native"
     if not args.no_pin:
         os.sched_setaffinity(0, {0})
     settings = Config().detection
@@ -1620,6 +1649,7 @@ def main(argv: list[str] | None = None) -> int:
             "stream": stream_summary(path, truth, floor.events),
             "generation_s": gen_seconds,
             "replay": {
+                "engine": "native front end" if NATIVE[0] else "python",
                 "events_per_s": replayed.rate,
                 "best_s": replayed.best,
                 "runs_s": replayed.runs,

@@ -12,19 +12,23 @@ import argparse
 import gc
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from pydantic import ValidationError
 
 from watcher import __version__
 from watcher.config import Config, ConfigError, ShardingSettings, load_config
-from watcher.detection.engine import Engine
-from watcher.model import FindingType, format_time
+from watcher.detection.engine import Engine, native_available
+from watcher.model import FindingType, WatchEvent, format_time
 from watcher.sinks.report import write_json, write_table
-from watcher.sources.capture import CaptureError, ReadStats, read_captures
+from watcher.sources.capture import CaptureError, ReadStats, read_captures, read_parsed_captures
+
+if TYPE_CHECKING:
+    from watcher._native import Parsed
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -70,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         else:
             files = args.files
-        return _replay(files, engine=Engine(config.detection), args=args)
+        native = args.engine == "native" or (args.engine == "auto" and native_available())
+        return _replay(files, engine=Engine(config.detection, native=native), args=args)
     return EXIT_OK  # pragma: no cover - ExitStack does not swallow exceptions
 
 
@@ -79,10 +84,13 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
     stats = ReadStats()
     error: str | None = None
     first = last = None
+    process = cast(
+        "Callable[[WatchEvent | Parsed], object]", engine.process_parsed if engine.native else engine.process
+    )
     try:
-        for event in read_captures(files, stats=stats, skip_invalid=args.skip_invalid):
+        for event in _events(files, engine, stats, skip_invalid=args.skip_invalid):
             try:
-                engine.process(event)
+                process(event)
             except ValueError as exc:  # malformed managedFields and the like, found while analysing
                 if not args.skip_invalid:
                     raise CaptureError(stats.source, stats.line, str(exc)) from None
@@ -114,6 +122,13 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
     if args.fail_on_findings and findings:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _events(files: list[str], engine: Engine, stats: ReadStats, *, skip_invalid: bool) -> Iterator[WatchEvent | Parsed]:
+    """The events of the captures, parsed for the engine: by its native front end where it has one."""
+    if engine.native:
+        return read_parsed_captures(files, engine.front, stats=stats, skip_invalid=skip_invalid)
+    return read_captures(files, stats=stats, skip_invalid=skip_invalid)
 
 
 def tune_gc() -> None:
@@ -155,10 +170,12 @@ def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float |
 
 
 def _build() -> str:
-    """Which build this is: setup.py compiles the per-event modules with mypyc when it can."""
+    """Which build this is: setup.py compiles the per-event modules with mypyc, and builds the native front end
+    (Rust), when it can."""
     from watcher.detection import engine  # noqa: PLC0415 - already imported; read here for its file only
 
-    return "pure Python" if engine.__file__.endswith(".py") else "compiled with mypyc"
+    build = "pure Python" if engine.__file__.endswith(".py") else "compiled with mypyc"
+    return f"{build}, native front end" if native_available() else build
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -182,6 +199,13 @@ def _parser() -> argparse.ArgumentParser:
             "--fail-on-findings",
             action="store_true",
             help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)",
+        )
+        sub.add_argument(
+            "--engine",
+            choices=("auto", "native", "python"),
+            default="auto",
+            help="native: events parsed and attributed by the native front end (the default where it is built); "
+            "python: by the Python engine it is tested against",
         )
         sub.add_argument(
             "--skip-invalid",

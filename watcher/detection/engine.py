@@ -20,10 +20,15 @@ baseline (counted as `new_objects`), not a write.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import orjson
 
 from watcher.config import DetectionSettings
 from watcher.detection.attribution import Attribution, ObjectState, Write, version_key
@@ -34,11 +39,15 @@ from watcher.detection.findings import (
     flip_period,
     notable,
     note_hot_evidence,
+    owned_fields,
     snapshot,
 )
 from watcher.detection.handovers import Handover, HandoverLog
 from watcher.detection.ignore import RuleBook
 from watcher.detection.managed_fields import newest_time, raw_entries
+
+if TYPE_CHECKING:
+    from watcher._native import Front, Parsed
 from watcher.model import (
     UNATTRIBUTED,
     ChangeKind,
@@ -53,6 +62,11 @@ from watcher.model import (
     Writer,
     parse_time,
 )
+
+
+def native_available() -> bool:
+    """Whether the native front end (`watcher._native`, built from `native/` where Rust was there) is installed."""
+    return importlib.util.find_spec("watcher._native") is not None
 
 
 class EventError(ValueError):
@@ -89,8 +103,11 @@ class Engine:
         *,
         max_resolved: int = 10_000,
         on_write: Callable[[ObjectRef, Sequence[Writer]], None] | None = None,
+        native: bool = False,
     ) -> None:
-        """`on_write` is told of every write and its writers (e.g. to count writes per manager)."""
+        """`on_write` is told of every write and its writers (e.g. to count writes per manager). `native`: events
+        come parsed by the native front end (`front.parse`, then `process_parsed`), which keeps the attribution
+        state; see `native_available`."""
         self.settings = settings
         self._on_write = on_write
         self.stats = Stats()
@@ -109,6 +126,14 @@ class Engine:
         self._idle_after = settings.idle_seconds
         self._max_objects = settings.max_objects
         self._rules = RuleBook(settings.ignore_rules)
+        self._front: Front | None = None
+        if native:
+            from watcher import _native  # noqa: PLC0415 - built only where Rust was there to build it
+
+            self._front = _native.Front(Writer, Handover, UNATTRIBUTED)
+        self._obj: JSONObject = {}
+        self._meta: JSONObject = {}
+        self._parsed: Parsed | None = None
         hot = settings.hot_loop
         self._tau = hot.time_constant
         self._rate_unit = 60.0 / hot.time_constant
@@ -116,12 +141,23 @@ class Engine:
     # ----------------------------------------------------------------------------------------------- public
 
     @property
+    def native(self) -> bool:
+        return self._front is not None
+
+    @property
+    def front(self) -> Front:
+        """The native front end (`native=True` only): `front.parse(text)` reads an event for `process_parsed`."""
+        if self._front is None:
+            raise TypeError("this engine was made without the native front end")
+        return self._front
+
+    @property
     def tracked_objects(self) -> int:
         return len(self._objects)
 
     def tracks(self, uid: str) -> bool:
         """Whether the object with this uid is tracked (has state here)."""
-        return hash(uid) in self._objects
+        return (hash(uid) if self._front is None else self._front.key(uid)) in self._objects
 
     def process(self, event: WatchEvent) -> list[FindingChange]:
         self.stats.events += 1
@@ -129,6 +165,7 @@ class Engine:
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not meta.get("uid") or not meta.get("name"):
             raise EventError("the object has no metadata.uid or metadata.name")
+        self._obj, self._meta, self._parsed = obj, meta, None
         # Objects are keyed by a hash of their uid, not its 36 characters: two uids of one cluster share a 64-bit
         # hash with a probability of about 2**-64 per pair.
         key = hash(meta["uid"])
@@ -142,42 +179,126 @@ class Engine:
             self.stats.without_managed_fields += 1
         raw = raw_entries(managed)
         newest = newest_time(raw)
-        at, timed = self._event_time(event, newest)
+        at, timed = self._event_time(event.observed_at, newest)
         changes = self.advance(at)
         if state is not None and key not in self._objects:  # let go by this very advance (idle): seen anew
             state = None
         now = self.now
         if event.type is EventType.DELETED:
-            if state is not None:
-                self.stats.deleted_objects += 1
-                changes += self._forget(key, state, now)
-            else:
-                self.stats.untracked_deletions += 1
+            changes += self._deleted(key, state, now)
             return changes
         if state is None:
             self._first_seen(key, self._attribution.baseline(obj, meta, raw, rules), now)
             return changes
-        rv = version_key(meta.get("resourceVersion") or "")
-        if rv and rv == state.rv:
-            self.stats.duplicate_events += 1
+        version = meta.get("resourceVersion") or ""
+        if self._repeated(state, version):
             return changes
-        state.rv = rv
         if event.type is EventType.ADDED:  # listed again (a relist after a gap): its state now, not a write
             self._attribution.resync(state, obj, meta, raw)
             self.stats.resynced_objects += 1
             return changes
         write = self._attribution.attribute(state, obj, raw, newest, now)
+        changes += self._written(key, state, write, timed, version)
+        return changes
+
+    def process_parsed(self, event: Parsed) -> list[FindingChange]:
+        """`process` for an event parsed by the native front end (`native=True`): the same steps, with the
+        attribution state kept natively (see `watcher._native`)."""
+        front = self._front
+        if front is None:
+            raise TypeError("this engine was made without the native front end")
+        self.stats.events += 1
+        self._parsed = event
+        key = event.key
+        state = self._objects.get(key)
+        rules = (
+            state.rules
+            if state is not None
+            else self._rules.for_ref(event.api_version, event.kind, event.namespace, event.name)
+        )
+        if rules is None:
+            self.stats.ignored_events += 1
+            return []
+        if not event.has_managed_fields:
+            self.stats.without_managed_fields += 1
+        at, timed = self._event_time(event.observed_at, event.newest)
+        changes = self.advance(at)
+        if state is not None and key not in self._objects:  # let go by this very advance (idle): seen anew
+            state = None
+        now = self.now
+        if event.type == "DELETED":
+            changes += self._deleted(key, state, now)
+            return changes
+        if state is None:
+            front.baseline(event)
+            self._first_seen(key, ObjectState(event.resource_version, rules), now)
+            return changes
+        version = event.resource_version
+        if self._repeated(state, version):
+            return changes
+        if event.type == "ADDED":
+            front.resync(event)
+            self.stats.resynced_objects += 1
+            return changes
+        writers, changed, handovers, seq = front.attribute(event, now)
+        state.seq = seq
+        write = Write(now, writers or [UNATTRIBUTED], changed)
+        write.handovers = handovers
+        changes += self._written(key, state, write, timed, version)
+        return changes
+
+    def _deleted(self, key: int, state: ObjectState | None, now: float) -> list[FindingChange]:
+        if state is None:
+            self.stats.untracked_deletions += 1
+            return []
+        self.stats.deleted_objects += 1
+        return self._forget(key, state, now)
+
+    def _repeated(self, state: ObjectState, version: str) -> bool:
+        """Whether this version was seen already (a duplicate event); else it becomes the object's version."""
+        rv = version_key(version)
+        if rv and rv == state.rv:
+            self.stats.duplicate_events += 1
+            return True
+        state.rv = rv
+        return False
+
+    def _written(self, key: int, state: ObjectState, write: Write, timed: bool, version: str) -> list[FindingChange]:
+        """Count a write and run the detectors on it."""
         self.stats.writes += 1
         if self._on_write is not None:
-            self._on_write(self._attribution.object_ref(obj, meta), write.writers)
+            self._on_write(self._current_ref(), write.writers)
         if write.writers[0] is UNATTRIBUTED:
             self.stats.unattributed_writes += 1
         write.timed = timed
-        write.version = meta.get("resourceVersion") or ""
-        changes += self._detect(state, obj, meta, write)
-        state.last_write = now
+        write.version = version
+        changes = self._detect(state, write)
+        state.last_write = self.now
         self._touch(key, state)
         return changes
+
+    def _current_ref(self) -> ObjectRef:
+        """The reference of the object of the event being processed."""
+        parsed = self._parsed
+        if parsed is None:
+            return self._attribution.object_ref(self._obj, self._meta)
+        namespace = parsed.namespace
+        return ObjectRef(
+            api_version=sys.intern(parsed.api_version),
+            kind=sys.intern(parsed.kind),
+            namespace=sys.intern(namespace) if namespace else None,
+            name=parsed.name,
+            uid=parsed.uid,
+        )
+
+    def _current_object(self) -> JSONObject:
+        """The object of the event being processed (decoded from its text when the native front end read it)."""
+        parsed = self._parsed
+        if parsed is None:
+            return self._obj
+        doc = orjson.loads(parsed.data)
+        found = doc.get("object") if "object" in doc else doc
+        return found if isinstance(found, dict) else {}
 
     def _first_seen(self, key: int, state: ObjectState, now: float) -> None:
         """Track a new object (or one let go before): its baseline, at the back of the queue; keep to the cap."""
@@ -187,11 +308,11 @@ class Engine:
         if self._max_objects is not None and len(self._objects) > self._max_objects:
             self._evict_over_capacity(self._max_objects)
 
-    def _event_time(self, event: WatchEvent, newest: str) -> tuple[float, bool]:
+    def _event_time(self, observed_at: float | None, newest: str) -> tuple[float, bool]:
         """When the event happened, and whether that is known: its receive time, else its object's newest
         managedFields time, else (untimed) the engine's clock."""
-        if event.observed_at is not None:
-            return event.observed_at, True
+        if observed_at is not None:
+            return observed_at, True
         if newest:
             return parse_time(newest), True
         self.stats.untimed_events += 1
@@ -273,6 +394,8 @@ class Engine:
         """Forget an object: out of the objects and the rate-eviction queue."""
         del self._objects[key]
         self._rated.pop(key, None)
+        if self._front is not None:
+            self._front.forget(key)
 
     def _track(self, finding: OpenFinding, state: ObjectState) -> None:
         self._active[finding.id] = (finding, state)
@@ -286,22 +409,20 @@ class Engine:
 
     # -------------------------------------------------------------------------------------------- detectors
 
-    def _detect(self, state: ObjectState, obj: JSONObject, meta: JSONObject, write: Write) -> list[FindingChange]:
+    def _detect(self, state: ObjectState, write: Write) -> list[FindingChange]:
         changes: list[FindingChange] = []
         rules = state.rules
         handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
         if handovers:
-            changes += self._fight(state, obj, meta, handovers, write)
+            changes += self._fight(state, handovers, write)
         counted = [w for w in write.writers if not rules.manager_ignored(w)]
         if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
             counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
         if counted and write.timed:
-            changes += self._hot_loop(state, obj, meta, counted, write)
+            changes += self._hot_loop(state, counted, write)
         return changes
 
-    def _fight(
-        self, state: ObjectState, obj: JSONObject, meta: JSONObject, handovers: list[Handover], write: Write
-    ) -> list[FindingChange]:
+    def _fight(self, state: ObjectState, handovers: list[Handover], write: Write) -> list[FindingChange]:
         at = write.at
         history = state.history
         if history is None:
@@ -319,7 +440,7 @@ class Engine:
             involved = history.of(contested)
             finding = state.fight = OpenFinding(
                 FindingType.FIGHT,
-                self._attribution.object_ref(obj, meta),
+                self._current_ref(),
                 first_seen=involved[0].at,
                 at=at,
                 seq=involved[0].seq,
@@ -337,6 +458,11 @@ class Engine:
         if not notable(before, (len(finding.fields), len(finding.writer_writes), finding.handovers)):
             return []
         return [FindingChange(ChangeKind.UPDATED, snapshot(finding, state, FindingState.ACTIVE, None))]
+
+    def _owned(self, state: ObjectState, writer: Writer) -> frozenset[str] | None:
+        if self._front is None:
+            return owned_fields(state, writer)
+        return self._front.owned(self._parsed.key if self._parsed is not None else 0, writer)
 
     def _contested(self, history: HandoverLog, path: str) -> bool:
         """Changed hands and came back to an earlier owner/value often enough (`min_handovers` - 1 times)."""
@@ -365,9 +491,7 @@ class Engine:
                 hot.append(writer)
         return rates, hot
 
-    def _hot_loop(
-        self, state: ObjectState, obj: JSONObject, meta: JSONObject, writers: list[Writer], write: Write
-    ) -> list[FindingChange]:
+    def _hot_loop(self, state: ObjectState, writers: list[Writer], write: Write) -> list[FindingChange]:
         rates, hot = self._rates(state, writers, write.at, write.version)
         finding = state.hot
         if finding is None:
@@ -378,7 +502,7 @@ class Engine:
             # depends on each replica's receive times, the streak's start (after a gap of two time constants) not.
             finding = state.hot = OpenFinding(
                 FindingType.HOT_LOOP,
-                self._attribution.object_ref(obj, meta),
+                self._current_ref(),
                 first_seen=first.start,
                 at=write.at,
                 seq=first.start_seq,
@@ -395,7 +519,7 @@ class Engine:
                 finding.writer_writes[writer] += 1
         if hot:
             finding.last_seen = write.at
-        note_hot_evidence(finding, state, obj, write, hot)
+        note_hot_evidence(finding, self._current_object, lambda writer: self._owned(state, writer), write, hot)
         if before is None:
             kind = ChangeKind.OPENED
         elif notable(before, (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)):
@@ -437,4 +561,4 @@ def _idle(queue: dict[int, ObjectState], horizon: float) -> list[int]:
     return idle
 
 
-__all__ = ["Engine", "EventError", "Stats"]
+__all__ = ["Engine", "EventError", "Stats", "native_available"]

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from watcher.detection import hints
-from watcher.detection.managed_fields import Entry, unpack_entries
+from watcher.detection.managed_fields import unpack_entries
 from watcher.detection.values import value_text
 from watcher.model import Finding, FindingState, FindingType, JSONObject, ObjectRef, Writer, WriterCount
 
@@ -116,24 +117,35 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
 
 
 def note_hot_evidence(
-    finding: OpenFinding, state: ObjectState, obj: JSONObject, write: Write, hot: list[Writer]
+    finding: OpenFinding,
+    obj: Callable[[], JSONObject],
+    owned: Callable[[Writer], frozenset[str] | None],
+    write: Write,
+    hot: list[Writer],
 ) -> None:
-    """What the hot writes change, for the summary and the hint."""
+    """What the hot writes change, for the summary and the hint. `obj` gives the object written, `owned` the
+    fields a writer owns in it (both asked only when needed)."""
     finding.fields.update(write.changed)
-    if not finding.timestamp_values:
+    if not finding.timestamp_values and write.changed:
+        written = obj()
         finding.timestamp_values = any(
-            hints.looks_like_timestamp(text) for p in write.changed if (text := value_text(obj, p))
+            hints.looks_like_timestamp(text) for p in write.changed if (text := value_text(written, p))
         )
     if not finding.status_writes:
-        owned = unpack_entries(state.entries)
-        finding.status_writes = any(w.subresource == "status" or _owns_only_status(owned.get(w)) for w in hot)
+        finding.status_writes = any(w.subresource == "status" or _owns_only_status(owned(w)) for w in hot)
 
 
-def _owns_only_status(entry: Entry | None) -> bool:
+def owned_fields(state: ObjectState, writer: Writer) -> frozenset[str] | None:
+    """The fields `writer` owns in the object's last version, as the Python engine keeps it."""
+    entry = unpack_entries(state.entries).get(writer)
+    return entry.fields if entry is not None else None
+
+
+def _owns_only_status(fields: frozenset[str] | None) -> bool:
     return (
-        entry is not None
-        and all(p.startswith(("status", "metadata")) for p in entry.fields)
-        and any(p.startswith("status") for p in entry.fields)
+        fields is not None
+        and all(p.startswith(("status", "metadata")) for p in fields)
+        and any(p.startswith("status") for p in fields)
     )
 
 

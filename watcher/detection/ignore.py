@@ -66,14 +66,16 @@ class RuleBook:
 
     def for_object(self, obj: JSONObject, meta: JSONObject) -> ObjectRules | None:
         """The field/manager rules that apply to this object, or None when the whole object is ignored."""
-        api_version: str = obj.get("apiVersion") or ""
+        return self.for_ref(obj.get("apiVersion") or "", obj.get("kind") or "", meta.get("namespace"), meta.get("name"))
+
+    def for_ref(self, api_version: str, kind_name: str, namespace: str | None, name: str | None) -> ObjectRules | None:
+        """`for_object` for an object known by its apiVersion, kind, namespace and name."""
         group = api_version.rpartition("/")[0]
-        kind = (obj.get("kind") or "").lower()
+        kind = kind_name.lower()
         if (group, kind) in self._kinds:
             return None
-        namespace = meta.get("namespace")
         if self._by_name:
-            return self._match(group, kind, namespace, meta.get("name"))
+            return self._match(group, kind, namespace, name)
         key = (group, kind, namespace)
         try:
             return self._cache[key]

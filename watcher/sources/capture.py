@@ -15,11 +15,14 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, BinaryIO, Final, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Final, cast
 
 import orjson
 
 from watcher.model import EventType, WatchEvent, new_tuple, parse_time
+
+if TYPE_CHECKING:
+    from watcher._native import Front, Parsed
 
 _EVENT_TYPES: Final = {t.value: t for t in EventType}
 _SKIPPED_TYPES: Final = {"BOOKMARK", "ERROR"}
@@ -75,6 +78,54 @@ def read_captures(sources: Iterable[str], *, stats: ReadStats, skip_invalid: boo
     if len(streams) == 1:
         return streams[0]
     return heapq.merge(*streams, key=event_time)
+
+
+def read_parsed(source: str, front: Front, *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[Parsed]:
+    """`read_capture` through the native front end: events parsed natively, for `Engine.process_parsed`.
+
+    What the native parser does not read goes to the reference reader (`to_event`), which names the problem."""
+    with _open(source) as stream:
+        for line, chunk, complete in _chunks(stream):
+            try:
+                parsed = front.parse(chunk) if complete else "truncated"
+                if isinstance(parsed, str):
+                    _refused(chunk, complete=complete, why=parsed)
+                    parsed = None
+            except ValueError as exc:
+                if not skip_invalid:
+                    raise CaptureError(source, line, str(exc)) from None
+                stats.note(f"{source}:{line}: {exc}")
+                continue
+            if parsed is None:
+                stats.skipped_other += 1
+                continue
+            stats.events += 1
+            stats.source, stats.line = source, line
+            yield parsed
+
+
+def _refused(chunk: bytes, *, complete: bool, why: str) -> None:
+    """An event the native parser did not read: the reference reader names what is wrong with it (None for the
+    events it skips too); one it reads after all is an error of its own, not passed over in silence."""
+    if to_event(_loads(chunk, complete=complete)) is not None:
+        raise ValueError(f"an event the native reader does not read ({why}): use --engine python")
+
+
+def read_parsed_captures(
+    sources: Iterable[str], front: Front, *, stats: ReadStats, skip_invalid: bool = False
+) -> Iterator[Parsed]:
+    """`read_captures` through the native front end."""
+    streams = [read_parsed(s, front, stats=stats, skip_invalid=skip_invalid) for s in sources]
+    if len(streams) == 1:
+        return streams[0]
+    return heapq.merge(*streams, key=parsed_time)
+
+
+def parsed_time(event: Parsed) -> float:
+    """`event_time` of a natively parsed event."""
+    if event.observed_at is not None:
+        return event.observed_at
+    return parse_time(event.newest) if event.newest else 0.0
 
 
 def event_time(event: WatchEvent) -> float:

@@ -1,0 +1,340 @@
+//! One watch event parsed from its JSON text, without a Python object per JSON node: the fields the engine reads
+//! are copied out, and the parts it only hashes or decodes on demand (tries, values, body sections) are kept as
+//! ranges of the event's own bytes. capture.py's `to_event` is the reference for what is accepted; where this
+//! parser refuses an event, the caller asks the reference for its message.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::digest;
+
+/// The ordered members of a JSON object, values left as their text.
+struct Pairs<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(V)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Pairs<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Pairs<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs<'de>, A::Error> {
+                let mut pairs = Vec::new();
+                while let Some(key) = map.next_key::<Key<'de>>()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    pairs.push((key.0, value));
+                }
+                Ok(Pairs(pairs))
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+#[derive(Deserialize)]
+struct Doc<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind_of_event: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    object: Option<ObjectDoc<'a>>,
+    #[serde(rename = "observedAt", default, borrow)]
+    observed_at: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    metadata: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    kind: Option<Cow<'a, str>>,
+}
+
+/// The object's members in one pass: apiVersion, kind and metadata read, status skipped, the rest (the body)
+/// kept as text.
+struct ObjectDoc<'a> {
+    api_version: Option<String>,
+    kind: Option<String>,
+    meta: Option<Meta<'a>>,
+    body: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ObjectDoc<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ObjectDoc<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a Kubernetes object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectDoc<'de>, A::Error> {
+                let mut doc = ObjectDoc { api_version: None, kind: None, meta: None, body: Vec::new() };
+                while let Some(key) = map.next_key::<Key<'de>>()? {
+                    match key.0.as_ref() {
+                        "apiVersion" => doc.api_version = map.next_value()?,
+                        "kind" => doc.kind = map.next_value()?,
+                        "metadata" => doc.meta = map.next_value()?,
+                        "status" => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                        _ => doc.body.push((key.0, map.next_value()?)),
+                    }
+                }
+                Ok(doc)
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+#[derive(Deserialize)]
+struct Meta<'a> {
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+    #[serde(rename = "managedFields", default, borrow)]
+    managed_fields: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow)]
+    labels: Option<Pairs<'a>>,
+    #[serde(default, borrow)]
+    annotations: Option<Pairs<'a>>,
+    #[serde(rename = "ownerReferences", default, borrow)]
+    owner_references: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct EntryDoc<'a> {
+    #[serde(default)]
+    manager: Option<String>,
+    #[serde(default)]
+    operation: Option<String>,
+    #[serde(default)]
+    subresource: Option<String>,
+    #[serde(default)]
+    time: Option<String>,
+    #[serde(rename = "fieldsV1", default, borrow)]
+    fields_v1: Option<&'a RawValue>,
+}
+
+pub struct RawEntry {
+    pub manager: String,
+    pub operation: String,
+    pub subresource: String,
+    pub time: String,
+    pub fields: Option<Range<usize>>, // the trie's text in the event's bytes (None: no or empty fieldsV1)
+}
+
+pub const ADDED: u8 = 0;
+pub const MODIFIED: u8 = 1;
+pub const DELETED: u8 = 2;
+
+/// A parsed event: what the engine needs before attribution, plus ranges of `data` for the rest.
+#[pyclass(unsendable, module = "watcher._native")]
+pub struct Parsed {
+    pub data: Py<PyBytes>,
+    pub event_type: u8,
+    #[pyo3(get)]
+    pub observed_at: Option<f64>,
+    #[pyo3(get)]
+    pub api_version: String,
+    #[pyo3(get)]
+    pub kind: String,
+    #[pyo3(get)]
+    pub namespace: Option<String>,
+    #[pyo3(get)]
+    pub name: String,
+    #[pyo3(get)]
+    pub uid: String,
+    #[pyo3(get)]
+    pub resource_version: String,
+    #[pyo3(get)]
+    pub newest: String, // the newest managedFields time ("" for none)
+    #[pyo3(get)]
+    pub has_managed_fields: bool,
+    pub entries: Vec<RawEntry>,
+    pub labels: Vec<(String, Range<usize>)>,
+    pub annotations: Vec<(String, Range<usize>)>,
+    pub body: Vec<(String, Range<usize>)>,
+    pub controlled: bool,
+    #[pyo3(get)]
+    pub key: i64,
+}
+
+#[pymethods]
+impl Parsed {
+    #[getter]
+    fn r#type(&self) -> &'static str {
+        ["ADDED", "MODIFIED", "DELETED"][self.event_type as usize]
+    }
+
+    /// The event's JSON text (the object is decoded from it only where a finding needs to look at values).
+    #[getter]
+    fn data(&self, py: Python<'_>) -> Py<PyBytes> {
+        self.data.clone_ref(py)
+    }
+}
+
+/// The key an object is tracked by: a 64-bit hash of its uid.
+pub fn object_key(uid: &str) -> i64 {
+    digest::bytes(b'u', uid.as_bytes()) as i64
+}
+
+fn range(base: &[u8], raw: &RawValue) -> Range<usize> {
+    let start = raw.get().as_ptr() as usize - base.as_ptr() as usize;
+    start..start + raw.get().len()
+}
+
+fn pairs(base: &[u8], pairs: Option<Pairs<'_>>) -> Vec<(String, Range<usize>)> {
+    pairs.map(|p| p.0.into_iter().map(|(k, v)| (k.into_owned(), range(base, v))).collect()).unwrap_or_default()
+}
+
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+fn repr(py: Python<'_>, text: &str) -> String {
+    PyString::new(py, text).repr().map(|r| r.to_string()).unwrap_or_else(|_| format!("'{text}'"))
+}
+
+/// RFC 3339 time to seconds since the epoch; what chrono does not read goes to model.py's `parse_time`.
+pub fn parse_time(py: Python<'_>, text: &str) -> PyResult<f64> {
+    if let Ok(moment) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(moment.timestamp() as f64 + f64::from(moment.timestamp_subsec_nanos()) / 1e9);
+    }
+    py.import("watcher.model")?.call_method1("parse_time", (text,))?.extract()
+}
+
+pub enum Outcome {
+    Event(Parsed),
+    Skipped,          // BOOKMARK or ERROR
+    Refused(String), // not read here: the reference decides (and words the error)
+}
+
+pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
+    let data = chunk.as_bytes();
+    let refused = |e: serde_json::Error| Ok(Outcome::Refused(e.to_string()));
+    let doc: Doc = match serde_json::from_slice(data) {
+        Ok(doc) => doc,
+        Err(e) => return refused(e),
+    };
+    let observed = doc.observed_at;
+    let (event_type, object) = match doc.kind_of_event.as_deref() {
+        Some("ADDED") => (ADDED, doc.object),
+        Some("MODIFIED") => (MODIFIED, doc.object),
+        Some("DELETED") => (DELETED, doc.object),
+        Some("BOOKMARK" | "ERROR") => return Ok(Outcome::Skipped),
+        // `kubectl get -w -o json` without --output-watch-events: bare objects, read as modifications
+        None if doc.object.is_none()
+            && doc.metadata.is_some()
+            && doc.kind.as_deref().is_some_and(|k| !k.ends_with("List")) =>
+        {
+            (MODIFIED, serde_json::from_slice::<ObjectDoc>(data).ok())
+        }
+        _ => return Ok(Outcome::Refused("not an event this parser reads".to_owned())),
+    };
+    let Some(ObjectDoc { api_version: Some(api_version), kind: Some(kind), meta: Some(meta), body }) = object else {
+        return Ok(Outcome::Refused("no apiVersion, kind or metadata".to_owned()));
+    };
+    let body: Vec<(String, Range<usize>)> = body.into_iter().map(|(k, v)| (k.into_owned(), range(data, v))).collect();
+    let (Some(uid), Some(name)) = (meta.uid, meta.name) else {
+        return Ok(Outcome::Refused("no uid or name".to_owned()));
+    };
+    if uid.is_empty() || name.is_empty() {
+        return Ok(Outcome::Refused("no uid or name".to_owned()));
+    }
+    let observed_at = match observed {
+        None => None,
+        Some(text) => match parse_time(py, &text) {
+            Ok(t) => Some(t),
+            Err(_) => return Ok(Outcome::Refused("observedAt".to_owned())),
+        },
+    };
+    let mut entries = Vec::new();
+    let mut newest = String::new();
+    let has_managed_fields = meta.managed_fields.as_ref().is_some_and(|m| !m.is_empty());
+    for raw in meta.managed_fields.unwrap_or_default() {
+        let entry: EntryDoc = serde_json::from_str(raw.get())
+            .map_err(|_| pyo3::exceptions::PyValueError::new_err("a managedFields entry is not an object"))?;
+        let manager = entry.manager.unwrap_or_default();
+        let fields = match entry.fields_v1 {
+            Some(t) if t.get().starts_with('{') => (t.get() != "{}").then(|| range(data, t)),
+            Some(_) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "fieldsV1 of manager {} is not an object",
+                    repr(py, &manager)
+                )))
+            }
+            None => None,
+        };
+        let time = entry.time.unwrap_or_default();
+        if time > newest {
+            newest.clone_from(&time);
+        }
+        entries.push(RawEntry {
+            manager,
+            operation: entry.operation.unwrap_or_default(),
+            subresource: entry.subresource.unwrap_or_default(),
+            time,
+            fields,
+        });
+    }
+    let controlled = meta.owner_references.unwrap_or_default().iter().any(|o| {
+        matches!(serde_json::from_str::<Value>(o.get()), Ok(Value::Object(m)) if m.get("controller").is_some_and(truthy))
+    });
+    Ok(Outcome::Event(Parsed {
+        data: chunk.into(),
+        event_type,
+        observed_at,
+        key: object_key(&uid),
+        api_version,
+        kind,
+        namespace: meta.namespace.filter(|n| !n.is_empty()),
+        name,
+        uid,
+        resource_version: meta.resource_version.unwrap_or_default(),
+        newest,
+        has_managed_fields,
+        entries,
+        labels: pairs(data, meta.labels),
+        annotations: pairs(data, meta.annotations),
+        body,
+        controlled,
+    }))
+}

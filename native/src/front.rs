@@ -1,0 +1,463 @@
+//! Write attribution over native state (attribution.py is the reference, line for line): per object the
+//! managedFields entries (writer, time in whole seconds, shared field set) and the two value tables. Only what
+//! the detectors read crosses into Python: the writers, the changed paths and the handovers of each write.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hasher;
+use std::rc::Rc;
+
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
+
+use crate::digest;
+use crate::event::{self, Outcome, Parsed};
+use crate::fields::{FieldSet, FieldSets};
+use crate::paths::{PathId, Paths, ROOT};
+use crate::values::{changed_leaves, Table, Tables};
+
+type WriterId = u32;
+
+#[derive(Clone)]
+struct Entry {
+    writer: WriterId,
+    time: i64,
+    fields: Rc<FieldSet>,
+}
+
+struct ObjectState {
+    entries: Vec<Entry>,
+    meta: Rc<Table>,
+    body: Rc<Table>,
+    controlled: bool,
+    seq: u64,
+}
+
+/// The entries of one version grouped by writer (one manager may write under two apiVersions).
+struct RawWriter<'a> {
+    writer: WriterId,
+    time: &'a str,
+    tries: Vec<&'a str>,
+}
+
+struct Writers {
+    ids: HashMap<u64, WriterId>,
+    keys: Vec<[String; 3]>,
+    py: Vec<Option<PyObject>>,
+}
+
+impl Writers {
+    fn id(&mut self, manager: &str, operation: &str, subresource: &str) -> WriterId {
+        let mut hasher = digest::hasher();
+        for part in [manager, operation, subresource] {
+            hasher.write(part.as_bytes());
+            hasher.write_u8(0);
+        }
+        let mut hash = hasher.finish();
+        loop {
+            match self.ids.get(&hash) {
+                Some(&id) if self.keys[id as usize] == [manager, operation, subresource] => return id,
+                Some(_) => hash = hash.wrapping_add(1), // (a 64-bit collision: probe on)
+                None => break,
+            }
+        }
+        let id = self.keys.len() as WriterId;
+        self.keys.push([manager.to_owned(), operation.to_owned(), subresource.to_owned()]);
+        self.py.push(None);
+        self.ids.insert(hash, id);
+        id
+    }
+
+    fn manager(&self, id: WriterId) -> &str {
+        &self.keys[id as usize][0]
+    }
+}
+
+/// Everything but the objects, so that attribution can borrow both at once.
+struct Shared {
+    paths: Paths,
+    fields: FieldSets,
+    tables: Tables,
+    writers: Writers,
+    stamps: HashMap<String, i64>,
+    untraced: PathId,
+    writer_class: PyObject,
+    handover_class: PyObject,
+    unattributed: PyObject,
+    new_tuple: PyObject,
+}
+
+/// Python's `ValueError` for what the engine cannot read in an event.
+fn invalid(message: String) -> PyErr {
+    PyValueError::new_err(message)
+}
+
+impl Shared {
+    fn writer(&mut self, py: Python<'_>, id: WriterId) -> PyResult<PyObject> {
+        if let Some(found) = &self.writers.py[id as usize] {
+            return Ok(found.clone_ref(py));
+        }
+        let [m, o, s] = &self.writers.keys[id as usize];
+        let fields = PyTuple::new(py, [m.as_str(), o.as_str(), s.as_str()]);
+        let made: PyObject = self.new_tuple.call1(py, (self.writer_class.clone_ref(py), fields))?;
+        self.writers.py[id as usize] = Some(made.clone_ref(py));
+        Ok(made)
+    }
+
+    /// A managedFields time in whole seconds (0 for none), cached: many entries share a second.
+    fn stamp(&mut self, py: Python<'_>, text: &str) -> PyResult<i64> {
+        if text.is_empty() {
+            return Ok(0);
+        }
+        if let Some(&found) = self.stamps.get(text) {
+            return Ok(found);
+        }
+        let seconds = event::parse_time(py, text)?.trunc() as i64;
+        if self.stamps.len() >= 1024 {
+            self.stamps.clear();
+        }
+        self.stamps.insert(text.to_owned(), seconds);
+        Ok(seconds)
+    }
+
+    fn group<'a>(&mut self, p: &'a Parsed, data: &'a [u8]) -> Vec<RawWriter<'a>> {
+        let mut grouped: Vec<RawWriter<'a>> = Vec::with_capacity(p.entries.len());
+        for entry in &p.entries {
+            let writer = self.writers.id(&entry.manager, &entry.operation, &entry.subresource);
+            let trie = entry.fields.clone().map(|r| text(data, r));
+            match grouped.iter_mut().find(|g| g.writer == writer) {
+                Some(seen) => {
+                    if entry.time.as_str() > seen.time {
+                        seen.time = &entry.time;
+                    }
+                    seen.tries.extend(trie);
+                }
+                None => grouped.push(RawWriter { writer, time: &entry.time, tries: trie.into_iter().collect() }),
+            }
+        }
+        grouped
+    }
+
+    fn decode(&mut self, py: Python<'_>, raw: &RawWriter<'_>) -> PyResult<Rc<FieldSet>> {
+        self.fields.decode(py, &mut self.paths, &raw.tries).map_err(invalid)
+    }
+
+    /// Visible leaves whose value changed; updates the state's tables (a baseline only updates them).
+    fn changed_values(
+        &mut self,
+        state: &mut ObjectState,
+        p: &Parsed,
+        data: &[u8],
+        compare: bool,
+    ) -> PyResult<Vec<PathId>> {
+        let mut changed = Vec::new();
+        let labels: Vec<(&str, &str)> = p.labels.iter().map(|(k, r)| (k.as_str(), text(data, r.clone()))).collect();
+        let annotations: Vec<(&str, &str)> =
+            p.annotations.iter().map(|(k, r)| (k.as_str(), text(data, r.clone()))).collect();
+        let meta = self.tables.meta(&mut self.paths, &labels, &annotations, &state.meta).map_err(invalid)?;
+        if !Rc::ptr_eq(&meta, &state.meta) {
+            if compare {
+                changed_leaves(&state.meta, &meta, &mut changed);
+            }
+            state.meta = meta;
+        }
+        let body: Vec<(&str, &str)> = p.body.iter().map(|(k, r)| (k.as_str(), text(data, r.clone()))).collect();
+        let digest = Tables::body_digest(&body);
+        if digest != state.body.digest {
+            let table = self.tables.body(&mut self.paths, &body, digest).map_err(invalid)?;
+            if compare {
+                changed_leaves(&state.body, &table, &mut changed);
+            }
+            state.body = table;
+        }
+        Ok(changed)
+    }
+
+    fn handover(
+        &mut self,
+        py: Python<'_>,
+        head: (f64, u64, PathId),
+        by: Option<WriterId>,
+        before: Option<WriterId>,
+        after: Option<WriterId>,
+        values: Option<(i64, i64)>,
+    ) -> PyResult<PyObject> {
+        let (at, seq, path) = head;
+        let party = |shared: &mut Shared, w: Option<WriterId>| -> PyResult<PyObject> {
+            w.map_or(Ok(py.None()), |w| shared.writer(py, w))
+        };
+        let by = match by {
+            Some(w) => self.writer(py, w)?,
+            None => self.unattributed.clone_ref(py),
+        };
+        let (was, now) = match values {
+            Some((was, now)) => (was.into_py(py), now.into_py(py)),
+            None => (py.None(), py.None()),
+        };
+        let fields: [PyObject; 8] = [
+            at.into_py(py),
+            seq.into_py(py),
+            self.paths.py(py, path).into_py(py),
+            by,
+            party(self, before)?,
+            party(self, after)?,
+            was,
+            now,
+        ];
+        self.new_tuple.call1(py, (self.handover_class.clone_ref(py), PyTuple::new(py, fields)))
+    }
+}
+
+fn text(data: &[u8], range: std::ops::Range<usize>) -> &str {
+    // (the ranges were cut from this very text by the parser, at JSON token boundaries)
+    std::str::from_utf8(&data[range]).unwrap_or("")
+}
+
+const REMOVED: i64 = -1;
+
+fn value_of(meta: &Table, body: &Table, path: PathId) -> i64 {
+    meta.get(path).or_else(|| body.get(path)).map_or(REMOVED, i64::from)
+}
+
+fn visible(meta: &Table, body: &Table, path: PathId) -> bool {
+    meta.has(path) || body.has(path)
+}
+
+#[pyclass(unsendable, module = "watcher._native")]
+pub struct Front {
+    shared: Shared,
+    objects: HashMap<i64, ObjectState>,
+}
+
+#[pymethods]
+impl Front {
+    #[new]
+    fn new(py: Python<'_>, writer_class: PyObject, handover_class: PyObject, unattributed: PyObject) -> PyResult<Self> {
+        let mut paths = Paths::new();
+        let fields = FieldSets::new(&mut paths, 20_000);
+        let tables = Tables::new(&mut paths, 4096);
+        let spec = paths.field(ROOT, "spec");
+        let untraced = paths.field(spec, "replicas");
+        let new_tuple = py.import("builtins")?.getattr("tuple")?.getattr("__new__")?.into_py(py);
+        Ok(Front {
+            shared: Shared {
+                paths,
+                fields,
+                tables,
+                writers: Writers { ids: HashMap::new(), keys: Vec::new(), py: Vec::new() },
+                stamps: HashMap::new(),
+                untraced,
+                writer_class,
+                handover_class,
+                unattributed,
+                new_tuple,
+            },
+            objects: HashMap::new(),
+        })
+    }
+
+    /// Parse one event's JSON text: a `Parsed`, None for BOOKMARK and ERROR events, or (a str) why this parser
+    /// does not read it: the caller then asks the reference reader, which names the problem.
+    fn parse(&self, py: Python<'_>, chunk: &PyBytes) -> PyResult<PyObject> {
+        Ok(match event::parse(py, chunk)? {
+            Outcome::Event(parsed) => Py::new(py, parsed)?.into_py(py),
+            Outcome::Skipped => py.None(),
+            Outcome::Refused(why) => PyString::new(py, &why).into_py(py),
+        })
+    }
+
+    /// Take an object first seen: its baseline, no write.
+    fn baseline(&mut self, py: Python<'_>, p: &Parsed) -> PyResult<()> {
+        let empty = self.shared.tables.empty.clone();
+        let mut state = ObjectState { entries: Vec::new(), meta: empty.clone(), body: empty, controlled: false, seq: 0 };
+        self.take(py, &mut state, p)?;
+        self.objects.insert(p.key, state);
+        Ok(())
+    }
+
+    /// Take this version as the object's baseline without counting a write (a relist).
+    fn resync(&mut self, py: Python<'_>, p: &Parsed) -> PyResult<()> {
+        let mut state = self.objects.remove(&p.key).ok_or_else(|| PyKeyError::new_err(p.uid.clone()))?;
+        let taken = self.take(py, &mut state, p);
+        self.objects.insert(p.key, state);
+        taken
+    }
+
+    /// Attribute a write: (its writers, the visible leaves it changed, its handovers, the object's write count).
+    fn attribute(&mut self, py: Python<'_>, p: &Parsed, now: f64) -> PyResult<(PyObject, PyObject, PyObject, u64)> {
+        let state = self.objects.get_mut(&p.key).ok_or_else(|| PyKeyError::new_err(p.uid.clone()))?;
+        let shared = &mut self.shared;
+        let data = p.data.as_bytes(py);
+        let raw = shared.group(p, data);
+        let prev = std::mem::take(&mut state.entries);
+        // The writers: entries whose time advanced, which appeared, or whose field set grew (see `_entries`).
+        let latest = shared.stamp(py, &p.newest)?;
+        let mut entries: Vec<(Entry, bool)> = Vec::with_capacity(raw.len()); // (entry, kept from `prev` as is)
+        let mut writers: Vec<WriterId> = Vec::new();
+        let mut gained: Vec<(WriterId, Vec<PathId>)> = Vec::new();
+        for rw in &raw {
+            let old = prev.iter().find(|e| e.writer == rw.writer);
+            let time = shared.stamp(py, rw.time)?;
+            if let Some(old) = old {
+                if old.time == time && time != latest {
+                    entries.push((old.clone(), true));
+                    continue;
+                }
+            }
+            let fields = shared.decode(py, rw)?;
+            let Some(old) = old else {
+                gained.push((rw.writer, fields.0.to_vec()));
+                entries.push((Entry { writer: rw.writer, time, fields }, false));
+                writers.push(rw.writer);
+                continue;
+            };
+            let same = Rc::ptr_eq(&old.fields, &fields);
+            let grew = if same { Vec::new() } else { fields.minus(&old.fields) };
+            entries.push(if same && old.time == time {
+                (old.clone(), true)
+            } else {
+                (Entry { writer: rw.writer, time, fields }, false)
+            });
+            if time > old.time || !grew.is_empty() {
+                writers.push(rw.writer);
+                if !grew.is_empty() {
+                    gained.push((rw.writer, grew));
+                }
+            }
+        }
+        let (meta_before, body_before) = (state.meta.clone(), state.body.clone());
+        let changed = shared.changed_values(state, p, data, true)?;
+        if writers.is_empty() && !changed.is_empty() && !(changed.len() == 1 && changed[0] == shared.untraced) {
+            // The one writer that owns every changed visible field (see `_owner_of_changes`).
+            let mut owners = Vec::new();
+            for i in 0..entries.len() {
+                if entries[i].0.fields.contains_all(&changed) {
+                    refresh(py, shared, &raw, &mut entries[i])?;
+                    if entries[i].0.fields.contains_all(&changed) {
+                        owners.push(entries[i].0.writer);
+                    }
+                }
+            }
+            if owners.len() == 1 {
+                writers = owners;
+            }
+        }
+        state.seq += 1;
+        let seq = state.seq;
+        let head = |path| (now, seq, path);
+        let (meta_after, body_after) = (state.meta.clone(), state.body.clone());
+        let handovers = PyList::empty(py);
+        // Ownership: leaves a writer gained that another manager owned before and no longer owns.
+        let mut taken: HashSet<PathId> = HashSet::new();
+        for (taker, paths) in &gained {
+            for &path in paths {
+                for owned in &prev {
+                    let loser = owned.writer;
+                    if loser == *taker
+                        || !owned.fields.contains(path)
+                        || shared.writers.manager(loser) == shared.writers.manager(*taker)
+                    {
+                        continue;
+                    }
+                    if let Some(i) = entries.iter().position(|e| e.0.writer == loser) {
+                        if entries[i].1 {
+                            refresh(py, shared, &raw, &mut entries[i])?;
+                        }
+                        if entries[i].0.fields.contains(path) {
+                            continue;
+                        }
+                    }
+                    let values = (visible(&meta_before, &body_before, path) || visible(&meta_after, &body_after, path))
+                        .then(|| (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path)));
+                    handovers.append(shared.handover(py, head(path), Some(*taker), Some(loser), Some(*taker), values)?)?;
+                    taken.insert(path);
+                }
+            }
+        }
+        if !(state.controlled && writers.len() == 1) {
+            // Values: each changed visible value not already an ownership handover (see `_value_handovers`).
+            let fields_of = |w: WriterId| entries.iter().find(|e| e.0.writer == w).map(|e| e.0.fields.clone());
+            let sole = if writers.len() == 1 { fields_of(writers[0]) } else { None };
+            for &path in &changed {
+                if taken.contains(&path) {
+                    continue;
+                }
+                let by = match &sole {
+                    Some(fields) => fields.contains(path).then_some(writers[0]),
+                    None => writers.iter().copied().find(|w| fields_of(*w).is_some_and(|f| f.contains(path))),
+                };
+                let owner = if writers.is_empty() {
+                    entries.iter().find(|e| e.0.fields.contains(path)).map(|e| e.0.writer)
+                } else {
+                    None
+                };
+                let values = (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path));
+                handovers.append(shared.handover(py, head(path), by, owner, None, Some(values))?)?;
+            }
+        }
+        state.entries = entries.into_iter().map(|(e, _)| e).collect();
+        let py_writers = PyList::empty(py);
+        for w in &writers {
+            py_writers.append(shared.writer(py, *w)?)?;
+        }
+        let py_changed = PyList::empty(py);
+        for &path in &changed {
+            py_changed.append(shared.paths.py(py, path))?;
+        }
+        Ok((py_writers.into_py(py), py_changed.into_py(py), handovers.into_py(py), seq))
+    }
+
+    /// Forget an object (deleted, or let go by the engine).
+    fn forget(&mut self, key: i64) {
+        self.objects.remove(&key);
+    }
+
+    /// The paths a writer owns in the object's last version (None when it owns none there).
+    fn owned(&mut self, py: Python<'_>, key: i64, writer: (Option<&str>, &str, &str)) -> PyResult<PyObject> {
+        let Some(manager) = writer.0 else { return Ok(py.None()) };
+        let id = self.shared.writers.id(manager, writer.1, writer.2);
+        let Some(entry) = self.objects.get(&key).and_then(|s| s.entries.iter().find(|e| e.writer == id)) else {
+            return Ok(py.None());
+        };
+        let fields = entry.fields.clone();
+        let texts: Vec<Py<PyString>> = fields.0.iter().map(|p| self.shared.paths.py(py, *p)).collect();
+        Ok(PyFrozenSet::new(py, &texts)?.into_py(py))
+    }
+
+    /// The key an object with this uid is tracked by.
+    #[staticmethod]
+    fn key(uid: &str) -> i64 {
+        event::object_key(uid)
+    }
+
+    fn __len__(&self) -> usize {
+        self.objects.len()
+    }
+}
+
+impl Front {
+    fn take(&mut self, py: Python<'_>, state: &mut ObjectState, p: &Parsed) -> PyResult<()> {
+        let shared = &mut self.shared;
+        let data = p.data.as_bytes(py);
+        let raw = shared.group(p, data);
+        let mut entries = Vec::with_capacity(raw.len());
+        for rw in &raw {
+            let time = shared.stamp(py, rw.time)?;
+            entries.push(Entry { writer: rw.writer, time, fields: shared.decode(py, rw)? });
+        }
+        state.entries = entries;
+        shared.changed_values(state, p, data, false)?;
+        state.controlled = p.controlled;
+        Ok(())
+    }
+}
+
+/// What a writer owns now: an entry kept from the previous version may since have lost fields.
+fn refresh(py: Python<'_>, shared: &mut Shared, raw: &[RawWriter<'_>], entry: &mut (Entry, bool)) -> PyResult<()> {
+    let Some(rw) = raw.iter().find(|r| r.writer == entry.0.writer) else { return Ok(()) };
+    let fresh = shared.decode(py, rw)?;
+    if !Rc::ptr_eq(&fresh, &entry.0.fields) {
+        *entry = (Entry { writer: entry.0.writer, time: entry.0.time, fields: fresh }, false);
+    }
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! Readable field paths, interned: each distinct path is one `PathId`. Rendered exactly as
+//! `watcher/detection/paths.py` renders them (the reference), so both engines name every field alike.
+
+use std::collections::HashMap;
+
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+pub type PathId = u32;
+pub const ROOT: PathId = 0;
+
+/// Memo of one parent's children by their raw key: tries and objects of one shape repeat the same keys.
+type Children = HashMap<Box<str>, PathId>;
+
+pub struct Paths {
+    texts: Vec<Box<str>>,
+    ids: HashMap<Box<str>, PathId>,
+    fields: HashMap<PathId, Children>,
+    items: HashMap<PathId, Children>,
+    py: Vec<Option<Py<PyString>>>,
+}
+
+/// `[A-Za-z_][A-Za-z0-9_-]*`: a name shown as `.name`; any other as `[name]` (paths.py's `_PLAIN_NAME`).
+fn plain(name: &str) -> bool {
+    let mut chars = name.chars();
+    match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() || c == '_' => {}
+        _ => return false,
+    }
+    chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+impl Paths {
+    pub fn new() -> Self {
+        let mut paths = Paths {
+            texts: Vec::new(),
+            ids: HashMap::new(),
+            fields: HashMap::new(),
+            items: HashMap::new(),
+            py: Vec::new(),
+        };
+        paths.intern(String::new());
+        paths
+    }
+
+    pub fn intern(&mut self, text: String) -> PathId {
+        if let Some(&id) = self.ids.get(text.as_str()) {
+            return id;
+        }
+        let id = self.texts.len() as PathId;
+        let text: Box<str> = text.into_boxed_str();
+        self.texts.push(text.clone());
+        self.ids.insert(text, id);
+        self.py.push(None);
+        id
+    }
+
+    pub fn text(&self, id: PathId) -> &str {
+        &self.texts[id as usize]
+    }
+
+    /// The path as a Python string (made once per path, interned as `sys.intern` would).
+    pub fn py(&mut self, py: Python<'_>, id: PathId) -> Py<PyString> {
+        let slot = &mut self.py[id as usize];
+        if let Some(found) = slot {
+            return found.clone_ref(py);
+        }
+        let made: Py<PyString> = PyString::intern(py, &self.texts[id as usize]).into();
+        *slot = Some(made.clone_ref(py));
+        made
+    }
+
+    /// A struct field or map key: `.name` when it reads as an identifier, else `[name]`.
+    pub fn field(&mut self, parent: PathId, name: &str) -> PathId {
+        if let Some(&id) = self.fields.get(&parent).and_then(|m| m.get(name)) {
+            return id;
+        }
+        let prefix = self.text(parent);
+        let text = if !plain(name) {
+            format!("{prefix}[{name}]")
+        } else if prefix.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        let id = self.intern(text);
+        self.fields.entry(parent).or_default().insert(name.into(), id);
+        id
+    }
+
+    /// A bracketed child: a list item by its merge keys (`containers[name=app]`, `rendered` = `name=app`), a set
+    /// member (`finalizers[x]`) or an index (`args[0]`).
+    pub fn item(&mut self, parent: PathId, rendered: &str) -> PathId {
+        if let Some(&id) = self.items.get(&parent).and_then(|m| m.get(rendered)) {
+            return id;
+        }
+        let text = format!("{}[{rendered}]", self.text(parent));
+        let id = self.intern(text);
+        self.items.entry(parent).or_default().insert(rendered.into(), id);
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_as_paths_py() {
+        let mut p = Paths::new();
+        let spec = p.field(ROOT, "spec");
+        assert_eq!(p.text(p.field(spec, "replicas")), "spec.replicas");
+        let meta = p.field(ROOT, "metadata");
+        let ann = p.field(meta, "annotations");
+        assert_eq!(p.text(p.field(ann, "example.com/x")), "metadata.annotations[example.com/x]");
+        assert_eq!(p.text(p.field(ROOT, "a.b")), "[a.b]");
+        let containers = p.field(spec, "containers");
+        assert_eq!(p.text(p.item(containers, "name=app")), "spec.containers[name=app]");
+        assert_eq!(p.field(spec, "replicas"), p.field(spec, "replicas"));
+    }
+}

@@ -1,0 +1,254 @@
+//! The values a watch event lets us see, as tables of 32-bit leaf hashes (values.py is the reference): labels and
+//! annotations in one table, the body (every top-level section but apiVersion, kind, metadata and status) in
+//! another, made only when the body's digest moved. Tables of one shape share their path index.
+
+use std::collections::HashMap;
+use std::hash::Hasher;
+use std::rc::Rc;
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+
+use crate::digest;
+use crate::fields::Fallible;
+use crate::paths::{PathId, Paths, ROOT};
+
+pub struct Shape {
+    pub paths: Box<[PathId]>,
+    index: HashMap<PathId, u32>,
+}
+
+pub struct Table {
+    pub shape: Rc<Shape>,
+    pub hashes: Box<[u32]>,
+    pub digest: u64, // of the body the table was made from (0: no body, or labels and annotations)
+}
+
+impl Table {
+    pub fn get(&self, path: PathId) -> Option<u32> {
+        self.shape.index.get(&path).map(|&i| self.hashes[i as usize])
+    }
+
+    pub fn has(&self, path: PathId) -> bool {
+        self.shape.index.contains_key(&path)
+    }
+}
+
+pub type Leaves = IndexMap<PathId, u32>;
+
+const MAX_SHAPES: usize = 50_000;
+const LIST_KEYS: [&str; 2] = ["name", "type"];
+const NOT_STRINGS: &str = "metadata.labels and metadata.annotations must map strings to strings";
+
+pub struct Tables {
+    shapes: HashMap<Box<[PathId]>, Rc<Shape>>,
+    bodies: HashMap<u64, Rc<Table>>,
+    max_bodies: usize,
+    pub empty: Rc<Table>,
+    labels: PathId,
+    annotations: PathId,
+}
+
+fn cut(hash: u64) -> u32 {
+    hash as u32
+}
+
+fn scalar_hash(value: &Value) -> u32 {
+    match value {
+        Value::String(s) => cut(digest::bytes(b's', s.as_bytes())),
+        Value::Number(n) => cut(digest::bytes(b'n', n.to_string().as_bytes())),
+        Value::Bool(b) => cut(digest::bytes(b'b', &[*b as u8])),
+        Value::Null => cut(digest::bytes(b'z', b"")),
+        // (lists and maps are flattened or hashed as a whole by the caller)
+        _ => cut(digest::bytes(b'j', serde_json::to_string(value).unwrap_or_default().as_bytes())),
+    }
+}
+
+/// The hash of a label or annotation value, from its JSON text (a string's hash is of its content).
+fn meta_value_hash(text: &str) -> Fallible<u32> {
+    if text.starts_with('"') {
+        if !text.contains('\\') {
+            return Ok(cut(digest::bytes(b's', text[1..text.len() - 1].as_bytes())));
+        }
+        let unescaped: String = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        return Ok(cut(digest::bytes(b's', unescaped.as_bytes())));
+    }
+    if text.starts_with('{') || text.starts_with('[') {
+        return Err(NOT_STRINGS.to_owned());
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    Ok(scalar_hash(&value))
+}
+
+impl Tables {
+    pub fn new(paths: &mut Paths, max_bodies: usize) -> Self {
+        let meta = paths.field(ROOT, "metadata");
+        let shape = Rc::new(Shape { paths: Box::new([]), index: HashMap::new() });
+        Tables {
+            shapes: HashMap::new(),
+            bodies: HashMap::new(),
+            max_bodies,
+            empty: Rc::new(Table { shape, hashes: Box::new([]), digest: 0 }),
+            labels: paths.field(meta, "labels"),
+            annotations: paths.field(meta, "annotations"),
+        }
+    }
+
+    fn shape(&mut self, paths: Vec<PathId>) -> Rc<Shape> {
+        if let Some(found) = self.shapes.get(paths.as_slice()) {
+            return found.clone();
+        }
+        if self.shapes.len() >= MAX_SHAPES {
+            self.shapes.clear(); // live tables keep their own shape
+        }
+        let index = paths.iter().enumerate().map(|(i, p)| (*p, i as u32)).collect();
+        let paths: Box<[PathId]> = paths.into_boxed_slice();
+        let shape = Rc::new(Shape { paths: paths.clone(), index });
+        self.shapes.insert(paths, shape.clone());
+        shape
+    }
+
+    fn table(&mut self, leaves: Leaves, digest: u64) -> Rc<Table> {
+        if leaves.is_empty() && digest == 0 {
+            return self.empty.clone();
+        }
+        let (ids, hashes): (Vec<PathId>, Vec<u32>) = leaves.into_iter().unzip();
+        Rc::new(Table { shape: self.shape(ids), hashes: hashes.into_boxed_slice(), digest })
+    }
+
+    /// Labels and annotations as a table; `old` itself when nothing changed.
+    pub fn meta(
+        &mut self,
+        paths: &mut Paths,
+        labels: &[(&str, &str)],
+        annotations: &[(&str, &str)],
+        old: &Rc<Table>,
+    ) -> Fallible<Rc<Table>> {
+        if labels.is_empty() && annotations.is_empty() {
+            return Ok(self.empty.clone());
+        }
+        let mut leaves = Leaves::with_capacity(labels.len() + annotations.len());
+        for (section, map) in [(self.labels, labels), (self.annotations, annotations)] {
+            for (key, value) in map {
+                leaves.insert(paths.field(section, key), meta_value_hash(value)?);
+            }
+        }
+        let same = old.shape.paths.len() == leaves.len()
+            && leaves.iter().zip(old.shape.paths.iter().zip(old.hashes.iter())).all(|(a, b)| a.0 == b.0 && a.1 == b.1);
+        Ok(if same { old.clone() } else { self.table(leaves, 0) })
+    }
+
+    /// The digest of the body sections (0 for none: a metadata-only object).
+    pub fn body_digest(body: &[(&str, &str)]) -> u64 {
+        if body.is_empty() {
+            return 0;
+        }
+        let mut hasher = digest::hasher();
+        for (key, value) in body {
+            hasher.write(key.as_bytes());
+            hasher.write_u8(0);
+            hasher.write(value.as_bytes());
+            hasher.write_u8(0);
+        }
+        hasher.finish().max(1)
+    }
+
+    /// The body's table, made once per digest while cached: objects of one template share it.
+    pub fn body(&mut self, paths: &mut Paths, body: &[(&str, &str)], digest: u64) -> Fallible<Rc<Table>> {
+        if digest == 0 {
+            return Ok(self.empty.clone());
+        }
+        if let Some(found) = self.bodies.get(&digest) {
+            return Ok(found.clone());
+        }
+        let mut leaves = Leaves::new();
+        for (key, raw) in body {
+            let value: Value = serde_json::from_str(raw).map_err(|e| e.to_string())?;
+            let path = paths.field(ROOT, key);
+            flatten_value(paths, path, &value, &mut leaves);
+        }
+        let table = self.table(leaves, digest);
+        if self.bodies.len() >= self.max_bodies {
+            self.bodies.clear();
+        }
+        self.bodies.insert(digest, table.clone());
+        Ok(table)
+    }
+}
+
+fn flatten_value(paths: &mut Paths, path: PathId, value: &Value, out: &mut Leaves) {
+    match value {
+        Value::Object(map) if map.is_empty() => {
+            out.insert(path, 0);
+        }
+        Value::Object(map) => flatten(paths, map, path, out),
+        Value::Array(items) => flatten_list(paths, items, path, out),
+        _ => {
+            out.insert(path, scalar_hash(value));
+        }
+    }
+}
+
+fn flatten(paths: &mut Paths, node: &Map<String, Value>, prefix: PathId, out: &mut Leaves) {
+    for (key, value) in node {
+        let path = paths.field(prefix, key);
+        flatten_value(paths, path, value, out);
+    }
+}
+
+fn flatten_list(paths: &mut Paths, items: &[Value], prefix: PathId, out: &mut Leaves) {
+    match list_key(items) {
+        None => {
+            let text = serde_json::to_string(items).unwrap_or_default();
+            out.insert(prefix, cut(digest::bytes(b'l', text.as_bytes())));
+        }
+        Some(key) => {
+            for item in items {
+                let Value::Object(map) = item else { continue };
+                let Some(Value::String(name)) = map.get(key) else { continue };
+                let path = paths.item(prefix, &format!("{key}={name}"));
+                flatten(paths, map, path, out);
+            }
+        }
+    }
+}
+
+/// The merge key of a list of objects (`name`, `type`) when every item has a distinct string one.
+fn list_key(items: &[Value]) -> Option<&'static str> {
+    if items.is_empty() || !items.iter().all(Value::is_object) {
+        return None;
+    }
+    'keys: for key in LIST_KEYS {
+        let mut seen = std::collections::HashSet::with_capacity(items.len());
+        for item in items {
+            match item.get(key) {
+                Some(Value::String(s)) if seen.insert(s.as_str()) => {}
+                _ => continue 'keys,
+            }
+        }
+        return Some(key);
+    }
+    None
+}
+
+/// Leaves whose value changed, appeared or vanished (in the new table's order, then the vanished).
+pub fn changed_leaves(old: &Table, new: &Table, out: &mut Vec<PathId>) {
+    if Rc::ptr_eq(&old.shape, &new.shape) {
+        if old.hashes != new.hashes {
+            out.extend(
+                new.shape.paths.iter().zip(old.hashes.iter().zip(new.hashes.iter())).filter(|(_, (a, b))| a != b).map(|(p, _)| *p),
+            );
+        }
+        return;
+    }
+    if old.shape.paths.is_empty() {
+        out.extend_from_slice(&new.shape.paths);
+        return;
+    }
+    for (path, hash) in new.shape.paths.iter().zip(new.hashes.iter()) {
+        if old.get(*path) != Some(*hash) {
+            out.push(*path);
+        }
+    }
+    out.extend(old.shape.paths.iter().filter(|p| !new.has(**p)));
+}

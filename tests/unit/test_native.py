@@ -1,0 +1,74 @@
+"""The native front end (`native/`, Rust) parses events and attributes writes; the Python engine is its reference.
+They must agree: the same findings and the same totals, to the byte, on every real capture and the demo capture,
+one by one and merged, and the same errors, with file and line, on malformed input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.captures import CAPTURES
+from watcher.detection.engine import native_available
+
+
+def replay(*args: str, cwd: Path) -> tuple[int, bytes, bytes]:
+    result = subprocess.run(
+        [sys.executable, "-m", "watcher", *args], cwd=cwd, capture_output=True, check=False, timeout=300
+    )
+    return result.returncode, result.stdout, result.stderr
+
+
+def both(*args: str, cwd: Path) -> tuple[tuple[int, bytes, bytes], tuple[int, bytes, bytes]]:
+    return replay(*args, "--engine", "native", cwd=cwd), replay(*args, "--engine", "python", cwd=cwd)
+
+
+def test_native_front_end_is_built() -> None:
+    assert native_available(), "watcher._native is not built: `make native` builds it (Rust, Debian's crates)"
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+def test_native_and_python_find_the_same(tmp_path: Path, output: str) -> None:
+    captures = sorted(str(path) for path in CAPTURES.glob("*.jsonl"))
+    runs = [("replay", "--output", output, c) for c in captures]
+    runs += [("replay", "--output", output, *captures), ("demo", "--output", output)]
+    fights = 0
+    for args in runs:
+        native, python = both(*args, cwd=tmp_path)
+        assert native[0] == python[0] == 0, (args, native[2], python[2])
+        assert native[1] == python[1], args
+        fights += native[1].count(b'"type":"fight"')
+    if output == "json":
+        assert fights >= 20
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (b'{"type": "ADDED", "object": {"kind": "ConfigMap"', "invalid JSON"),
+        (b'{"type": "CHANGED", "object": {}}', "unknown watch event type 'CHANGED'"),
+        (
+            b'{"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}}',
+            "no metadata.uid",
+        ),
+        (
+            b'{"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"uid": "u", '
+            b'"name": "a", "managedFields": [{"manager": "m", "fieldsV1": []}]}}}',
+            "fieldsV1 of manager 'm' is not an object",
+        ),
+        (b'{"kind": "ConfigMapList", "metadata": {}, "items": []}', "this is a List, not a watch stream"),
+    ],
+)
+def test_native_errors_name_the_problem_and_keep_what_was_read(tmp_path: Path, text: bytes, problem: str) -> None:
+    good = (CAPTURES / "fight-data.jsonl").read_bytes()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(good + text + b"\n")
+    line = good.count(b"\n") + 1
+    native, python = both("replay", "--output", "json", str(bad), cwd=tmp_path)
+    assert native == python
+    assert native[0] == 2
+    assert f"{bad}:{line}: " in native[2].decode()
+    assert problem in native[2].decode()
+    assert b'"type":"fight"' in native[1]  # the analysis of what came before is kept
