@@ -22,6 +22,7 @@ demo: $(BIN)/fightwatch
 ## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver,
 ## end-to-end tests with a real Prometheus (promtool) and Alertmanager.
 test: $(BIN)/fightwatch lint
+	scripts/native.sh $(BIN)/python >/dev/null
 	scripts/control-plane.sh >/dev/null
 	scripts/helm.sh >/dev/null
 	scripts/monitoring.sh >/dev/null

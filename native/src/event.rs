@@ -295,6 +295,8 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
         let manager = entry.manager.unwrap_or_default();
         let fields = match entry.fields_v1 {
             Some(t) if t.get().starts_with('{') => (t.get() != "{}").then(|| range(data, t)),
+            // (as `raw.get("fieldsV1") or {}`: an empty value of another type owns nothing)
+            Some(t) if serde_json::from_str::<Value>(t.get()).is_ok_and(|v| !truthy(&v)) => None,
             Some(_) => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "fieldsV1 of manager {} is not an object",

@@ -55,7 +55,7 @@ def test_native_and_python_find_the_same(tmp_path: Path, output: str) -> None:
         ),
         (
             b'{"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"uid": "u", '
-            b'"name": "a", "managedFields": [{"manager": "m", "fieldsV1": []}]}}}',
+            b'"name": "a", "managedFields": [{"manager": "m", "fieldsV1": [1]}]}}}',
             "fieldsV1 of manager 'm' is not an object",
         ),
         (b'{"kind": "ConfigMapList", "metadata": {}, "items": []}', "this is a List, not a watch stream"),
