@@ -8,13 +8,14 @@ use std::fmt;
 use std::ops::Range;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::PyBytes;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::digest;
+use crate::fields::repr;
 
 /// The ordered members of a JSON object, values left as their text.
 struct Pairs<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
@@ -227,10 +228,6 @@ fn truthy(value: &Value) -> bool {
         Value::Array(a) => !a.is_empty(),
         Value::Object(o) => !o.is_empty(),
     }
-}
-
-fn repr(py: Python<'_>, text: &str) -> String {
-    PyString::new(py, text).repr().map(|r| r.to_string()).unwrap_or_else(|_| format!("'{text}'"))
 }
 
 /// RFC 3339 time to seconds since the epoch; what chrono does not read goes to model.py's `parse_time`.

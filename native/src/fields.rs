@@ -40,7 +40,8 @@ pub struct FieldSets {
 
 pub type Fallible<T> = Result<T, String>;
 
-fn repr(py: Python<'_>, text: &str) -> String {
+/// Python's `repr` of a string, as the reference's error messages quote keys and names.
+pub fn repr(py: Python<'_>, text: &str) -> String {
     PyString::new(py, text).repr().map(|r| r.to_string()).unwrap_or_else(|_| format!("'{text}'"))
 }
 

@@ -16,6 +16,10 @@ for `idle_after` is let go, and beyond `max_objects` the least recently written 
 with an open finding is never let go (it goes when its finding resolves), so the engine holds at most
 `max_objects` plus the number of active findings. An object let go is simply seen anew: its next event is a
 baseline (counted as `new_objects`), not a write.
+
+With `native=True` the events come parsed by the native front end (`watcher._native`, Rust), which also keeps the
+attribution state and attributes each write (`process_parsed`); the detectors below are the same. The Python
+attribution (`attribution.py`) is its reference.
 """
 
 from __future__ import annotations
@@ -45,9 +49,6 @@ from watcher.detection.findings import (
 from watcher.detection.handovers import Handover, HandoverLog
 from watcher.detection.ignore import RuleBook
 from watcher.detection.managed_fields import newest_time, raw_entries
-
-if TYPE_CHECKING:
-    from watcher._native import Front, Parsed
 from watcher.model import (
     UNATTRIBUTED,
     ChangeKind,
@@ -62,6 +63,9 @@ from watcher.model import (
     Writer,
     parse_time,
 )
+
+if TYPE_CHECKING:
+    from watcher._native import Front, Parsed
 
 
 def native_available() -> bool:

@@ -12,10 +12,10 @@ import gzip
 import heapq
 import io
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, Final, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Final, TypeVar, cast
 
 import orjson
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 _EVENT_TYPES: Final = {t.value: t for t in EventType}
 _SKIPPED_TYPES: Final = {"BOOKMARK", "ERROR"}
+_E = TypeVar("_E")  # an event as a reader yields it
 READ_BUFFER: Final = 1 << 20  # bytes read at a time: a line of a capture is a few KiB (8 KiB, the default, is slow)
 
 
@@ -55,10 +56,47 @@ class ReadStats:
 
 def read_capture(source: str, *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[WatchEvent]:
     """Yield the events of one capture file (`-` for stdin) in file order."""
+    return _read(source, _to_event, stats=stats, skip_invalid=skip_invalid)
+
+
+def read_captures(sources: Iterable[str], *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[WatchEvent]:
+    """Yield the events of several captures merged by event time (each file is read in its own order)."""
+    streams = [read_capture(s, stats=stats, skip_invalid=skip_invalid) for s in sources]
+    return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=event_time)
+
+
+def read_parsed(source: str, front: Front, *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[Parsed]:
+    """`read_capture` through the native front end: events parsed natively, for `Engine.process_parsed`.
+
+    What the native parser does not read goes to the reference reader (`to_event`), which names the problem."""
+
+    def parse(chunk: bytes, complete: bool) -> Parsed | None:
+        parsed = front.parse(chunk) if complete else "truncated"
+        if isinstance(parsed, str):
+            _refused(chunk, complete=complete, why=parsed)
+            return None
+        return parsed
+
+    return _read(source, parse, stats=stats, skip_invalid=skip_invalid)
+
+
+def read_parsed_captures(
+    sources: Iterable[str], front: Front, *, stats: ReadStats, skip_invalid: bool = False
+) -> Iterator[Parsed]:
+    """`read_captures` through the native front end."""
+    streams = [read_parsed(s, front, stats=stats, skip_invalid=skip_invalid) for s in sources]
+    return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=parsed_time)
+
+
+def _read(
+    source: str, decode: Callable[[bytes, bool], _E | None], *, stats: ReadStats, skip_invalid: bool
+) -> Iterator[_E]:
+    """The events of one capture as `decode(text, complete)` makes them (None: an event to skip, BOOKMARK or
+    ERROR); a `ValueError` it raises is reported with the file and line, or counted with `skip_invalid`."""
     with _open(source) as stream:
         for line, chunk, complete in _chunks(stream):
             try:
-                event = to_event(_loads(chunk, complete=complete))
+                event = decode(chunk, complete)
             except ValueError as exc:
                 if not skip_invalid:
                     raise CaptureError(source, line, str(exc)) from None
@@ -72,36 +110,8 @@ def read_capture(source: str, *, stats: ReadStats, skip_invalid: bool = False) -
             yield event
 
 
-def read_captures(sources: Iterable[str], *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[WatchEvent]:
-    """Yield the events of several captures merged by event time (each file is read in its own order)."""
-    streams = [read_capture(s, stats=stats, skip_invalid=skip_invalid) for s in sources]
-    if len(streams) == 1:
-        return streams[0]
-    return heapq.merge(*streams, key=event_time)
-
-
-def read_parsed(source: str, front: Front, *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[Parsed]:
-    """`read_capture` through the native front end: events parsed natively, for `Engine.process_parsed`.
-
-    What the native parser does not read goes to the reference reader (`to_event`), which names the problem."""
-    with _open(source) as stream:
-        for line, chunk, complete in _chunks(stream):
-            try:
-                parsed = front.parse(chunk) if complete else "truncated"
-                if isinstance(parsed, str):
-                    _refused(chunk, complete=complete, why=parsed)
-                    parsed = None
-            except ValueError as exc:
-                if not skip_invalid:
-                    raise CaptureError(source, line, str(exc)) from None
-                stats.note(f"{source}:{line}: {exc}")
-                continue
-            if parsed is None:
-                stats.skipped_other += 1
-                continue
-            stats.events += 1
-            stats.source, stats.line = source, line
-            yield parsed
+def _to_event(chunk: bytes, complete: bool) -> WatchEvent | None:
+    return to_event(_loads(chunk, complete=complete))
 
 
 def _refused(chunk: bytes, *, complete: bool, why: str) -> None:
@@ -109,16 +119,6 @@ def _refused(chunk: bytes, *, complete: bool, why: str) -> None:
     events it skips too); one it reads after all is an error of its own, not passed over in silence."""
     if to_event(_loads(chunk, complete=complete)) is not None:
         raise ValueError(f"an event the native reader does not read ({why}): use --engine python")
-
-
-def read_parsed_captures(
-    sources: Iterable[str], front: Front, *, stats: ReadStats, skip_invalid: bool = False
-) -> Iterator[Parsed]:
-    """`read_captures` through the native front end."""
-    streams = [read_parsed(s, front, stats=stats, skip_invalid=skip_invalid) for s in sources]
-    if len(streams) == 1:
-        return streams[0]
-    return heapq.merge(*streams, key=parsed_time)
 
 
 def parsed_time(event: Parsed) -> float:
