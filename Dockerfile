@@ -7,14 +7,20 @@ ARG PYTHON_IMAGE=python:3.11.10-slim-bookworm
 
 # --- build: the project wheel plus the wheels of all its dependencies ----------------------------------------
 FROM ${PYTHON_IMAGE} AS build
-# mypyc compiles the per-event modules to C (setup.py): this stage needs a C compiler, the runtime does not.
+# mypyc compiles the per-event modules to C and cargo builds the native front end from Debian's packaged crates
+# (setup.py, native/.cargo/config.toml): this stage needs a C compiler, cargo and those crates; the runtime does not.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && apt-get install -y --no-install-recommends gcc libc6-dev cargo \
+        librust-pyo3-dev librust-serde-json-dev librust-serde-derive-dev librust-indexmap-dev librust-ahash-dev \
+        librust-chrono-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY watcher/ watcher/
+COPY native/Cargo.toml native/Cargo.lock native/
+COPY native/.cargo/ native/.cargo/
+COPY native/src/ native/src/
 COPY scripts/image-install.sh scripts/
 RUN scripts/image-install.sh build /wheels
 

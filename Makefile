@@ -3,12 +3,15 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench bench-live load-test record clean-build native
+.PHONY: demo test lint unit integration bench bench-live load-test record clean-build
 
-# The install compiles the per-event modules (setup.py): a change to one of them installs again.
-COMPILED := watcher/model.py watcher/sources/capture.py $(wildcard watcher/detection/*.py)
+# The install compiles the per-event code (setup.py: mypyc, and the native front end in Rust): a change to it
+# installs again.
+COMPILED := watcher/model.py watcher/sources/capture.py $(wildcard watcher/detection/*.py) \
+	native/Cargo.toml $(wildcard native/src/*.rs)
 
 $(BIN)/fightwatch: pyproject.toml setup.py $(COMPILED)
+	scripts/native.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -22,7 +25,6 @@ demo: $(BIN)/fightwatch
 ## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver,
 ## end-to-end tests with a real Prometheus (promtool) and Alertmanager.
 test: $(BIN)/fightwatch lint
-	scripts/native.sh $(BIN)/python >/dev/null
 	scripts/control-plane.sh >/dev/null
 	scripts/helm.sh >/dev/null
 	scripts/monitoring.sh >/dev/null
@@ -33,10 +35,7 @@ lint: $(BIN)/fightwatch
 	$(BIN)/ruff format --check watcher tests scripts setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-
-## The native front end (Rust, from Debian's crates): `fightwatch replay` uses it where it is built.
-native: $(BIN)/fightwatch
-	scripts/native.sh $(BIN)/python
+	cd native && cargo fmt --check && cargo clippy --release --offline --quiet -- -D warnings
 
 unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit

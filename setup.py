@@ -1,9 +1,15 @@
-"""Build step beyond pyproject.toml: the modules every watch event runs through are compiled to C with mypyc.
+"""Build steps beyond pyproject.toml: the per-event code is compiled, in two parts.
 
-They are the same typed Python the tests and `mypy --strict` check; mypyc turns them into a C extension, which
-replays a capture about 1.4-1.5x as fast (README, "Benchmark"). Set FIGHTWATCH_PURE_PYTHON=1 to build a pure-Python
-package instead (same results, slower); without a C compiler or Python's headers it is built so anyway, with a
-warning. `fightwatch --version` tells which build is installed.
+- mypyc compiles the modules every watch event runs through to C. They are the same typed Python the tests and
+  `mypy --strict` check; compiled, they replay a capture about 1.4-1.5x as fast (README, "Benchmark").
+- setuptools-rust builds the native front end (native/, Rust) into `watcher._native`: it parses events and
+  attributes writes for `fightwatch replay`, about 1.7x as fast again. Its crates come from Debian's packages
+  (librust-*-dev, see native/.cargo/config.toml; `scripts/native.sh deps` installs them), never from crates.io.
+  It is optional: without cargo or those crates the build warns and the package replays with the Python engine,
+  with the same results.
+
+Set FIGHTWATCH_PURE_PYTHON=1 to build a pure-Python package (same results, slowest); without a C compiler or
+Python's headers it is built so anyway, with a warning. `fightwatch --version` tells which build is installed.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools_rust import RustExtension
 
 # The per-event path: capture reading, the model and the detection core. `words.py` stays Python (see it);
 # everything else (CLI, live watcher, sinks) is I/O-bound and stays Python too.
@@ -49,4 +56,15 @@ def compiled_modules() -> list[Extension]:
     return mypycify(COMPILED, opt_level="3", group_name="watcher")
 
 
-setup(ext_modules=compiled_modules())
+def native_front_end() -> list[RustExtension]:
+    if os.environ.get("FIGHTWATCH_PURE_PYTHON", "") not in {"", "0"}:
+        return []
+    # cargo reads .cargo/config.toml from the directory it runs in, which is this one: name native's explicitly.
+    # Always a release build, editable installs too: the tests and the benchmark use it.
+    config = ["--offline", "--config", "native/.cargo/config.toml"]
+    return [
+        RustExtension("watcher._native", "native/Cargo.toml", optional=True, debug=False, cargo_manifest_args=config)
+    ]
+
+
+setup(ext_modules=compiled_modules(), rust_extensions=native_front_end())

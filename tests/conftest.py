@@ -23,22 +23,29 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 from harness.control_plane import ControlPlane, start_control_plane
 from harness.kube import Kube, new_api_client
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Test what ships: the modules setup.py compiles with mypyc, built from the sources as they are now.
+    """Test what ships: the modules setup.py compiles with mypyc, and the native front end it builds from native/
+    (Rust), built from the sources as they are now.
 
     An editable install keeps its compiled modules beside their sources, and Python imports the compiled one:
     after an edit the tests would run the old code. So a compiled module older than its source stops the run
     (`make` rebuilds them), and so does a package built without them, unless FIGHTWATCH_PURE_PYTHON asks for
-    pure Python (then no compiled module may be there).
+    pure Python (then no compiled module may be there). test_native.py fails when the native front end is missing.
     """
     package = Path(watcher.__file__).parent
-    # (the native front end, `_native`, is built from native/ by `make native`, not by mypyc: see test_native.py)
-    built = sorted(so for so in package.rglob("*.so") if not so.name.startswith("_native."))
+    native = sorted(package.glob("_native.*.so"))
+    built = sorted(so for so in package.rglob("*.so") if so not in native)
     if os.environ.get("FIGHTWATCH_PURE_PYTHON", "") not in {"", "0"}:
-        if built:
-            pytest.exit(f"FIGHTWATCH_PURE_PYTHON is set, but compiled modules are there: {_names(built)}", 2)
+        if built or native:
+            pytest.exit(f"FIGHTWATCH_PURE_PYTHON is set, but compiled modules are there: {_names(built + native)}", 2)
         return
+    sources = [*REPO.glob("native/src/*.rs"), REPO / "native" / "Cargo.toml"]
+    newest = max(source.stat().st_mtime for source in sources)
+    if any(so.stat().st_mtime < newest for so in native):
+        pytest.exit("native/ changed after the native front end was built: run `make` to rebuild it", 2)
     if not built:
         pytest.exit(
             "watcher was built without its compiled modules (setup.py needs a C compiler and Python's headers): "

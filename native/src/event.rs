@@ -238,9 +238,11 @@ pub fn parse_time(py: Python<'_>, text: &str) -> PyResult<f64> {
     py.import("watcher.model")?.call_method1("parse_time", (text,))?.extract()
 }
 
+// (an event is moved straight into its Python object: boxing it would only add an allocation)
+#[allow(clippy::large_enum_variant)]
 pub enum Outcome {
     Event(Parsed),
-    Skipped,          // BOOKMARK or ERROR
+    Skipped,         // BOOKMARK or ERROR
     Refused(String), // not read here: the reference decides (and words the error)
 }
 
@@ -260,18 +262,22 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
         // `kubectl get -w -o json` without --output-watch-events: bare objects, read as modifications
         None if doc.object.is_none()
             && doc.metadata.is_some()
-            && doc.kind.as_deref().is_some_and(|k| !k.ends_with("List")) =>
+            && doc.kind.as_deref().map_or(false, |k| !k.ends_with("List")) =>
         {
             (MODIFIED, serde_json::from_slice::<ObjectDoc>(data).ok())
         }
         _ => return Ok(Outcome::Refused("not an event this parser reads".to_owned())),
     };
-    let Some(ObjectDoc { api_version: Some(api_version), kind: Some(kind), meta: Some(meta), body }) = object else {
-        return Ok(Outcome::Refused("no apiVersion, kind or metadata".to_owned()));
+    let (api_version, kind, meta, body) = match object {
+        Some(ObjectDoc { api_version: Some(api_version), kind: Some(kind), meta: Some(meta), body }) => {
+            (api_version, kind, meta, body)
+        }
+        _ => return Ok(Outcome::Refused("no apiVersion, kind or metadata".to_owned())),
     };
     let body: Vec<(String, Range<usize>)> = body.into_iter().map(|(k, v)| (k.into_owned(), range(data, v))).collect();
-    let (Some(uid), Some(name)) = (meta.uid, meta.name) else {
-        return Ok(Outcome::Refused("no uid or name".to_owned()));
+    let (uid, name) = match (meta.uid, meta.name) {
+        (Some(uid), Some(name)) => (uid, name),
+        _ => return Ok(Outcome::Refused("no uid or name".to_owned())),
     };
     if uid.is_empty() || name.is_empty() {
         return Ok(Outcome::Refused("no uid or name".to_owned()));
@@ -285,7 +291,7 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
     };
     let mut entries = Vec::new();
     let mut newest = String::new();
-    let has_managed_fields = meta.managed_fields.as_ref().is_some_and(|m| !m.is_empty());
+    let has_managed_fields = meta.managed_fields.as_ref().map_or(false, |m| !m.is_empty());
     for raw in meta.managed_fields.unwrap_or_default() {
         let entry: EntryDoc = serde_json::from_str(raw.get())
             .map_err(|_| pyo3::exceptions::PyValueError::new_err("a managedFields entry is not an object"))?;
@@ -293,7 +299,7 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
         let fields = match entry.fields_v1 {
             Some(t) if t.get().starts_with('{') => (t.get() != "{}").then(|| range(data, t)),
             // (as `raw.get("fieldsV1") or {}`: an empty value of another type owns nothing)
-            Some(t) if serde_json::from_str::<Value>(t.get()).is_ok_and(|v| !truthy(&v)) => None,
+            Some(t) if serde_json::from_str::<Value>(t.get()).map_or(false, |v| !truthy(&v)) => None,
             Some(_) => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "fieldsV1 of manager {} is not an object",
@@ -315,7 +321,7 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
         });
     }
     let controlled = meta.owner_references.unwrap_or_default().iter().any(|o| {
-        matches!(serde_json::from_str::<Value>(o.get()), Ok(Value::Object(m)) if m.get("controller").is_some_and(truthy))
+        matches!(serde_json::from_str::<Value>(o.get()), Ok(Value::Object(m)) if m.get("controller").map_or(false, truthy))
     });
     Ok(Outcome::Event(Parsed {
         data: chunk.into(),

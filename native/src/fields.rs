@@ -134,12 +134,9 @@ impl FieldSets {
                 continue;
             }
             leaf = false;
-            let Value::Object(child) = child else {
-                return Err(format!(
-                    "unexpected fieldsV1 value under {} at {}",
-                    repr(py, key),
-                    at(paths, prefix)
-                ));
+            let child = match child {
+                Value::Object(child) => child,
+                _ => return Err(format!("unexpected fieldsV1 value under {} at {}", repr(py, key), at(paths, prefix))),
             };
             let path = child_path(py, paths, prefix, key)?;
             self.walk(py, paths, child, path, out)?;
@@ -154,8 +151,9 @@ impl FieldSets {
 fn child_path(py: Python<'_>, paths: &mut Paths, prefix: PathId, key: &str) -> Fallible<PathId> {
     let unexpected = || format!("unexpected fieldsV1 key {} under {}", repr(py, key), at(paths, prefix));
     let mut chars = key.chars();
-    let (Some(tag), Some(':')) = (chars.next(), chars.next()) else {
-        return Err(unexpected());
+    let tag = match (chars.next(), chars.next()) {
+        (Some(tag), Some(':')) => tag,
+        _ => return Err(unexpected()),
     };
     let text = chars.as_str();
     let json = |text: &str| -> Fallible<Value> {
@@ -166,12 +164,15 @@ fn child_path(py: Python<'_>, paths: &mut Paths, prefix: PathId, key: &str) -> F
         'f' => Ok(paths.field(prefix, text)),
         'i' => Ok(paths.item(prefix, text)),
         'k' => {
-            let Value::Object(keys) = json(text)? else {
-                return Err(format!(
-                    "fieldsV1 key {} under {} is not a JSON object",
-                    repr(py, key),
-                    at(paths, prefix)
-                ));
+            let keys = match json(text)? {
+                Value::Object(keys) => keys,
+                _ => {
+                    return Err(format!(
+                        "fieldsV1 key {} under {} is not a JSON object",
+                        repr(py, key),
+                        at(paths, prefix)
+                    ))
+                }
             };
             let mut rendered = Vec::with_capacity(keys.len());
             for (k, v) in &keys {

@@ -269,7 +269,8 @@ impl Front {
     /// Take an object first seen: its baseline, no write.
     fn baseline(&mut self, py: Python<'_>, p: &Parsed) -> PyResult<()> {
         let empty = self.shared.tables.empty.clone();
-        let mut state = ObjectState { entries: Vec::new(), meta: empty.clone(), body: empty, controlled: false, seq: 0 };
+        let mut state =
+            ObjectState { entries: Vec::new(), meta: empty.clone(), body: empty, controlled: false, seq: 0 };
         self.take(py, &mut state, p)?;
         self.objects.insert(p.key, state);
         Ok(())
@@ -305,11 +306,14 @@ impl Front {
                 }
             }
             let fields = shared.decode(py, rw)?;
-            let Some(old) = old else {
-                gained.push((rw.writer, fields.0.to_vec()));
-                entries.push((Entry { writer: rw.writer, time, fields }, false));
-                writers.push(rw.writer);
-                continue;
+            let old = match old {
+                Some(old) => old,
+                None => {
+                    gained.push((rw.writer, fields.0.to_vec()));
+                    entries.push((Entry { writer: rw.writer, time, fields }, false));
+                    writers.push(rw.writer);
+                    continue;
+                }
             };
             let same = Rc::ptr_eq(&old.fields, &fields);
             let grew = if same { Vec::new() } else { fields.minus(&old.fields) };
@@ -330,11 +334,11 @@ impl Front {
         if writers.is_empty() && !changed.is_empty() && !(changed.len() == 1 && changed[0] == shared.untraced) {
             // The one writer that owns every changed visible field (see `_owner_of_changes`).
             let mut owners = Vec::new();
-            for i in 0..entries.len() {
-                if entries[i].0.fields.contains_all(&changed) {
-                    refresh(py, shared, &raw, &mut entries[i])?;
-                    if entries[i].0.fields.contains_all(&changed) {
-                        owners.push(entries[i].0.writer);
+            for entry in entries.iter_mut() {
+                if entry.0.fields.contains_all(&changed) {
+                    refresh(py, shared, &raw, entry)?;
+                    if entry.0.fields.contains_all(&changed) {
+                        owners.push(entry.0.writer);
                     }
                 }
             }
@@ -368,8 +372,17 @@ impl Front {
                         }
                     }
                     let values = (visible(&meta_before, &body_before, path) || visible(&meta_after, &body_after, path))
-                        .then(|| (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path)));
-                    handovers.append(shared.handover(py, head(path), Some(*taker), Some(loser), Some(*taker), values)?)?;
+                        .then(|| {
+                            (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path))
+                        });
+                    handovers.append(shared.handover(
+                        py,
+                        head(path),
+                        Some(*taker),
+                        Some(loser),
+                        Some(*taker),
+                        values,
+                    )?)?;
                     taken.insert(path);
                 }
             }
@@ -384,7 +397,7 @@ impl Front {
                 }
                 let by = match &sole {
                     Some(fields) => fields.contains(path).then_some(writers[0]),
-                    None => writers.iter().copied().find(|w| fields_of(*w).is_some_and(|f| f.contains(path))),
+                    None => writers.iter().copied().find(|w| fields_of(*w).map_or(false, |f| f.contains(path))),
                 };
                 let owner = if writers.is_empty() {
                     entries.iter().find(|e| e.0.fields.contains(path)).map(|e| e.0.writer)
@@ -414,10 +427,14 @@ impl Front {
 
     /// The paths a writer owns in the object's last version (None when it owns none there).
     fn owned(&mut self, py: Python<'_>, key: i64, writer: (Option<&str>, &str, &str)) -> PyResult<PyObject> {
-        let Some(manager) = writer.0 else { return Ok(py.None()) };
+        let manager = match writer.0 {
+            Some(manager) => manager,
+            None => return Ok(py.None()),
+        };
         let id = self.shared.writers.id(manager, writer.1, writer.2);
-        let Some(entry) = self.objects.get(&key).and_then(|s| s.entries.iter().find(|e| e.writer == id)) else {
-            return Ok(py.None());
+        let entry = match self.objects.get(&key).and_then(|s| s.entries.iter().find(|e| e.writer == id)) {
+            Some(entry) => entry,
+            None => return Ok(py.None()),
         };
         let fields = entry.fields.clone();
         let texts: Vec<Py<PyString>> = fields.0.iter().map(|p| self.shared.paths.py(py, *p)).collect();
@@ -454,7 +471,10 @@ impl Front {
 
 /// What a writer owns now: an entry kept from the previous version may since have lost fields.
 fn refresh(py: Python<'_>, shared: &mut Shared, raw: &[RawWriter<'_>], entry: &mut (Entry, bool)) -> PyResult<()> {
-    let Some(rw) = raw.iter().find(|r| r.writer == entry.0.writer) else { return Ok(()) };
+    let rw = match raw.iter().find(|r| r.writer == entry.0.writer) {
+        Some(rw) => rw,
+        None => return Ok(()),
+    };
     let fresh = shared.decode(py, rw)?;
     if !Rc::ptr_eq(&fresh, &entry.0.fields) {
         *entry = (Entry { writer: entry.0.writer, time: entry.0.time, fields: fresh }, false);

@@ -100,22 +100,3 @@ impl Paths {
         id
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renders_as_paths_py() {
-        let mut p = Paths::new();
-        let spec = p.field(ROOT, "spec");
-        assert_eq!(p.text(p.field(spec, "replicas")), "spec.replicas");
-        let meta = p.field(ROOT, "metadata");
-        let ann = p.field(meta, "annotations");
-        assert_eq!(p.text(p.field(ann, "example.com/x")), "metadata.annotations[example.com/x]");
-        assert_eq!(p.text(p.field(ROOT, "a.b")), "[a.b]");
-        let containers = p.field(spec, "containers");
-        assert_eq!(p.text(p.item(containers, "name=app")), "spec.containers[name=app]");
-        assert_eq!(p.field(spec, "replicas"), p.field(spec, "replicas"));
-    }
-}

@@ -68,7 +68,7 @@ fn scalar_hash(value: &Value) -> u32 {
 fn meta_value_hash(text: &str) -> Fallible<u32> {
     if text.starts_with('"') {
         if !text.contains('\\') {
-            return Ok(cut(digest::bytes(b's', text[1..text.len() - 1].as_bytes())));
+            return Ok(cut(digest::bytes(b's', &text.as_bytes()[1..text.len() - 1])));
         }
         let unescaped: String = serde_json::from_str(text).map_err(|e| e.to_string())?;
         return Ok(cut(digest::bytes(b's', unescaped.as_bytes())));
@@ -204,8 +204,13 @@ fn flatten_list(paths: &mut Paths, items: &[Value], prefix: PathId, out: &mut Le
         }
         Some(key) => {
             for item in items {
-                let Value::Object(map) = item else { continue };
-                let Some(Value::String(name)) = map.get(key) else { continue };
+                let (map, name) = match item {
+                    Value::Object(map) => match map.get(key) {
+                        Some(Value::String(name)) => (map, name),
+                        _ => continue,
+                    },
+                    _ => continue,
+                };
                 let path = paths.item(prefix, &format!("{key}={name}"));
                 flatten(paths, map, path, out);
             }
@@ -236,7 +241,12 @@ pub fn changed_leaves(old: &Table, new: &Table, out: &mut Vec<PathId>) {
     if Rc::ptr_eq(&old.shape, &new.shape) {
         if old.hashes != new.hashes {
             out.extend(
-                new.shape.paths.iter().zip(old.hashes.iter().zip(new.hashes.iter())).filter(|(_, (a, b))| a != b).map(|(p, _)| *p),
+                new.shape
+                    .paths
+                    .iter()
+                    .zip(old.hashes.iter().zip(new.hashes.iter()))
+                    .filter(|(_, (a, b))| a != b)
+                    .map(|(p, _)| *p),
             );
         }
         return;

@@ -29,13 +29,32 @@ def test_runtime_stage_is_non_root_and_runs_the_watcher() -> None:
     assert not re.search(r"apt-get install|gcc|build-essential", runtime)
 
 
+def test_the_build_context_holds_what_the_dockerfile_copies() -> None:
+    """.dockerignore admits only what it names: every COPY from the context must be named there."""
+    admitted = {line[1:].rstrip("/") for line in (REPO / ".dockerignore").read_text().splitlines() if line[:1] == "!"}
+    copied = []
+    for line in DOCKERFILE.read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(word.startswith("--from") for word in words):
+            copied += [source.rstrip("/") for source in words[1:-1]]
+    assert copied
+    missing = [source for source in copied if not any(source == a or source.startswith(a + "/") for a in admitted)]
+    assert not missing, f"COPY of paths .dockerignore leaves out of the build context: {missing}"
+
+
 def test_the_image_install_steps_build_a_working_fightwatch(tmp_path: Path) -> None:
     text = DOCKERFILE.read_text()
     assert "scripts/image-install.sh build /wheels" in text
     assert "image-install.sh install /wheels /opt/fightwatch" in text
     script = REPO / "scripts" / "image-install.sh"
     wheels, prefix = tmp_path / "wheels", tmp_path / "opt"
-    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOME": str(tmp_path)}
+    # Debian's own toolchain only, as in the image's build stage: its cargo (Rust 1.63) builds the native front end.
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHON": sys.executable,
+        "HOME": str(tmp_path),
+        "CARGO_TARGET_DIR": str(tmp_path / "target"),
+    }
     build = subprocess.run(
         [str(script), "build", str(wheels)], cwd=REPO, capture_output=True, text=True, env=env, check=False
     )
@@ -47,6 +66,11 @@ def test_the_image_install_steps_build_a_working_fightwatch(tmp_path: Path) -> N
     )
     assert install.returncode == 0, install.stderr[-3000:]
     assert list(prefix.glob("lib/python*/site-packages/watcher/detection/engine.*.so")), "no compiled engine"
+    assert list(prefix.glob("lib/python*/site-packages/watcher/_native.*.so")), "no native front end"
+    version = subprocess.run(
+        [str(prefix / "bin" / "fightwatch"), "--version"], capture_output=True, text=True, check=False
+    )
+    assert "compiled with mypyc, native front end" in version.stdout, version.stdout + version.stderr
     demo = subprocess.run(
         [str(prefix / "bin" / "fightwatch"), "demo", "--output", "json"], capture_output=True, check=False
     )
