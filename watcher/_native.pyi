@@ -12,7 +12,8 @@ class Parsed:
     name: str
     uid: str
     resource_version: str
-    newest: str  # the newest managedFields time, "" for none
+    rv: int  # the resourceVersion as the engine compares it (`version_key`: a 62-bit hash, 0 for none)
+    time: float | None  # when it happened: observedAt, else the newest managedFields time (None: neither)
     has_managed_fields: bool
     key: int  # the key the object is tracked by (`Front.key(uid)`)
     data: bytes  # the event's JSON text

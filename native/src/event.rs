@@ -7,8 +7,9 @@ use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -124,7 +125,7 @@ struct Meta<'a> {
     #[serde(rename = "resourceVersion", default)]
     resource_version: Option<String>,
     #[serde(rename = "managedFields", default, borrow)]
-    managed_fields: Option<Vec<&'a RawValue>>,
+    managed_fields: Option<Vec<EntryDoc<'a>>>,
     #[serde(default, borrow)]
     labels: Option<Pairs<'a>>,
     #[serde(default, borrow)]
@@ -133,25 +134,79 @@ struct Meta<'a> {
     owner_references: Option<Vec<&'a RawValue>>,
 }
 
+/// One managedFields entry, read in the same pass as the rest (an entry that is not an object, or whose members
+/// are not strings, fails the parse: the reference reader then names the problem).
 #[derive(Deserialize)]
 struct EntryDoc<'a> {
-    #[serde(default)]
-    manager: Option<String>,
-    #[serde(default)]
-    operation: Option<String>,
-    #[serde(default)]
-    subresource: Option<String>,
-    #[serde(default)]
-    time: Option<String>,
+    #[serde(default, borrow)]
+    manager: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    operation: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    subresource: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    time: Option<Cow<'a, str>>,
     #[serde(rename = "fieldsV1", default, borrow)]
     fields_v1: Option<&'a RawValue>,
 }
 
+/// Where the one-pass parse failed: a managedFields entry that is not an object of strings (and fieldsV1) is the
+/// engine's error, as in the reference (`raw_entries`); anything else the reference reader names.
+#[derive(Deserialize)]
+struct Lenient<'a> {
+    #[serde(default, borrow)]
+    object: Option<LenientObject<'a>>,
+    #[serde(default, borrow)]
+    metadata: Option<LenientMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LenientObject<'a> {
+    #[serde(default, borrow)]
+    metadata: Option<LenientMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LenientMeta<'a> {
+    #[serde(rename = "managedFields", default, borrow)]
+    managed_fields: Option<Vec<&'a RawValue>>,
+}
+
+fn bad_entry(json: &str) -> bool {
+    let meta = match serde_json::from_str::<Lenient>(json) {
+        Ok(Lenient { object: Some(LenientObject { metadata }), .. }) => metadata,
+        Ok(Lenient { object: None, metadata }) => metadata,
+        Err(_) => None,
+    };
+    let entries = meta.and_then(|m| m.managed_fields).unwrap_or_default();
+    entries.iter().any(|raw| serde_json::from_str::<EntryDoc>(raw.get()).is_err())
+}
+
+/// A string of the event: where it is in the event's text, or (it held escapes) its own copy.
+pub enum Text {
+    At(Range<usize>),
+    Owned(String),
+}
+
+impl Text {
+    fn of(base: &[u8], text: Cow<'_, str>) -> Text {
+        match text {
+            Cow::Borrowed(s) => Text::At(span(base, s)),
+            Cow::Owned(s) => Text::Owned(s),
+        }
+    }
+
+    pub fn get<'a>(&'a self, data: &'a [u8]) -> &'a str {
+        match self {
+            Text::At(range) => text(data, range.clone()),
+            Text::Owned(s) => s,
+        }
+    }
+}
+
 pub struct RawEntry {
-    pub manager: String,
-    pub operation: String,
-    pub subresource: String,
-    pub time: String,
+    pub writer: u32, // (manager, operation, subresource) as the front end numbers writers
+    pub time: Text,
     pub fields: Option<Range<usize>>, // the trie's text in the event's bytes (None: no or empty fieldsV1)
 }
 
@@ -179,7 +234,10 @@ pub struct Parsed {
     #[pyo3(get)]
     pub resource_version: String,
     #[pyo3(get)]
-    pub newest: String, // the newest managedFields time ("" for none)
+    pub rv: i64, // the resourceVersion as the engine compares it (see attribution.py's `version_key`)
+    #[pyo3(get)]
+    pub time: Option<f64>, // observedAt, else the newest managedFields time (see capture.py's `event_time`)
+    pub latest: i64, // the newest managedFields time in whole seconds (0 for none)
     #[pyo3(get)]
     pub has_managed_fields: bool,
     pub entries: Vec<RawEntry>,
@@ -194,8 +252,12 @@ pub struct Parsed {
 #[pymethods]
 impl Parsed {
     #[getter]
-    fn r#type(&self) -> &'static str {
-        ["ADDED", "MODIFIED", "DELETED"][self.event_type as usize]
+    fn r#type<'p>(&self, py: Python<'p>) -> &'p PyString {
+        match self.event_type {
+            ADDED => intern!(py, "ADDED"),
+            MODIFIED => intern!(py, "MODIFIED"),
+            _ => intern!(py, "DELETED"),
+        }
     }
 
     /// The event's JSON text (the object is decoded from it only where a finding needs to look at values).
@@ -210,9 +272,20 @@ pub fn object_key(uid: &str) -> i64 {
     digest::bytes(b'u', uid.as_bytes()) as i64
 }
 
+fn span(base: &[u8], text: &str) -> Range<usize> {
+    let start = text.as_ptr() as usize - base.as_ptr() as usize;
+    start..start + text.len()
+}
+
 fn range(base: &[u8], raw: &RawValue) -> Range<usize> {
-    let start = raw.get().as_ptr() as usize - base.as_ptr() as usize;
-    start..start + raw.get().len()
+    span(base, raw.get())
+}
+
+/// A range of an event's text that `parse` cut out of it.
+pub fn text(data: &[u8], range: Range<usize>) -> &str {
+    // SAFETY: `parse` checked that the whole text is UTF-8 and cuts ranges only at the ends of JSON tokens
+    // (strings' contents, whole values), which are character boundaries; the bytes object is immutable.
+    unsafe { std::str::from_utf8_unchecked(&data[range]) }
 }
 
 fn pairs(base: &[u8], pairs: Option<Pairs<'_>>) -> Vec<(String, Range<usize>)> {
@@ -246,12 +319,38 @@ pub enum Outcome {
     Refused(String), // not read here: the reference decides (and words the error)
 }
 
-pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
+/// What parsing needs of the front end's shared state.
+pub trait Context {
+    /// The number of a writer: a managedFields entry's (manager, operation, subresource).
+    fn writer(&mut self, manager: &str, operation: &str, subresource: &str) -> u32;
+    /// A managedFields time in seconds since the epoch (see `parse_time`), cached.
+    fn time(&mut self, py: Python<'_>, text: &str) -> PyResult<f64>;
+}
+
+/// A resourceVersion as the engine compares it: a hash cut to 62 bits, 0 for none (attribution.py's
+/// `version_key`, which uses Python's `hash`: the two are never compared with each other).
+fn version_key(rv: &str) -> i64 {
+    if rv.is_empty() {
+        0
+    } else {
+        (digest::bytes(b'r', rv.as_bytes()) as i64) >> 2
+    }
+}
+
+/// Parse one event.
+pub fn parse(py: Python<'_>, chunk: &PyBytes, cx: &mut dyn Context) -> PyResult<Outcome> {
     let data = chunk.as_bytes();
-    let refused = |e: serde_json::Error| Ok(Outcome::Refused(e.to_string()));
-    let doc: Doc = match serde_json::from_slice(data) {
+    // UTF-8 checked once here, so that the parse below and every later use of the text's ranges need not.
+    let json = match std::str::from_utf8(data) {
+        Ok(json) => json,
+        Err(e) => return Ok(Outcome::Refused(e.to_string())),
+    };
+    let doc: Doc = match serde_json::from_str(json) {
         Ok(doc) => doc,
-        Err(e) => return refused(e),
+        Err(_) if bad_entry(json) => {
+            return Err(pyo3::exceptions::PyValueError::new_err("a managedFields entry is not an object"))
+        }
+        Err(e) => return Ok(Outcome::Refused(e.to_string())),
     };
     let observed = doc.observed_at;
     let (event_type, object) = match doc.kind_of_event.as_deref() {
@@ -264,7 +363,7 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
             && doc.metadata.is_some()
             && doc.kind.as_deref().map_or(false, |k| !k.ends_with("List")) =>
         {
-            (MODIFIED, serde_json::from_slice::<ObjectDoc>(data).ok())
+            (MODIFIED, serde_json::from_str::<ObjectDoc>(json).ok())
         }
         _ => return Ok(Outcome::Refused("not an event this parser reads".to_owned())),
     };
@@ -289,12 +388,11 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
             Err(_) => return Ok(Outcome::Refused("observedAt".to_owned())),
         },
     };
-    let mut entries = Vec::new();
-    let mut newest = String::new();
-    let has_managed_fields = meta.managed_fields.as_ref().map_or(false, |m| !m.is_empty());
-    for raw in meta.managed_fields.unwrap_or_default() {
-        let entry: EntryDoc = serde_json::from_str(raw.get())
-            .map_err(|_| pyo3::exceptions::PyValueError::new_err("a managedFields entry is not an object"))?;
+    let managed_fields = meta.managed_fields.unwrap_or_default();
+    let mut entries = Vec::with_capacity(managed_fields.len());
+    let mut newest: &str = "";
+    let has_managed_fields = !managed_fields.is_empty();
+    for entry in managed_fields {
         let manager = entry.manager.unwrap_or_default();
         let fields = match entry.fields_v1 {
             Some(t) if t.get().starts_with('{') => (t.get() != "{}").then(|| range(data, t)),
@@ -308,18 +406,18 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
             }
             None => None,
         };
-        let time = entry.time.unwrap_or_default();
-        if time > newest {
-            newest.clone_from(&time);
-        }
-        entries.push(RawEntry {
-            manager,
-            operation: entry.operation.unwrap_or_default(),
-            subresource: entry.subresource.unwrap_or_default(),
-            time,
-            fields,
-        });
+        let time = Text::of(data, entry.time.unwrap_or_default());
+        let written = cx.writer(&manager, &entry.operation.unwrap_or_default(), &entry.subresource.unwrap_or_default());
+        entries.push(RawEntry { writer: written, time, fields });
     }
+    for entry in &entries {
+        let time = entry.time.get(data);
+        if time > newest {
+            newest = time;
+        }
+    }
+    let newest = if newest.is_empty() { None } else { Some(cx.time(py, newest)?) };
+    let resource_version = meta.resource_version.unwrap_or_default();
     let controlled = meta.owner_references.unwrap_or_default().iter().any(|o| {
         matches!(serde_json::from_str::<Value>(o.get()), Ok(Value::Object(m)) if m.get("controller").map_or(false, truthy))
     });
@@ -333,8 +431,10 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes) -> PyResult<Outcome> {
         namespace: meta.namespace.filter(|n| !n.is_empty()),
         name,
         uid,
-        resource_version: meta.resource_version.unwrap_or_default(),
-        newest,
+        rv: version_key(&resource_version),
+        resource_version,
+        time: observed_at.or(newest),
+        latest: newest.map_or(0, |t| t.trunc() as i64),
         has_managed_fields,
         entries,
         labels: pairs(data, meta.labels),

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
 
 use crate::digest;
-use crate::event::{self, Outcome, Parsed};
+use crate::event::{self, text, Outcome, Parsed};
 use crate::fields::{FieldSet, FieldSets};
 use crate::paths::{PathId, Paths, ROOT};
 use crate::values::{changed_leaves, Table, Tables};
@@ -79,12 +79,31 @@ struct Shared {
     fields: FieldSets,
     tables: Tables,
     writers: Writers,
-    stamps: HashMap<String, i64>,
+    times: HashMap<String, f64>,
     untraced: PathId,
     writer_class: PyObject,
     handover_class: PyObject,
     unattributed: PyObject,
     new_tuple: PyObject,
+}
+
+impl event::Context for Shared {
+    fn writer(&mut self, manager: &str, operation: &str, subresource: &str) -> u32 {
+        self.writers.id(manager, operation, subresource)
+    }
+
+    /// Cached: many entries share a second, and a stream moves on in time (recent seconds are all it needs).
+    fn time(&mut self, py: Python<'_>, text: &str) -> PyResult<f64> {
+        if let Some(&found) = self.times.get(text) {
+            return Ok(found);
+        }
+        let seconds = event::parse_time(py, text)?;
+        if self.times.len() >= 1024 {
+            self.times.clear();
+        }
+        self.times.insert(text.to_owned(), seconds);
+        Ok(seconds)
+    }
 }
 
 /// Python's `ValueError` for what the engine cannot read in an event.
@@ -104,35 +123,25 @@ impl Shared {
         Ok(made)
     }
 
-    /// A managedFields time in whole seconds (0 for none), cached: many entries share a second.
+    /// A managedFields time in whole seconds (0 for none).
     fn stamp(&mut self, py: Python<'_>, text: &str) -> PyResult<i64> {
-        if text.is_empty() {
-            return Ok(0);
-        }
-        if let Some(&found) = self.stamps.get(text) {
-            return Ok(found);
-        }
-        let seconds = event::parse_time(py, text)?.trunc() as i64;
-        if self.stamps.len() >= 1024 {
-            self.stamps.clear();
-        }
-        self.stamps.insert(text.to_owned(), seconds);
-        Ok(seconds)
+        Ok(if text.is_empty() { 0 } else { event::Context::time(self, py, text)?.trunc() as i64 })
     }
 
     fn group<'a>(&mut self, p: &'a Parsed, data: &'a [u8]) -> Vec<RawWriter<'a>> {
         let mut grouped: Vec<RawWriter<'a>> = Vec::with_capacity(p.entries.len());
         for entry in &p.entries {
-            let writer = self.writers.id(&entry.manager, &entry.operation, &entry.subresource);
+            let writer = entry.writer;
+            let time = entry.time.get(data);
             let trie = entry.fields.clone().map(|r| text(data, r));
             match grouped.iter_mut().find(|g| g.writer == writer) {
                 Some(seen) => {
-                    if entry.time.as_str() > seen.time {
-                        seen.time = &entry.time;
+                    if time > seen.time {
+                        seen.time = time;
                     }
                     seen.tries.extend(trie);
                 }
-                None => grouped.push(RawWriter { writer, time: &entry.time, tries: trie.into_iter().collect() }),
+                None => grouped.push(RawWriter { writer, time, tries: trie.into_iter().collect() }),
             }
         }
         grouped
@@ -208,11 +217,6 @@ impl Shared {
     }
 }
 
-fn text(data: &[u8], range: std::ops::Range<usize>) -> &str {
-    // (the ranges were cut from this very text by the parser, at JSON token boundaries)
-    std::str::from_utf8(&data[range]).unwrap_or("")
-}
-
 const REMOVED: i64 = -1;
 
 fn value_of(meta: &Table, body: &Table, path: PathId) -> i64 {
@@ -245,7 +249,7 @@ impl Front {
                 fields,
                 tables,
                 writers: Writers { ids: HashMap::new(), keys: Vec::new(), py: Vec::new() },
-                stamps: HashMap::new(),
+                times: HashMap::new(),
                 untraced,
                 writer_class,
                 handover_class,
@@ -258,8 +262,8 @@ impl Front {
 
     /// Parse one event's JSON text: a `Parsed`, None for BOOKMARK and ERROR events, or (a str) why this parser
     /// does not read it: the caller then asks the reference reader, which names the problem.
-    fn parse(&self, py: Python<'_>, chunk: &PyBytes) -> PyResult<PyObject> {
-        Ok(match event::parse(py, chunk)? {
+    fn parse(&mut self, py: Python<'_>, chunk: &PyBytes) -> PyResult<PyObject> {
+        Ok(match event::parse(py, chunk, &mut self.shared)? {
             Outcome::Event(parsed) => Py::new(py, parsed)?.into_py(py),
             Outcome::Skipped => py.None(),
             Outcome::Refused(why) => PyString::new(py, &why).into_py(py),
@@ -292,7 +296,7 @@ impl Front {
         let raw = shared.group(p, data);
         let prev = std::mem::take(&mut state.entries);
         // The writers: entries whose time advanced, which appeared, or whose field set grew (see `_entries`).
-        let latest = shared.stamp(py, &p.newest)?;
+        let latest = p.latest;
         let mut entries: Vec<(Entry, bool)> = Vec::with_capacity(raw.len()); // (entry, kept from `prev` as is)
         let mut writers: Vec<WriterId> = Vec::new();
         let mut gained: Vec<(WriterId, Vec<PathId>)> = Vec::new();

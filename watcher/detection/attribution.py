@@ -73,10 +73,10 @@ class ObjectState:
         "seq",
     )
 
-    def __init__(self, rv: str, rules: ObjectRules) -> None:
+    def __init__(self, rv: int, rules: ObjectRules) -> None:
         # The object's reference is in every event (see `Attribution.object_ref`), so it is not kept (findings
         # keep theirs); the engine keys states by a hash of the uid (see `Engine.process`).
-        self.rv = version_key(rv)
+        self.rv = rv  # (see `version_key`)
         self.rules = rules
         self.entries: PackedEntries = ()  # (see `pack_entries`)
         self.meta_values: LeafTable = values.NO_LEAVES
@@ -120,7 +120,7 @@ class Attribution:
         rules: ObjectRules,
     ) -> ObjectState:
         """The state of an object first seen (ADDED, or already there when the stream began): no write yet."""
-        state = ObjectState(meta.get("resourceVersion") or "", rules)
+        state = ObjectState(version_key(meta.get("resourceVersion") or ""), rules)
         self.resync(state, obj, meta, raw)
         return state
 

@@ -183,7 +183,8 @@ class Engine:
             self.stats.without_managed_fields += 1
         raw = raw_entries(managed)
         newest = newest_time(raw)
-        at, timed = self._event_time(event.observed_at, newest)
+        time = event.observed_at if event.observed_at is not None else parse_time(newest) if newest else None
+        at, timed = self._event_time(time)
         changes = self.advance(at)
         if state is not None and key not in self._objects:  # let go by this very advance (idle): seen anew
             state = None
@@ -195,7 +196,7 @@ class Engine:
             self._first_seen(key, self._attribution.baseline(obj, meta, raw, rules), now)
             return changes
         version = meta.get("resourceVersion") or ""
-        if self._repeated(state, version):
+        if self._repeated(state, version_key(version)):
             return changes
         if event.type is EventType.ADDED:  # listed again (a relist after a gap): its state now, not a write
             self._attribution.resync(state, obj, meta, raw)
@@ -225,7 +226,7 @@ class Engine:
             return []
         if not event.has_managed_fields:
             self.stats.without_managed_fields += 1
-        at, timed = self._event_time(event.observed_at, event.newest)
+        at, timed = self._event_time(event.time)
         changes = self.advance(at)
         if state is not None and key not in self._objects:  # let go by this very advance (idle): seen anew
             state = None
@@ -235,10 +236,9 @@ class Engine:
             return changes
         if state is None:
             front.baseline(event)
-            self._first_seen(key, ObjectState(event.resource_version, rules), now)
+            self._first_seen(key, ObjectState(event.rv, rules), now)
             return changes
-        version = event.resource_version
-        if self._repeated(state, version):
+        if self._repeated(state, event.rv):
             return changes
         if event.type == "ADDED":
             front.resync(event)
@@ -248,7 +248,7 @@ class Engine:
         state.seq = seq
         write = Write(now, writers or [UNATTRIBUTED], changed)
         write.handovers = handovers
-        changes += self._written(key, state, write, timed, version)
+        changes += self._written(key, state, write, timed, event.resource_version)
         return changes
 
     def _deleted(self, key: int, state: ObjectState | None, now: float) -> list[FindingChange]:
@@ -258,9 +258,9 @@ class Engine:
         self.stats.deleted_objects += 1
         return self._forget(key, state, now)
 
-    def _repeated(self, state: ObjectState, version: str) -> bool:
-        """Whether this version was seen already (a duplicate event); else it becomes the object's version."""
-        rv = version_key(version)
+    def _repeated(self, state: ObjectState, rv: int) -> bool:
+        """Whether this version (`version_key`) was seen already (a duplicate event); else it becomes the
+        object's version."""
         if rv and rv == state.rv:
             self.stats.duplicate_events += 1
             return True
@@ -312,13 +312,11 @@ class Engine:
         if self._max_objects is not None and len(self._objects) > self._max_objects:
             self._evict_over_capacity(self._max_objects)
 
-    def _event_time(self, observed_at: float | None, newest: str) -> tuple[float, bool]:
-        """When the event happened, and whether that is known: its receive time, else its object's newest
-        managedFields time, else (untimed) the engine's clock."""
-        if observed_at is not None:
-            return observed_at, True
-        if newest:
-            return parse_time(newest), True
+    def _event_time(self, time: float | None) -> tuple[float, bool]:
+        """When the event happened, and whether that is known: its time (see `event_time`), else (untimed) the
+        engine's clock."""
+        if time is not None:
+            return time, True
         self.stats.untimed_events += 1
         return (self.now if self.now > -math.inf else 0.0), False
 

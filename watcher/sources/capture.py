@@ -123,9 +123,8 @@ def _refused(chunk: bytes, *, complete: bool, why: str) -> None:
 
 def parsed_time(event: Parsed) -> float:
     """`event_time` of a natively parsed event."""
-    if event.observed_at is not None:
-        return event.observed_at
-    return parse_time(event.newest) if event.newest else 0.0
+    time = event.time
+    return time if time is not None else 0.0
 
 
 def event_time(event: WatchEvent) -> float:
