@@ -21,7 +21,8 @@ use crate::fields::repr;
 /// The ordered members of a JSON object, values left as their text.
 struct Pairs<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
-struct Key<'a>(Cow<'a, str>);
+/// An object's key, borrowed from the text unless it holds escapes.
+pub struct Key<'a>(pub Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

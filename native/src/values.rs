@@ -6,10 +6,14 @@ use std::collections::HashMap;
 use std::hash::Hasher;
 use std::rc::Rc;
 
+use std::fmt;
+
 use indexmap::IndexMap;
-use serde_json::{Map, Value};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
 use crate::digest;
+use crate::event::Key;
 use crate::fields::Fallible;
 use crate::paths::{PathId, Paths, ROOT};
 
@@ -163,9 +167,10 @@ impl Tables {
         }
         let mut leaves = Leaves::new();
         for (key, raw) in body {
-            let value: Value = serde_json::from_str(raw).map_err(|e| e.to_string())?;
-            let path = paths.field(ROOT, key);
-            flatten_value(paths, path, &value, &mut leaves);
+            let prefix = paths.field(ROOT, key);
+            let mut de = serde_json::Deserializer::from_str(raw);
+            Flatten { paths, prefix, out: &mut leaves }.deserialize(&mut de).map_err(|e| e.to_string())?;
+            de.end().map_err(|e| e.to_string())?;
         }
         let table = self.table(leaves, digest);
         if self.bodies.len() >= self.max_bodies {
@@ -173,6 +178,78 @@ impl Tables {
         }
         self.bodies.insert(digest, table.clone());
         Ok(table)
+    }
+}
+
+/// `flatten_value` straight from the JSON text, without a `Value` for the objects on the way: the body of every
+/// write whose body changed goes through here. (Lists are still read as values: their items' paths depend on
+/// their keys. A key repeated in one object, which no API server writes, would leave the leaves of both.)
+struct Flatten<'p> {
+    paths: &'p mut Paths,
+    prefix: PathId,
+    out: &'p mut Leaves,
+}
+
+impl<'de, 'p> DeserializeSeed<'de> for Flatten<'p> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de, 'p> Visitor<'de> for Flatten<'p> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut empty = true;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            empty = false;
+            let prefix = self.paths.field(self.prefix, &key.0);
+            map.next_value_seed(Flatten { paths: self.paths, prefix, out: self.out })?;
+        }
+        if empty {
+            self.out.insert(self.prefix, 0);
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element::<Value>()? {
+            items.push(item);
+        }
+        flatten_list(self.paths, &items, self.prefix, self.out);
+        Ok(())
+    }
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        self.out.insert(self.prefix, cut(digest::bytes(b's', v.as_bytes())));
+        Ok(())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        self.number(Number::from(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        self.number(Number::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+        // (JSON has no NaN or infinity: serde_json never reads one)
+        Number::from_f64(v).map_or(Ok(()), |n| self.number(n))
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        self.out.insert(self.prefix, scalar_hash(&Value::Bool(v)));
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.out.insert(self.prefix, scalar_hash(&Value::Null));
+        Ok(())
+    }
+}
+
+impl Flatten<'_> {
+    fn number<E>(self, n: Number) -> Result<(), E> {
+        self.out.insert(self.prefix, scalar_hash(&Value::Number(n)));
+        Ok(())
     }
 }
 

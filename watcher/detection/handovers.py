@@ -75,6 +75,14 @@ def cut(value: int | None) -> int:
     return low - 1 if low == _NONE else low
 
 
+def _index_of(keys: tuple[_Key, ...], key: _Key) -> int:
+    """`keys.index(key)`, or -1: a new key would raise there, and compiled code pays dearly for an exception."""
+    for i, known in enumerate(keys):
+        if known == key:
+            return i
+    return -1
+
+
 def _micros(at: float) -> int:
     """A time as the log keeps it (times before 1970 are kept as 1970: no write the engine sees is that old)."""
     return min(max(round(at * 1e6), 0), _MAX_TIME - 1)
@@ -110,12 +118,11 @@ class HandoverLog(Words):
         keys = self._keys
         for h in handovers:
             key = (h.path, h.by, h.before, h.after)
-            try:
-                index = keys.index(key)
-            except ValueError:
+            index = _index_of(keys, key)
+            if index < 0:
                 index = len(keys)
                 if index > _KEY_MASK:  # (a log holds at most `history` <= 1024 handovers: see `trim`)
-                    raise ValueError("too many distinct handovers for one log") from None
+                    raise ValueError("too many distinct handovers for one log")
                 keys = self._keys = _shared(_key_tuples, (*keys, _shared(_keys, key)))
             at = _micros(h.at)
             self.extend((at & _LOW, (at >> 32) << _KEY_BITS | index, h.seq & _LOW, cut(h.was), cut(h.now)))
