@@ -41,6 +41,7 @@ impl Table {
 pub type Leaves = IndexMap<PathId, u32>;
 
 const MAX_SHAPES: usize = 50_000;
+const MAX_ESCAPED: usize = 4096;
 const LIST_KEYS: [&str; 2] = ["name", "type"];
 const NOT_STRINGS: &str = "metadata.labels and metadata.annotations must map strings to strings";
 
@@ -48,6 +49,7 @@ pub struct Tables {
     shapes: HashMap<Box<[PathId]>, Rc<Shape>>,
     bodies: HashMap<u64, Rc<Table>>,
     max_bodies: usize,
+    escaped: HashMap<u64, u32>,
     pub empty: Rc<Table>,
     labels: PathId,
     annotations: PathId,
@@ -91,6 +93,7 @@ impl Tables {
         Tables {
             shapes: HashMap::new(),
             bodies: HashMap::new(),
+            escaped: HashMap::new(),
             max_bodies,
             empty: Rc::new(Table { shape, hashes: Box::new([]), digest: 0 }),
             labels: paths.field(meta, "labels"),
@@ -134,12 +137,32 @@ impl Tables {
         let mut leaves = Leaves::with_capacity(labels.len() + annotations.len());
         for (section, map) in [(self.labels, labels), (self.annotations, annotations)] {
             for (key, value) in map {
-                leaves.insert(paths.field(section, key), meta_value_hash(value)?);
+                let hash = if value.starts_with('"') && value.contains('\\') {
+                    self.escaped(value)?
+                } else {
+                    meta_value_hash(value)?
+                };
+                leaves.insert(paths.field(section, key), hash);
             }
         }
         let same = old.shape.paths.len() == leaves.len()
             && leaves.iter().zip(old.shape.paths.iter().zip(old.hashes.iter())).all(|(a, b)| a.0 == b.0 && a.1 == b.1);
         Ok(if same { old.clone() } else { self.table(leaves, 0) })
+    }
+
+    /// `meta_value_hash` of a string with escapes, cached by its text: such values are long (kubectl's
+    /// last-applied-configuration is a whole object as JSON) and mostly the same from one write to the next.
+    fn escaped(&mut self, text: &str) -> Fallible<u32> {
+        let key = digest::bytes(b'e', text.as_bytes());
+        if let Some(&found) = self.escaped.get(&key) {
+            return Ok(found);
+        }
+        let hash = meta_value_hash(text)?;
+        if self.escaped.len() >= MAX_ESCAPED {
+            self.escaped.clear();
+        }
+        self.escaped.insert(key, hash);
+        Ok(hash)
     }
 
     /// The digest of the body sections (0 for none: a metadata-only object).
