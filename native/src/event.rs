@@ -193,6 +193,7 @@ impl Text {
     fn of(base: &[u8], text: Cow<'_, str>) -> Text {
         match text {
             Cow::Borrowed(s) => Text::At(span(base, s)),
+            // (also a missing member's default: `Cow::default()` is an empty owned string, not in the text)
             Cow::Owned(s) => Text::Owned(s),
         }
     }
@@ -273,8 +274,10 @@ pub fn object_key(uid: &str) -> i64 {
     digest::bytes(b'u', uid.as_bytes()) as i64
 }
 
+/// Where `text`, a slice of `base`, is in it.
 fn span(base: &[u8], text: &str) -> Range<usize> {
     let start = text.as_ptr() as usize - base.as_ptr() as usize;
+    debug_assert!(start + text.len() <= base.len());
     start..start + text.len()
 }
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests.unit.captures import CAPTURES
@@ -67,6 +68,16 @@ def test_native_and_python_find_the_same(tmp_path: Path, output: str) -> None:
             "fieldsV1 of manager 'm' is not an object",
         ),
         (b'{"kind": "ConfigMapList", "metadata": {}, "items": []}', "this is a List, not a watch stream"),
+        (
+            b'{"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"uid": "u", '
+            b'"name": "a", "managedFields": ["m"]}}}',
+            "a managedFields entry is not an object",
+        ),
+        (
+            b'{"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"uid": "u", '
+            b'"name": "a", "managedFields": [{"manager": "m", "time": "yesterday"}]}}}',
+            "Invalid isoformat string: 'yesterday'",
+        ),
     ],
 )
 def test_native_errors_name_the_problem_and_keep_what_was_read(tmp_path: Path, text: bytes, problem: str) -> None:
@@ -80,3 +91,23 @@ def test_native_errors_name_the_problem_and_keep_what_was_read(tmp_path: Path, t
     assert f"{bad}:{line}: " in native[2].decode()
     assert problem in native[2].decode()
     assert b'"type":"fight"' in native[1]  # the analysis of what came before is kept
+
+
+def test_native_reads_entries_without_a_time_as_the_reference_does(tmp_path: Path) -> None:
+    """A managedFields entry may lack its time, or hold null: the write is untimed by it, in both engines."""
+
+    def event(kind: str, rv: int, value: str, time: str | None) -> bytes:
+        entry = {"manager": "m", "operation": "Update", "fieldsV1": {"f:data": {"f:k": {}}}}
+        if time != "missing":
+            entry["time"] = time
+        meta = {"uid": "u1", "name": "a", "namespace": "n", "resourceVersion": str(rv), "managedFields": [entry]}
+        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": value}}
+        return orjson.dumps({"type": kind, "object": obj}) + b"\n"
+
+    capture = tmp_path / "untimed.jsonl"
+    capture.write_bytes(
+        event("ADDED", 1, "a", "missing") + event("MODIFIED", 2, "b", None) + event("MODIFIED", 3, "c", "missing")
+    )
+    native, python = both("replay", "--output", "table", str(capture), cwd=tmp_path)
+    assert native == python
+    assert native[0] == 0, native[2]

@@ -313,8 +313,8 @@ class Engine:
             self._evict_over_capacity(self._max_objects)
 
     def _event_time(self, time: float | None) -> tuple[float, bool]:
-        """When the event happened, and whether that is known: its time (see `event_time`), else (untimed) the
-        engine's clock."""
+        """When the event happened, and whether that is known: its time (see capture.py's `event_time`), else
+        (untimed) the engine's clock."""
         if time is not None:
             return time, True
         self.stats.untimed_events += 1
