@@ -351,6 +351,7 @@ impl Front {
             }
         }
         state.seq += 1;
+        state.controlled = p.controlled; // (as of this version: a controller may adopt or orphan)
         let seq = state.seq;
         let head = |path| (now, seq, path);
         let (meta_after, body_after) = (state.meta.clone(), state.body.clone());

@@ -111,3 +111,25 @@ def test_native_reads_entries_without_a_time_as_the_reference_does(tmp_path: Pat
     native, python = both("replay", "--output", "table", str(capture), cwd=tmp_path)
     assert native == python
     assert native[0] == 0, native[2]
+
+
+@pytest.mark.parametrize("adopted", [True, False])
+def test_a_controller_that_adopts_or_orphans_an_object_counts_from_that_version(tmp_path: Path, adopted: bool) -> None:
+    """The real shared-manager-name fight (one manager name flipping a label), with a controller ownerReference
+    added after the first version (adopted: the flips are then an echo of the controller, not a fight) or present
+    in the first version only (orphaned: a fight again). Both engines read it from each version."""
+    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "d1", "controller": True}
+    lines = []
+    for i, line in enumerate((CAPTURES / "fight-shared-manager.jsonl").read_bytes().splitlines()):
+        event = orjson.loads(line)
+        meta = event["object"]["metadata"]
+        if meta["name"] == "shared" and (i > 0) == adopted:
+            meta["ownerReferences"] = [owner]
+        lines.append(orjson.dumps(event))
+    capture = tmp_path / "owned.jsonl"
+    capture.write_bytes(b"\n".join(lines) + b"\n")
+    native, python = both("replay", "--output", "json", str(capture), cwd=tmp_path)
+    assert native == python
+    assert native[0] == 0, native[2]
+    fights = [f for f in map(orjson.loads, native[1].splitlines()) if f["type"] == "fight"]
+    assert [f["object"]["name"] for f in fights] == ([] if adopted else ["shared"])

@@ -49,6 +49,11 @@ class Values:
         return self.meta.has(path) or self.body.has(path)
 
 
+def controlled(meta: JSONObject) -> bool:
+    """Whether an object has a controller (an ownerReference with `controller: true`), in this version."""
+    return any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
+
+
 def version_key(resource_version: str) -> int:
     """A resourceVersion as the state keeps it: only ever compared, to drop repeated versions, so a hash (half
     the memory of the text), cut to 62 bits: compiled, the state holds it unboxed (0 for no version)."""
@@ -86,7 +91,7 @@ class ObjectState:
         self.rates: dict[Writer, Rate] | None = None
         self.fight: OpenFinding | None = None
         self.hot: OpenFinding | None = None
-        self.controlled = False  # has a controller ownerReference
+        self.controlled = False  # has a controller ownerReference (see `controlled`)
         self.last_write = 0.0
 
 
@@ -142,7 +147,7 @@ class Attribution:
         """
         state.entries = pack_entries(keep_entry(w, stamp(t), decode(self._fields, f)) for w, (t, f) in raw.items())
         self._changed_values(state, obj, compare=False)
-        state.controlled = any(isinstance(o, dict) and o.get("controller") for o in meta.get("ownerReferences") or ())
+        state.controlled = controlled(meta)
 
     def attribute(self, state: ObjectState, obj: JSONObject, raw: RawEntries, newest: str, now: float) -> Write:
         """Find the writer(s) of this write and the fields that changed hands or value."""
@@ -153,6 +158,7 @@ class Attribution:
         if not writers and changed:
             writers = self._owner_of_changes(entries, changed, raw)
         state.seq += 1
+        state.controlled = controlled(obj["metadata"])  # (as of this version: a controller may adopt or orphan)
         write = Write(now, writers or [UNATTRIBUTED], changed)
         after = Values(state.meta_values, state.body_values)
         taken = self._ownership_handovers(
