@@ -4,7 +4,7 @@
   `mypy --strict` check; compiled, they replay a capture about 1.4-1.5x as fast (README, "Benchmark").
 - setuptools-rust builds the native front end (native/, Rust) into `watcher._native`: it parses events and
   attributes writes for `fightwatch replay`, about 1.7x as fast again. Its crates come from Debian's packages
-  (librust-*-dev, see native/.cargo/config.toml; `scripts/native.sh deps` installs them), never from crates.io.
+  (librust-*-dev, see native/.cargo/config.toml; `scripts/native.sh` installs them), never from crates.io.
   It is optional: without cargo or those crates the build warns and the package replays with the Python engine,
   with the same results.
 
