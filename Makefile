@@ -31,8 +31,8 @@ test: $(BIN)/fightwatch lint
 	$(BIN)/pytest
 
 lint: $(BIN)/fightwatch
-	$(BIN)/ruff check watcher tests scripts setup.py
-	$(BIN)/ruff format --check watcher tests scripts setup.py
+	$(BIN)/ruff check watcher tests scripts harness setup.py
+	$(BIN)/ruff format --check watcher tests scripts harness setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	cd native && cargo fmt --check && cargo clippy --release --offline --quiet -- -D warnings

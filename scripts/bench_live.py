@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of the live watcher against a real etcd + kube-apiserver v1.20.2 under write load.
 
-Starts a throw-away control plane (tests/harness), creates thousands of ConfigMaps (with ~1 KB of data each) and
+Starts a throw-away control plane (harness), creates thousands of ConfigMaps (with ~1 KB of data each) and
 Deployments, then runs three watchers side by side on the same traffic:
 
   fightwatch-metadata   `fightwatch run` as shipped: metadata-only lists and watches (--record on, for the lag)
@@ -42,11 +42,8 @@ import orjson
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
-from harness.kube import CONFIGMAPS, DEPLOYMENTS, Kube, new_api_client  # noqa: E402
 from livebench import (  # noqa: E402
     cpu_seconds,
     is_ready,
@@ -58,6 +55,9 @@ from livebench import (  # noqa: E402
     recorded_writes,
     total,
 )
+
+from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
+from harness.kube import CONFIGMAPS, DEPLOYMENTS, Kube, new_api_client  # noqa: E402
 
 NAMESPACES = 10
 MARKER = "bench-marker-"

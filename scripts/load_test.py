@@ -58,11 +58,8 @@ import orjson
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
-from harness.kube import Kube, Resource, new_api_client  # noqa: E402
 from livebench import (  # noqa: E402
     cpu_seconds,
     is_ready,
@@ -76,6 +73,8 @@ from livebench import (  # noqa: E402
     total,
 )
 
+from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
+from harness.kube import Kube, Resource, new_api_client  # noqa: E402
 from watcher.config import Config, ShardingSettings  # noqa: E402
 from watcher.model import parse_time  # noqa: E402
 from watcher.sources.discovery import ApiResource, shard_of  # noqa: E402

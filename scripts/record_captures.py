@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record the scenario captures: real watch events from a real etcd + kube-apiserver v1.20.2.
 
-Starts a throw-away control plane (tests/harness) with kube-controller-manager, watches configmaps,
+Starts a throw-away control plane (harness) with kube-controller-manager, watches configmaps,
 deployments, replicasets, leases, validatingwebhookconfigurations and widgets.example.com cluster-wide,
 runs the scenarios concurrently, and writes
 
@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # the shared test harness (harness/) and watcher
 
 from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
 from harness.recording import record_scenarios  # noqa: E402
@@ -92,9 +92,9 @@ def write_readme(
     text = f"""# Scenario captures
 
 Real watch events recorded from a real etcd ({etcd}) + kube-apiserver {server} (+ kube-controller-manager)
-by `scripts/record_captures.py`, which starts the control plane of `tests/harness/control_plane.py`, lists
+by `scripts/record_captures.py`, which starts the control plane of `harness/control_plane.py`, lists
 and then watches configmaps, deployments, replicasets, leases, validatingwebhookconfigurations and
-widgets.example.com cluster-wide, and runs the scenarios of `tests/harness/scenarios.py` concurrently,
+widgets.example.com cluster-wide, and runs the scenarios of `harness/scenarios.py` concurrently,
 each in its own namespace named after it.
 
 Format: JSON Lines, one watch event per line, in the order received:

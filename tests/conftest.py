@@ -7,7 +7,6 @@ marked ``integration`` automatically, so ``pytest -m "not integration"`` runs wi
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -15,11 +14,6 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 import watcher
-
-# The harness is imported as `harness` (tests/ on sys.path), whether or not tests/ is a package.
-if str(Path(__file__).resolve().parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from harness.control_plane import ControlPlane, start_control_plane
 from harness.kube import Kube, new_api_client
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-from harness.control_plane import ControlPlane
 
+from harness.control_plane import ControlPlane
 from watcher.config import parse_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes_asyncio.client import ApiClient
+
 from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, JSON, Kube
 from harness.watcher import Watcher
-from kubernetes_asyncio.client import ApiClient
-
 from tests.deploy.test_chart import of_kind, render
 from tests.integration.test_watcher_rbac import _mount
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 import yaml
+
 from harness.control_plane import REPO_ROOT
 from harness.monitoring import RULES_FILE, RULES_TEST_FILE, promtool
-
 from watcher.model import FindingType
 from watcher.sinks import alertmanager
 

@@ -1,7 +1,7 @@
 """The whole product: a real fight on the real test kube-apiserver, seen by `fightwatch run`, told everywhere, and
 resolved everywhere.
 
-`fightwatch run` runs as users run it (a subprocess with a config file, tests/harness/watcher.py), configured to
+`fightwatch run` runs as users run it (a subprocess with a config file, harness/watcher.py), configured to
 deliver to Kubernetes Events, two real Alertmanagers (an HA pair, each told directly) and three webhooks: a
 healthy one whose URL comes from an environment variable (with headers from a file), a failing one and a
 hanging one (URLs from files). A real Prometheus scrapes its `/metrics` and evaluates the repo's rules file.
@@ -30,12 +30,12 @@ import aiohttp
 import orjson
 import pytest
 from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
+
 from harness.control_plane import ControlPlane, free_port
 from harness.kube import CONFIGMAPS, Kube, new_api_client
 from harness.monitoring import RULES_FILE, Monitor, promtool, start_alertmanager, start_prometheus
 from harness.watcher import Watcher
-from prometheus_client.parser import text_string_to_metric_families
-
 from watcher.sinks.metric_families import FAMILIES
 
 NAMESPACE = "e2e-delivery"

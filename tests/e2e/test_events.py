@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from kubernetes_asyncio.client import ApiClient, Configuration
+
 from harness.control_plane import ControlPlane, free_port
 from harness.kube import CONFIGMAPS, Kube, new_api_client
 from harness.scenarios import rfc3339_now
 from harness.watcher import Watcher
-from kubernetes_asyncio.client import ApiClient, Configuration
-
 from tests.unit.captures import events as capture_events
 from watcher.config import Config, EventsSettings
 from watcher.detection.engine import Engine

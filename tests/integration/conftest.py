@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from harness.control_plane import ControlPlane
 from harness.kube import Kube, new_api_client
 from harness.recorder import BARRIER_NAMESPACE, BARRIER_PREFIX, DEFAULT_RESOURCES

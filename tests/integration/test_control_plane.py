@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import aiohttp
 import pytest
+
 from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, ApiError, Kube
 

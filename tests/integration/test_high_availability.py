@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, LEASES, ApiError, Kube
 from harness.watcher import Watcher

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from kubernetes_asyncio.client import ApiClient
+
 from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, Kube
-from kubernetes_asyncio.client import ApiClient
 
 NAMESPACE = "kubectl-capture"
 DEADLINE = 60.0

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from harness.scenarios import scenario_of
 
+from harness.scenarios import scenario_of
 from tests.expectations import BENIGN, FINDINGS, assert_found
 from tests.integration.conftest import LiveRun
 from watcher.config import Config

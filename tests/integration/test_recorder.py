@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 
+from kubernetes_asyncio.client import ApiClient
+
 from harness.kube import CONFIGMAPS, ApiError, Kube
 from harness.recorder import Recorder
 from harness.scenarios import run_scenarios
-from kubernetes_asyncio.client import ApiClient
 
 
 async def test_recorder_keeps_every_event_across_rewatches(api_client: ApiClient) -> None:

@@ -9,11 +9,11 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from harness.control_plane import ControlPlane
 from harness.kube import Kube, Resource
 from harness.watcher import Watcher
-from prometheus_client.parser import text_string_to_metric_families
-
 from watcher.config import ShardingSettings
 from watcher.sources.discovery import ApiResource, shard_of
 

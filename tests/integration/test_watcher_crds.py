@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 import yaml
+
 from harness.control_plane import ControlPlane
 from harness.watcher import Watcher
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 import pytest
-from harness.monitoring import promtool
-from harness.scenarios import scenario_of
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.monitoring import promtool
+from harness.scenarios import scenario_of
 from tests.expectations import BENIGN, FINDINGS
 from tests.integration.conftest import LiveRun
 from watcher.config import Config

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+
 from harness.control_plane import ControlPlane, start_control_plane
 from harness.kube import CONFIGMAPS, JSON, NAMESPACES, Kube, new_api_client
 from harness.scenarios import run_scenarios

@@ -11,10 +11,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient
+
 from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, JSON, Kube
 from harness.watcher import Watcher
-from kubernetes_asyncio.client import ApiClient
 
 NAMESPACE = "fightwatch-rbac"
 SERVICE_ACCOUNT = "fightwatch-limited"

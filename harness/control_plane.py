@@ -37,7 +37,7 @@ from typing import IO
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CONTROL_PLANE_SCRIPT = REPO_ROOT / "scripts" / "control-plane.sh"
 
 READY_DEADLINE = 60.0  # seconds for one component to become healthy
