@@ -229,7 +229,12 @@ WIDGET_CRD: JSON = {
                             },
                             "status": {
                                 "type": "object",
-                                "properties": {"phase": {"type": "string"}, "message": {"type": "string"}},
+                                "properties": {
+                                    "phase": {"type": "string"},
+                                    "message": {"type": "string"},
+                                    "observedGeneration": {"type": "integer"},
+                                    "lastReconciled": {"type": "string"},
+                                },
                             },
                         },
                     }
@@ -416,6 +421,41 @@ async def hot_loop_timestamp(api_client: ApiClient, *, rate: float = 5.0, durati
         functools.partial(_configmap, ns, "reconcile-state"),
         "reconciler",
         _set_annotation("example.com/last-reconciled", functools.partial(rfc3339_now, digits=6)),
+    )
+    await _for_duration(write, period=1.0 / rate, duration=duration)
+
+
+async def hot_loop_status(api_client: ApiClient, *, rate: float = 5.0, duration: float = 30.0) -> None:
+    """One controller rewriting a Widget's status through the status subresource `rate` times a second.
+
+    The commonest infinite reconcile loop: every pass PUTs `.../widgets/sprocket/status` (read-modify-write,
+    operation Update) with a fresh `status.lastReconciled` (RFC 3339, microseconds), the same
+    `status.observedGeneration` and `status.phase`, fields the one reconciler already owns after its first pass.
+    """
+    ns = "hot-loop-status"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    await ensure_widget_crd(kube)
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "sprocket", "namespace": ns},
+        "spec": {"size": 1, "color": "green"},
+    }
+    await kube.ensure(WIDGETS.path(ns), widget, manager=HARNESS_MANAGER)
+
+    def reconcile(obj: JSON) -> None:
+        status = obj.setdefault("status", {})
+        status["phase"] = "Ready"
+        status["observedGeneration"] = obj["metadata"]["generation"]
+        status["lastReconciled"] = rfc3339_now(digits=6)
+
+    write = functools.partial(
+        kube.read_modify_write,
+        WIDGETS.path(ns, "sprocket"),
+        reconcile,
+        manager="widget-status-reconciler",
+        subresource="status",
     )
     await _for_duration(write, period=1.0 / rate, duration=duration)
 
@@ -630,6 +670,13 @@ _ALL = [
         hot_loop_timestamp,
         "hot-loop",
         "ConfigMap reconcile-state annotation example.com/last-reconciled: Update reconciler, 5/s for 30 s",
+    ),
+    Scenario(
+        "hot-loop-status",
+        hot_loop_status,
+        "hot-loop",
+        "Widget sprocket status.lastReconciled (+ unchanged phase, observedGeneration) via /status: "
+        "Update widget-status-reconciler, 5/s for 30 s",
     ),
     Scenario(
         "benign-different-fields",
