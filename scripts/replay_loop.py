@@ -1,4 +1,4 @@
-"""Replay one capture through `read_capture` + `Engine.process` at the default settings, nothing else, and print
+"""Replay one capture through the Python engine at the default settings, nothing else, and print
 events/s: the loop to put under a profiler (`py-spy record -- ...`, `valgrind --tool=callgrind ...`), whose
 instruction counts compare two versions of the engine more stably than timings on a shared machine.
 
@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 
 from bench import decode_only  # (scripts/bench.py, beside this script: the floor is defined once)
+from engine_under_test import findings, make_engine, replay_events
 
 from watcher.cli import tune_gc
 from watcher.config import Config
-from watcher.detection.engine import Engine
-from watcher.sources.capture import ReadStats, read_capture
 
 
 def main() -> None:
@@ -36,16 +35,12 @@ def main() -> None:
         seconds, lines = decode_only(Path(args.capture))
         print(f"{lines:,} lines decoded in {seconds:.2f} s: {lines / seconds:,.0f} lines/s")
         return
-    engine = Engine(Config().detection)
-    process = engine.process
+    engine = make_engine(Config().detection, "python")
     start = time.perf_counter()
-    events = 0
-    for event in read_capture(args.capture, stats=ReadStats()):
-        process(event)
-        events += 1
+    events = replay_events(Path(args.capture), engine)
     seconds = time.perf_counter() - start
-    findings = len(engine.active()) + len(engine.resolved())
-    print(f"{events:,} events in {seconds:.2f} s: {events / seconds:,.0f} events/s; {findings} findings")
+    found = sum(map(len, findings(engine)))  # active and resolved
+    print(f"{events:,} events in {seconds:.2f} s: {events / seconds:,.0f} events/s; {found} findings")
 
 
 if __name__ == "__main__":
