@@ -10,11 +10,20 @@ BIN := $(VENV)/bin
 COMPILED := watcher/model.py watcher/sources/capture.py $(wildcard watcher/detection/*.py) \
 	native/Cargo.toml $(wildcard native/src/*.rs)
 
-$(BIN)/fightwatch: pyproject.toml setup.py $(COMPILED)
+# Both compiled parts are optional to the install (it goes on in pure Python or with the Python engine), and pip
+# shows no build output: scripts/check-build.sh prints a warning box, with the reasons from the build's log, when
+# either is missing. The previous build's modules are removed first, so that one that failed to build this time is
+# not imported in its place (mypyc compiles them all again anyway).
+$(BIN)/fightwatch: pyproject.toml setup.py $(COMPILED) scripts/native.sh scripts/check-build.sh
 	scripts/native.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	rm -f watcher__mypyc.*.so
+	find watcher -name '*.so' -delete
+	@echo "$(BIN)/pip install -v -e '.[test]' >$(VENV)/install.log"
+	@$(BIN)/pip install -v -e '.[test]' >$(VENV)/install.log 2>&1 \
+		|| { tail -n 40 $(VENV)/install.log; echo "make: pip install failed: see $(VENV)/install.log" >&2; exit 1; }
+	scripts/check-build.sh $(BIN)/python $(VENV)/install.log
 	$(BIN)/fightwatch --version
 	touch $@
 

@@ -59,6 +59,14 @@ def compiled_modules() -> list[Extension]:
 def native_front_end() -> list[RustExtension]:
     if os.environ.get("FIGHTWATCH_PURE_PYTHON", "") not in {"", "0"}:
         return []
+    cargo = os.environ.get("CARGO", "cargo")  # as setuptools-rust finds it
+    if shutil.which(cargo) is None:
+        print(
+            f"WARNING: fightwatch's native front end is not built (the Python engine replays instead): no {cargo} "
+            "(scripts/native.sh installs Debian's cargo and crates)",
+            file=sys.stderr,
+        )
+        return []
     # cargo reads .cargo/config.toml from the directory it runs in, which is this one: name native's explicitly.
     # Always a release build, editable installs too: the tests and the benchmark use it.
     config = ["--offline", "--config", "native/.cargo/config.toml"]
