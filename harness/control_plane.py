@@ -253,7 +253,7 @@ class ControlPlane:
 
     @property
     def etcdctl(self) -> Path:
-        """etcdctl binary: bin_dir/etcdctl (scripts/control-plane.sh installs it), else the one on PATH."""
+        """etcdctl binary: bin_dir/etcdctl (scripts/control-plane.sh unpacks Debian's), else the one on PATH."""
         bundled = self.bin_dir / "etcdctl"
         if os.access(bundled, os.X_OK):
             return bundled

@@ -1,4 +1,4 @@
-"""Real Prometheus and Alertmanager processes for the end-to-end tests (Debian's packages, scripts/monitoring.sh).
+"""Real Prometheus and Alertmanager processes for the end-to-end tests (Debian's binaries, scripts/monitoring.sh).
 
 Like control_plane.py: free loopback ports, each component polled at its readiness endpoint against a deadline,
 and a component that exits or never gets ready raises RuntimeError with the tail of its log.
@@ -23,7 +23,7 @@ RULES_TEST_FILE = REPO_ROOT / "deploy" / "prometheus" / "fightwatch-rules.test.y
 
 @functools.cache
 def monitoring_bin_dir() -> Path:
-    """Directory with prometheus, promtool and prometheus-alertmanager (installs them on first use)."""
+    """Directory with prometheus, promtool and alertmanager (unpacks Debian's on first use)."""
     proc = subprocess.run(["bash", str(MONITORING_SCRIPT)], capture_output=True, text=True, check=False)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -82,7 +82,7 @@ def start_alertmanager(workdir: Path, *, name: str, webhook_url: str) -> Monitor
     proc = _spawn(
         name,
         [
-            str(monitoring_bin_dir() / "prometheus-alertmanager"),
+            str(monitoring_bin_dir() / "alertmanager"),
             f"--config.file={workdir / 'alertmanager.yml'}",
             f"--storage.path={workdir / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}",

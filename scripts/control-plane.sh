@@ -5,7 +5,11 @@
 # plus etcdctl in the cache directory (envtest assets have none: callers fall back to etcdctl on PATH).
 #   1. $KUBEBUILDER_ASSETS, when set and complete: any envtest version the user downloaded.
 #   2. Otherwise the cache ~/.cache/fightwatch/control-plane/v1.20.2, built once from Debian bookworm's
-#      `kubernetes` source package (which vendors every Go dependency) and Debian's etcd-server.
+#      `kubernetes` source package (which vendors every Go dependency), with etcd and etcdctl unpacked from
+#      Debian's etcd-server and etcd-client (scripts/deb-unpack.sh). Those two packages are not installed:
+#      etcd-server's maintainer scripts would enable (and under systemd start) etcd.service on the host. The
+#      packages this script does install (kubernetes-client, and for the one-off build golang-go, rsync, dpkg-dev,
+#      make, golang-github-modern-go-reflect2-dev) enable no service.
 # Everything else this script prints goes to stderr, so `dir=$(scripts/control-plane.sh)` works.
 set -euo pipefail
 
@@ -29,6 +33,9 @@ version=v1.20.2
 cache=${FIGHTWATCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fightwatch}/control-plane/$version
 bin=$cache/bin
 mkdir -p "$bin"
+# One filler at a time (parallel test processes): the others wait, then find the binaries there.
+exec 9>"$cache.lock"
+flock 9
 
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
@@ -42,24 +49,32 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
-# etcd: Debian's etcd-server (3.4).
-if [[ ! -x $bin/etcd ]]; then
-  apt_install etcd-server
-  ln -sf "$(command -v etcd || echo /usr/bin/etcd)" "$bin/etcd"
+# etcd and etcdctl (for tests that inspect or compact etcd): Debian's etcd-server and etcd-client (3.4), unpacked
+# into the cache, not installed. (Earlier versions of this script linked $bin/etcd to an installed /usr/bin/etcd:
+# such links are replaced too.)
+runs() { [[ -x $1 && ! -L $1 ]] && "$1" "$2" >/dev/null 2>&1; }
+if ! runs "$bin/etcd" --version || ! runs "$bin/etcdctl" version; then
+  log "unpacking Debian's etcd-server and etcd-client into $bin (not installing them)"
+  unpacked=$(mktemp -d)
+  trap 'rm -rf "$unpacked"' EXIT
+  "$(dirname "$0")/deb-unpack.sh" "$unpacked/root" etcd-server etcd-client >"$unpacked/versions" \
+    || die "could not fetch Debian's etcd-server and etcd-client packages"
+  for name in etcd etcdctl; do
+    [[ -x $unpacked/root/usr/bin/$name ]] || die "Debian's packages have no /usr/bin/$name"
+    rm -f "$bin/$name"  # a new file: an etcd running from the old one keeps it
+    cp "$unpacked/root/usr/bin/$name" "$bin/$name"
+  done
+  log "unpacked $(paste -sd, "$unpacked/versions" | sed 's/,/, /g')"
+  rm -rf "$unpacked"
+  trap - EXIT
 fi
-[[ -x $bin/etcd ]] || die "etcd is not executable at $bin/etcd"
+runs "$bin/etcd" --version || die "$bin/etcd does not run"
+runs "$bin/etcdctl" version || die "$bin/etcdctl does not run"
 
 # kubectl (any recent client; Debian's kubernetes-client when none is installed), for the tests of the
 # README's kubectl capture path.
 command -v kubectl >/dev/null || apt_install kubernetes-client
 command -v kubectl >/dev/null || die "kubectl is not installed and kubernetes-client did not provide it"
-
-# etcdctl: Debian's etcd-client (same 3.4 line), for tests that inspect or compact etcd.
-if [[ ! -x $bin/etcdctl ]]; then
-  apt_install etcd-client
-  ln -sf "$(command -v etcdctl || echo /usr/bin/etcdctl)" "$bin/etcdctl"
-fi
-[[ -x $bin/etcdctl ]] || die "etcdctl is not executable at $bin/etcdctl"
 
 if [[ -x $bin/kube-apiserver && -x $bin/kube-controller-manager ]]; then
   printf '%s\n' "$bin"
