@@ -1,4 +1,6 @@
-"""Derive a newer-server (>= 1.22) capture from the real v1.20 capture of a scale-subresource fight.
+"""Derive newer-server (>= 1.22) captures from real v1.20 captures of writes through a subresource.
+
+1. `derived-newer-server-scale-subresource.jsonl` from the scale-subresource fight.
 
 kube-apiserver v1.20 (the version the test suite builds) records no managedFields entry for writes through
 the `scale` subresource and has no `subresource` field; servers from 1.22 on record such a write as an
@@ -13,12 +15,20 @@ only the managedFields of the Deployment, as a newer server would have written t
   entries;
 - every other entry, event and value is left exactly as recorded.
 
-    .venv/bin/python scripts/derive_newer_server_capture.py
+2. `derived-newer-server-status-subresource.jsonl` from `hot-loop-status.jsonl`, a reconciler rewriting a
+Widget's status through the `status` subresource. v1.20 records those writes as a plain Update entry of
+`widget-status-reconciler` (no `subresource` field); servers from 1.22 on record the same entry with
+`subresource: status` (placed between `operation` and `time`: the server writes a custom resource's keys in
+sorted order, as recorded). Only that entry of the Widget's managedFields changes; every other entry, its own
+`time` and every event and value are left exactly as recorded.
+
+    .venv/bin/python scripts/derive_newer_server_capture.py    # writes both
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +37,9 @@ import orjson
 CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "captures"
 SOURCE = CAPTURES / "fight-scale-vs-apply.jsonl"
 TARGET = CAPTURES / "derived-newer-server-scale-subresource.jsonl"
+STATUS_SOURCE = CAPTURES / "hot-loop-status.jsonl"
+STATUS_TARGET = CAPTURES / "derived-newer-server-status-subresource.jsonl"
+STATUS_WRITER = "widget-status-reconciler"
 SCALER = {
     "manager": "kube-controller-manager",
     "operation": "Update",
@@ -72,10 +85,32 @@ def derive(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def derive_status(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The status writer's entries on the Widget get `subresource: status`; nothing else changes."""
+    out = []
+    for event in events:
+        if event["object"]["kind"] != "Widget":
+            out.append(event)
+            continue
+        derived = copy.deepcopy(event)
+        meta = derived["object"]["metadata"]
+        meta["managedFields"] = [
+            dict(sorted((entry | {"subresource": "status"}).items())) if entry["manager"] == STATUS_WRITER else entry
+            for entry in meta["managedFields"]
+        ]
+        out.append(derived)
+    return out
+
+
+def _rewrite(source: Path, target: Path, transform: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> None:
+    events = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+    target.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in transform(events)))
+    print(f"wrote {target} ({len(events)} events)")
+
+
 def main() -> None:
-    events = [orjson.loads(line) for line in SOURCE.read_bytes().splitlines()]
-    TARGET.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in derive(events)))
-    print(f"wrote {TARGET} ({len(events)} events)")
+    _rewrite(SOURCE, TARGET, derive)
+    _rewrite(STATUS_SOURCE, STATUS_TARGET, derive_status)
 
 
 if __name__ == "__main__":
