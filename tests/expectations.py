@@ -76,6 +76,24 @@ FINDINGS = {
     ),
 }
 
+# A controller rewriting status through the status subresource 5/s (the writer's managedFields entry keeps its
+# first write's time: v1.20 stamps no new time when a writer rewrites fields it already owns). Not yet in
+# FINDINGS: today's engine reports this hot loop with no writer and no field, as status values are left out of
+# what it compares. With the fix, "hot-loop-status" joins FINDINGS (and watcher/data/demo-capture.jsonl.gz is
+# re-recorded to include it); "derived-newer-server-status-subresource" (see tests/fixtures/captures/README.md)
+# is not a scenario of its own and stays here, like derived-newer-server-scale-subresource.
+STATUS_HOT_LOOPS = {
+    capture: Expected(
+        "Widget",
+        "sprocket",
+        frozenset({"status.lastReconciled"}),
+        frozenset({"widget-status-reconciler"}),
+        "A timestamp is written",
+        FindingType.HOT_LOOP,
+    )
+    for capture in ("hot-loop-status", "derived-newer-server-status-subresource")
+}
+
 BENIGN = [
     "benign-different-fields",
     "benign-status-vs-spec",
@@ -87,7 +105,7 @@ BENIGN = [
 
 def assert_found(scenario: str, findings: list[Finding]) -> Finding:
     """Exactly the injected fight or hot loop, with its writers, fields and hint."""
-    expected = FINDINGS[scenario]
+    expected = FINDINGS.get(scenario) or STATUS_HOT_LOOPS[scenario]
     assert len(findings) == 1, [f.summary for f in findings]
     found = findings[0]
     assert found.type is expected.type
