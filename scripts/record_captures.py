@@ -42,6 +42,7 @@ from harness.scenarios import SCENARIO_INFO, SCENARIOS, SLOW_PERIOD, scenario_of
 
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "captures"
 DEFAULT_DEMO = REPO / "watcher" / "data" / "demo-capture.jsonl.gz"
+DERIVED_HEADING = "## Derived"  # README.md from this heading on is kept as it is
 Event = dict[str, Any]
 
 
@@ -83,7 +84,7 @@ def write_readme(
     out: Path, *, server: str, etcd: str, command: str, names: list[str], seconds: float, slow_period: float
 ) -> None:
     rows = []
-    for path in sorted(out.glob("*.jsonl")):
+    for path in sorted(p for p in out.glob("*.jsonl") if not p.name.startswith("derived-")):
         info = SCENARIO_INFO.get(path.stem)
         expect, summary = (info.expect, info.summary) if info else ("?", "?")
         count = sum(1 for line in path.read_bytes().splitlines() if line.strip())
@@ -103,7 +104,12 @@ Format: JSON Lines, one watch event per line, in the order received:
 its scenario's namespace from the namespace's first object on, including the controller manager's
 (`kube-root-ca.crt` ConfigMaps, Deployment status, ReplicaSets); `fight-cabundle.jsonl` also holds the
 cluster-scoped ValidatingWebhookConfiguration `fightwatch-test-validate`. On v1.20 writes through the
-`scale` subresource (`fight-scale-vs-apply`) add no managedFields entry.
+`scale` subresource (`fight-scale-vs-apply`) add no managedFields entry; writes through the `status`
+subresource (`fight-status`, `hot-loop-status`) add a plain `Update` entry with no `subresource` field. An
+`Update` entry's `time` moves only when a write by its manager changes the set of fields the entry holds: a
+writer that only rewrites values of fields it already owns (`hot-loop-status`, `hot-loop-timestamp`,
+kube-controller-manager's value-only status updates in `benign-status-vs-spec`) leaves it at its earlier
+second.
 
 `watcher/data/demo-capture.jsonl.gz` is every scenario's events in one capture, ordered by `observedAt`.
 
@@ -116,7 +122,12 @@ Last recording: {datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}, {recorded}, 
 |---|---|---|---|
 {chr(10).join(rows)}
 """
-    (out / "README.md").write_text(text)
+    readme = out / "README.md"
+    if readme.exists():  # keep the hand-written section on the derived captures (scripts/derive_*.py)
+        old = readme.read_text()
+        if (start := old.find(DERIVED_HEADING)) >= 0:
+            text += "\n" + old[start:]
+    readme.write_text(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
