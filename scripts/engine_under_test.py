@@ -2,8 +2,8 @@
 capture reader's API (`watcher.detection.engine`, `watcher.sources.capture`), so that a change to that API is
 followed here alone.
 
-`engine_name` names which engine: "native" (the native front end parses the events and keeps the attribution state,
-the Python detectors run on them; the default where it is built) or "python" (the Python engine).
+`engine_name` names the engine's attribution implementation: "native" (Rust: parses the events and keeps the
+attribution state natively; the default where it is built) or "python" (the reference).
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from watcher.config import DetectionSettings
-from watcher.detection.engine import Engine, native_available
+from watcher.detection import events
+from watcher.detection.engine import Engine
+from watcher.detection.native import native_available
 from watcher.model import Finding
-from watcher.sources.capture import READ_BUFFER, ReadStats, read_capture, read_parsed
+from watcher.sources.capture import READ_BUFFER, ReadStats, read_capture
 
 ENGINES = ("native", "python")
 
@@ -46,13 +48,12 @@ def add_engine_argument(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=ENGINES,
         default=default_engine(),
-        help="native: the native front end and the Python detectors (the default where built); python: the "
-        "Python engine",
+        help="native: the native engine (the default where built); python: the Python reference",
     )
 
 
 def make_engine(settings: DetectionSettings, engine_name: str) -> Engine:
-    return Engine(settings, native=engine_name == "native")
+    return Engine(settings, attribution=engine_name)
 
 
 def replay_events(path: Path, engine: Engine, after_each: Callable[[int], None] | None = None) -> int:
@@ -62,30 +63,21 @@ def replay_events(path: Path, engine: Engine, after_each: Callable[[int], None] 
     if after_each is not None:
         for count, _ in enumerate(_each(path, engine, stats), 1):
             after_each(count)
-    elif engine.native:
-        process_parsed = engine.process_parsed
-        for parsed in read_parsed(str(path), engine.front, stats=stats):
-            process_parsed(parsed)
     else:
         process = engine.process
-        for event in read_capture(str(path), stats=stats):
+        for event in read_capture(str(path), engine.decode, stats=stats):
             process(event)
     return stats.events
 
 
 def _each(path: Path, engine: Engine, stats: ReadStats) -> Iterator[None]:
-    if engine.native:
-        for parsed in read_parsed(str(path), engine.front, stats=stats):
-            engine.process_parsed(parsed)
-            yield
-    else:
-        for event in read_capture(str(path), stats=stats):
-            engine.process(event)
-            yield
+    for event in read_capture(str(path), engine.decode, stats=stats):
+        engine.process(event)
+        yield
 
 
 def native_bytes(engine_name: str) -> int:
-    """Bytes the native front end holds (its own allocator count: tracemalloc sees only Python's); 0 for the
+    """Bytes the native engine holds (its own allocator count: tracemalloc sees only Python's); 0 for the
     Python engine."""
     if engine_name != "native":
         return 0
@@ -110,7 +102,7 @@ def clock(engine: Engine) -> float:
 
 def state_sizes(engine: Engine) -> dict[str, int]:
     """What the engine's state holds: tracked objects, those with a handover log and the handovers logged (a
-    look inside the Python engine: the native front end keeps part of its state out of sight), idle evictions."""
+    look inside the engine: the native implementation keeps its attribution state out of sight), idle evictions."""
     states = engine._objects
     logs = [s.history.size() for s in states.values() if s.history is not None]  # (handovers, not words)
     return {
@@ -123,5 +115,5 @@ def state_sizes(engine: Engine) -> dict[str, int]:
 
 def capture_objects(path: Path) -> Iterator[dict[str, Any]]:
     """The object of each event of a recorded capture, invalid lines skipped (ValueError: not a capture)."""
-    for event in read_capture(str(path), stats=ReadStats(), skip_invalid=True):
-        yield event.object
+    for event in read_capture(str(path), events.decode, stats=ReadStats(), skip_invalid=True):
+        yield events.event_object(event)

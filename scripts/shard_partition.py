@@ -42,8 +42,9 @@ sys.path.insert(0, str(REPO))
 
 from watcher.cli import tune_gc  # noqa: E402
 from watcher.config import Config, ShardingSettings  # noqa: E402
+from watcher.detection import events  # noqa: E402
 from watcher.detection.engine import Engine  # noqa: E402
-from watcher.model import WatchEvent  # noqa: E402
+from watcher.detection.events import Event  # noqa: E402
 from watcher.sources.capture import ReadStats, read_capture  # noqa: E402
 from watcher.sources.discovery import ApiResource, shard_of  # noqa: E402
 
@@ -63,8 +64,12 @@ def _hash(text: str, shards: int) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") % shards
 
 
-def events_of(path: Path) -> Iterator[WatchEvent]:
-    return read_capture(str(path), stats=ReadStats())
+def events_of(path: Path) -> Iterator[Event]:
+    """The events of a capture as the Python reference decodes them (with their objects: partitions read them);
+    every engine here is the reference's."""
+    for event in read_capture(str(path), events.decode, stats=ReadStats()):
+        assert isinstance(event, Event)
+        yield event
 
 
 def census(path: Path) -> dict[str, Any]:
@@ -94,11 +99,11 @@ def balanced(per_resource: Counter[str], shards: int) -> dict[str, int]:
     return placed
 
 
-def chooser(partition: str, shards: int, facts: dict[str, Any]) -> Callable[[WatchEvent], int]:
+def chooser(partition: str, shards: int, facts: dict[str, Any]) -> Callable[[Event], int]:
     sharding = ShardingSettings(total_shards=shards)
     placed = balanced(facts["per_resource"], shards)
 
-    def choose(event: WatchEvent) -> int:
+    def choose(event: Event) -> int:
         obj = event.object
         meta = obj["metadata"]
         if partition == "resource-hash":
@@ -126,7 +131,7 @@ def findings_of(engines: list[Engine]) -> Counter[tuple[str, str]]:
 def measure(path: Path, shards_list: list[int]) -> dict[str, Any]:
     settings = Config().detection
     facts = census(path)
-    whole = Engine(settings)
+    whole = Engine(settings, attribution="python")
     for event in events_of(path):
         whole.process(event)
     reference = set(findings_of([whole]))
@@ -143,7 +148,7 @@ def measure(path: Path, shards_list: list[int]) -> dict[str, Any]:
     for shards in shards_list:
         for partition in PARTITIONS:
             choose = chooser(partition, shards, facts)
-            engines = [Engine(settings) for _ in range(shards)]
+            engines = [Engine(settings, attribution="python") for _ in range(shards)]
             processed = [0] * shards
             for event in events_of(path):
                 shard = choose(event)

@@ -2,7 +2,8 @@
 
 Data flows one way (see ../shared/STYLE.md):
 
-    sources (capture replay, live watch) -> model.WatchEvent -> detection.Engine -> model.FindingChange -> sinks
+    sources (capture replay, live watch) -> detection.events.ObjectEvent -> detection.Engine
+        -> model.FindingChange -> sinks
 
 `watcher.model` and `watcher.detection` are pure: no I/O, no clock, no client library.
 """

@@ -12,23 +12,20 @@ import argparse
 import gc
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
 
 from pydantic import ValidationError
 
 from watcher import __version__
 from watcher.config import Config, ConfigError, ShardingSettings, load_config
-from watcher.detection.engine import Engine, native_available
-from watcher.model import FindingType, WatchEvent, format_time
+from watcher.detection.engine import Engine
+from watcher.detection.native import CHOICES, native_available
+from watcher.model import FindingType, format_time
 from watcher.sinks.report import write_json, write_table
-from watcher.sources.capture import CaptureError, ReadStats, read_captures, read_parsed_captures
-
-if TYPE_CHECKING:
-    from watcher._native import Parsed
+from watcher.sources.capture import CaptureError, ReadStats, read_captures
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -48,22 +45,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fightwatch: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if args.command == "run":
-        from watcher import service  # noqa: PLC0415 - the live watcher's imports (aiohttp, clients) only when run
+        return _run(args, config)
+    return _offline(args, config)
 
-        if args.listen is not None:
-            host, port = args.listen
-            config = config.model_copy(
-                update={"serve": config.serve.model_copy(update={"address": host, "port": port})}
-            )
-        if args.log_level is not None:
-            config = config.model_copy(update={"log": config.log.model_copy(update={"level": args.log_level})})
-        if args.shard is not None or args.total_shards is not None:
-            try:
-                config = _with_shard(config, args.shard, args.total_shards)
-            except ConfigError as exc:
-                print(f"fightwatch: {exc}", file=sys.stderr)
-                return EXIT_ERROR
-        return service.run(config, kubeconfig=args.kubeconfig, context=args.context, record=args.record)
+
+def _run(args: argparse.Namespace, config: Config) -> int:
+    """`fightwatch run`: the config with the command line's overrides, then the live watcher."""
+    from watcher import service  # noqa: PLC0415 - the live watcher's imports (aiohttp, clients) only when run
+
+    if args.listen is not None:
+        host, port = args.listen
+        config = config.model_copy(update={"serve": config.serve.model_copy(update={"address": host, "port": port})})
+    if args.log_level is not None:
+        config = config.model_copy(update={"log": config.log.model_copy(update={"level": args.log_level})})
+    if args.shard is not None or args.total_shards is not None:
+        try:
+            config = _with_shard(config, args.shard, args.total_shards)
+        except ConfigError as exc:
+            print(f"fightwatch: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+    return service.run(config, kubeconfig=args.kubeconfig, context=args.context, record=args.record, engine=args.engine)
+
+
+def _offline(args: argparse.Namespace, config: Config) -> int:
+    """`fightwatch replay` and `fightwatch demo`."""
+    try:
+        engine = Engine(config.detection, attribution=args.engine)
+    except ImportError:
+        print(f"fightwatch: --engine native: {NOT_BUILT}", file=sys.stderr)
+        return EXIT_ERROR
     with ExitStack() as stack:
         if args.command == "demo":
             files = [str(stack.enter_context(resources.as_file(resources.files("watcher") / "data" / DEMO_CAPTURE)))]
@@ -74,8 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         else:
             files = args.files
-        native = args.engine == "native" or (args.engine == "auto" and native_available())
-        return _replay(files, engine=Engine(config.detection, native=native), args=args)
+        return _replay(files, engine=engine, args=args)
     return EXIT_OK  # pragma: no cover - ExitStack does not swallow exceptions
 
 
@@ -83,14 +92,12 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
     tune_gc()
     stats = ReadStats()
     error: str | None = None
+    per_event = True
     first = last = None
-    process = cast(
-        "Callable[[WatchEvent | Parsed], object]", engine.process_parsed if engine.native else engine.process
-    )
     try:
-        for event in _events(files, engine, stats, skip_invalid=args.skip_invalid):
+        for event in read_captures(files, engine.decode, stats=stats, skip_invalid=args.skip_invalid):
             try:
-                process(event)
+                engine.process(event)
             except ValueError as exc:  # malformed managedFields and the like, found while analysing
                 if not args.skip_invalid:
                     raise CaptureError(stats.source, stats.line, str(exc)) from None
@@ -104,6 +111,7 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
             print(f"fightwatch: {exc}", file=sys.stderr)
             return EXIT_ERROR
         error = str(exc)
+        per_event = exc.line is not None  # (else the file itself broke off: no skipping gets past that)
     findings = engine.active() + engine.resolved()
     if args.output == "json":
         write_json(findings, sys.stdout.buffer)
@@ -112,23 +120,23 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
         write_table(findings, sys.stdout, totals=_totals(engine, stats, first, last))
     for problem in stats.problems:
         print(f"fightwatch: skipped {problem}", file=sys.stderr)
+    if stats.events == 0 and error is None:
+        print(
+            f"fightwatch: warning: no events were read from {', '.join(files)} "
+            f"({stats.lines:,} lines{', all invalid' if stats.skipped_invalid else ''}): nothing was analysed",
+            file=sys.stderr,
+        )
     if error is not None:
         print(f"fightwatch: {error}", file=sys.stderr)
+        advice = "; use --skip-invalid to skip bad events" if per_event else ""
         print(
-            "fightwatch: the findings above cover the events before this point; use --skip-invalid to skip bad events",
+            f"fightwatch: the findings above cover the {stats.events:,} events read before this point{advice}",
             file=sys.stderr,
         )
         return EXIT_ERROR
     if args.fail_on_findings and findings:
         return EXIT_FINDINGS
     return EXIT_OK
-
-
-def _events(files: list[str], engine: Engine, stats: ReadStats, *, skip_invalid: bool) -> Iterator[WatchEvent | Parsed]:
-    """The events of the captures, parsed for the engine: by its native front end where it has one."""
-    if engine.native:
-        return read_parsed_captures(files, engine.front, stats=stats, skip_invalid=skip_invalid)
-    return read_captures(files, stats=stats, skip_invalid=skip_invalid)
 
 
 def tune_gc() -> None:
@@ -169,13 +177,16 @@ def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float |
     return "\n".join(lines)
 
 
-def _build() -> str:
-    """Which build this is: setup.py compiles the per-event modules with mypyc, and builds the native front end
-    (Rust), when it can."""
+NOT_BUILT = "the native engine is not built in this installation (see `fightwatch --version`)"
+
+
+def build() -> str:
+    """Which build this is: setup.py compiles the per-event modules with mypyc, and builds the native engine
+    (Rust), when it can: `engine: native` where `--engine auto` (the default) runs on it."""
     from watcher.detection import engine  # noqa: PLC0415 - already imported; read here for its file only
 
-    build = "pure Python" if engine.__file__.endswith(".py") else "compiled with mypyc"
-    return f"{build}, native front end" if native_available() else build
+    compiled = "pure Python" if engine.__file__.endswith(".py") else "compiled with mypyc"
+    return f"{compiled}, engine: {'native' if native_available() else 'python'}"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -183,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="fightwatch",
         description="Find Kubernetes controllers fighting over objects, and hot reconcile loops.",
     )
-    parser.add_argument("--version", action="version", version=f"fightwatch {__version__} ({_build()})")
+    parser.add_argument("--version", action="version", version=f"fightwatch {__version__} ({build()})")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(sub: argparse.ArgumentParser) -> None:
@@ -200,13 +211,7 @@ def _parser() -> argparse.ArgumentParser:
             action="store_true",
             help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)",
         )
-        sub.add_argument(
-            "--engine",
-            choices=("auto", "native", "python"),
-            default="auto",
-            help="native: events parsed and attributed by the native front end (the default where it is built); "
-            "python: by the Python engine it is tested against",
-        )
+        engine_option(sub)
         sub.add_argument(
             "--skip-invalid",
             action="store_true",
@@ -234,6 +239,7 @@ def _parser() -> argparse.ArgumentParser:
         "SIGTERM or SIGINT.",
     )
     run.add_argument("--config", type=Path, help="YAML config file (what to watch, thresholds, serving, logs)")
+    engine_option(run)
     run.add_argument(
         "--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
     )
@@ -263,6 +269,16 @@ def _parser() -> argparse.ArgumentParser:
         help="append every received event to FILE as JSON Lines (replayable; rotated by size, see record.*)",
     )
     return parser
+
+
+def engine_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=CHOICES,
+        default="auto",
+        help="auto (default): the native engine where it is built, else python; native: events parsed and "
+        "attributed natively (Rust); python: by the Python reference it is tested against. Findings are the same",
+    )
 
 
 def _with_shard(config: Config, shard: str | None, total: int | None) -> Config:

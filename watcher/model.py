@@ -16,18 +16,6 @@ class EventType(enum.StrEnum):
     DELETED = "DELETED"
 
 
-class WatchEvent(NamedTuple):
-    """One watch event as received: `object` is the raw JSON object (full or PartialObjectMetadata).
-
-    `observed_at` is the receive time (seconds since the epoch) when the source knows it; otherwise the engine
-    uses the newest managedFields time of the object. (A NamedTuple: one is made per event, cheaply.)
-    """
-
-    type: EventType
-    object: JSONObject
-    observed_at: float | None = None
-
-
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
     api_version: str

@@ -30,16 +30,9 @@ import structlog
 from watcher import __version__
 from watcher.config import Config
 from watcher.detection.engine import Engine
-from watcher.model import (
-    ChangeKind,
-    EventType,
-    Finding,
-    FindingChange,
-    JSONObject,
-    WatchEvent,
-    format_observed,
-    parse_time,
-)
+from watcher.detection.events import EventError, ObjectEvent
+from watcher.detection.native import implementation, native_available
+from watcher.model import ChangeKind, Finding, FindingChange, format_observed
 from watcher.sinks.credentials import CredentialError
 from watcher.sinks.delivery import Delivery
 from watcher.sinks.http import HttpServer, Sources, make_app
@@ -67,12 +60,28 @@ log = structlog.get_logger("fightwatch")
 class Service:
     """One watcher: connection, cluster watch, engine, sinks."""
 
-    def __init__(self, config: Config, *, kubeconfig: Path | None, context: str | None, record: Path | None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        kubeconfig: Path | None,
+        context: str | None,
+        record: Path | None,
+        engine: str = "auto",
+    ) -> None:
+        """`engine`: which attribution implementation the engine runs on (`auto`: native where it is built)."""
         self.config = config
         self.registry = new_registry()
         sharding = config.sharding
-        self.metrics = Metrics(self.registry, config.metrics, shard=sharding.shard, total_shards=sharding.total_shards)
-        self.engine = Engine(config.detection, on_write=self.metrics.count_write)
+        attribution = implementation(engine)
+        self.metrics = Metrics(
+            self.registry,
+            config.metrics,
+            shard=sharding.shard,
+            total_shards=sharding.total_shards,
+            engine=attribution.name,
+        )
+        self.engine = Engine(config.detection, attribution=attribution, on_write=self.metrics.count_write)
         self.metrics.active = self.engine.active  # scrapes read the findings as of the last write
         self.metrics.read_at_scrape(self._samples)
         self.invalid_events = 0
@@ -198,6 +207,8 @@ class Service:
         cluster = self._cluster = ClusterWatch(
             api,
             self._deliver,
+            decode=self.engine.decode,
+            on_invalid=self._invalid,
             settings=self.config.watch,
             sharding=self.config.sharding,
             observer=self.metrics,
@@ -210,6 +221,7 @@ class Service:
         log.info(
             "started",
             version=__version__,
+            engine=self.engine.implementation,
             server=connection.server,
             credentials=connection.source,
             listening=url,
@@ -246,34 +258,39 @@ class Service:
 
     # --------------------------------------------------------------------------------------------- events
 
-    def _deliver(self, event: WatchEvent, resource: ApiResource) -> None:
+    def _deliver(self, event: ObjectEvent, resource: ApiResource) -> None:
         """Every event: recorded first (so a replay sees what the engine saw), then analysed, then counted."""
         started = time.perf_counter()
         if self._recording is not None:
-            self._recording.write(event)
+            self._recording.write(event, secret=resource.group == "" and resource.plural == "secrets")
         try:
             changes = self.engine.process(event)
-        except ValueError as exc:  # malformed managedFields and the like: this event only
+        except ValueError as exc:  # values the engine cannot read (labels that are not strings, ...): this event only
             changes = []
-            self.invalid_events += 1
-            if self.invalid_events <= LOGGED_INVALID_EVENTS:
-                meta = event.object.get("metadata") or {}
-                log.warning(
-                    "invalid event skipped",
-                    resource=resource.name,
-                    namespace=meta.get("namespace"),
-                    name=meta.get("name"),
-                    error=str(exc),
-                )
+            self._count_invalid(resource, str(exc), namespace=event.namespace, name=event.name)
         self._hand_over(changes)
         received = event.observed_at
+        written = event.written_at
         self.metrics.observe_event(
             (resource.group, resource.plural),
-            event.type.value,
+            event.type,
             duration=time.perf_counter() - started,
-            lag=_lag(event.object, received) if event.type is EventType.MODIFIED and received is not None else None,
+            lag=received - written
+            if event.type == "MODIFIED" and received is not None and written is not None
+            else None,
             received_at=received,
         )
+
+    def _invalid(self, resource: ApiResource, error: EventError) -> None:
+        """An event the decoder refused: skipped, counted, and logged (the first few)."""
+        self._count_invalid(resource, str(error))
+
+    def _count_invalid(
+        self, resource: ApiResource, error: str, *, namespace: str | None = None, name: str | None = None
+    ) -> None:
+        self.invalid_events += 1
+        if self.invalid_events <= LOGGED_INVALID_EVENTS:
+            log.warning("invalid event skipped", resource=resource.name, namespace=namespace, name=name, error=error)
 
     def _hand_over(self, changes: list[FindingChange]) -> None:
         """Finding changes to every sink: the log, the metrics, delivery (queued, never waited for)."""
@@ -397,27 +414,25 @@ class Service:
         return samples
 
 
-def _lag(obj: JSONObject, received: float) -> float | None:
-    """Receive time minus the newest managedFields time of the object (None without one)."""
-    meta = obj.get("metadata") or {}
-    newest = max((e.get("time") or "" for e in meta.get("managedFields") or () if isinstance(e, dict)), default="")
-    if not newest:
-        return None
-    try:
-        return received - parse_time(newest)
-    except ValueError:
-        return None
-
-
 def _cannot_start(event: str, **context: Any) -> int:
     log.error(event, **context)
     return EXIT_ERROR
 
 
-def run(config: Config, *, kubeconfig: Path | None, context: str | None, record: Path | None) -> int:
+def run(
+    config: Config, *, kubeconfig: Path | None, context: str | None, record: Path | None, engine: str = "auto"
+) -> int:
     """Run the watcher until SIGTERM/SIGINT; the exit status."""
     configure_logging(config.log)
-    service = Service(config, kubeconfig=kubeconfig, context=context, record=record)
+    if engine == "auto" and not native_available():
+        log.warning(
+            "native engine not built: running on the Python engine (same findings, more CPU per event)",
+            hint="install with Rust's cargo and Debian's librust-*-dev crates (scripts/native.sh) to build it",
+        )
+    try:
+        service = Service(config, kubeconfig=kubeconfig, context=context, record=record, engine=engine)
+    except ImportError:
+        return _cannot_start("cannot start the native engine", error="it is not built in this installation")
     with contextlib.suppress(KeyboardInterrupt):
         return asyncio.run(service.run())
     return EXIT_OK

@@ -10,7 +10,7 @@ use std::ops::Range;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -78,12 +78,13 @@ struct Doc<'a> {
     kind: Option<Cow<'a, str>>,
 }
 
-/// The object's members in one pass: apiVersion, kind and metadata read, status skipped, the rest (the body)
-/// kept as text.
+/// The object's members in one pass: apiVersion, kind and metadata read, status and the rest (the body) kept as
+/// text.
 struct ObjectDoc<'a> {
     api_version: Option<String>,
     kind: Option<String>,
     meta: Option<Meta<'a>>,
+    status: Option<&'a RawValue>,
     body: Vec<(Cow<'a, str>, &'a RawValue)>,
 }
 
@@ -96,15 +97,13 @@ impl<'de: 'a, 'a> Deserialize<'de> for ObjectDoc<'a> {
                 f.write_str("a Kubernetes object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectDoc<'de>, A::Error> {
-                let mut doc = ObjectDoc { api_version: None, kind: None, meta: None, body: Vec::new() };
+                let mut doc = ObjectDoc { api_version: None, kind: None, meta: None, status: None, body: Vec::new() };
                 while let Some(key) = map.next_key::<Key<'de>>()? {
                     match key.0.as_ref() {
                         "apiVersion" => doc.api_version = map.next_value()?,
                         "kind" => doc.kind = map.next_value()?,
                         "metadata" => doc.meta = map.next_value()?,
-                        "status" => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
+                        "status" => doc.status = map.next_value()?,
                         _ => doc.body.push((key.0, map.next_value()?)),
                     }
                 }
@@ -238,7 +237,9 @@ pub struct Parsed {
     #[pyo3(get)]
     pub rv: i64, // the resourceVersion as the engine compares it (see attribution.py's `version_key`)
     #[pyo3(get)]
-    pub time: Option<f64>, // observedAt, else the newest managedFields time (see capture.py's `event_time`)
+    pub written_at: Option<f64>, // the newest managedFields time
+    #[pyo3(get)]
+    pub time: Option<f64>, // observedAt, else `written_at`
     pub latest: i64, // the newest managedFields time in whole seconds (0 for none)
     #[pyo3(get)]
     pub has_managed_fields: bool,
@@ -246,6 +247,7 @@ pub struct Parsed {
     pub labels: Vec<(String, Range<usize>)>,
     pub annotations: Vec<(String, Range<usize>)>,
     pub body: Vec<(String, Range<usize>)>,
+    pub status: Option<Range<usize>>,
     pub controlled: bool,
     #[pyo3(get)]
     pub key: i64,
@@ -266,6 +268,28 @@ impl Parsed {
     #[getter]
     fn data(&self, py: Python<'_>) -> Py<PyBytes> {
         self.data.clone_ref(py)
+    }
+
+    /// The text of a label or annotation named by its path (`metadata.labels.app`), None for other paths
+    /// (events.py's `meta_value`).
+    fn meta_value(&self, py: Python<'_>, path: &str) -> Option<String> {
+        let data = self.data.as_bytes(py);
+        for (prefix, pairs) in [("metadata.annotations", &self.annotations), ("metadata.labels", &self.labels)] {
+            let rest = match path.strip_prefix(prefix) {
+                Some(rest) => rest,
+                None => continue,
+            };
+            let key = if let Some(inner) = rest.strip_prefix('[') {
+                inner.strip_suffix(']').unwrap_or(inner)
+            } else if let Some(name) = rest.strip_prefix('.') {
+                name
+            } else {
+                continue;
+            };
+            let value = pairs.iter().find(|(k, _)| k == key).map(|(_, range)| text(data, range.clone()))?;
+            return serde_json::from_str::<String>(value).ok();
+        }
+        None
     }
 }
 
@@ -331,18 +355,28 @@ pub trait Context {
     fn time(&mut self, py: Python<'_>, text: &str) -> PyResult<f64>;
 }
 
-/// A resourceVersion as the engine compares it: a hash cut to 62 bits, 0 for none (attribution.py's
-/// `version_key`, which uses Python's `hash`: the two are never compared with each other).
+/// A resourceVersion as the engine compares it (events.py's `version_key`): etcd's decimal versions as they are,
+/// others as 62 bits of a hash, 0 for none.
 fn version_key(rv: &str) -> i64 {
     if rv.is_empty() {
         0
+    } else if rv.len() < 19 && rv.bytes().all(|b| b.is_ascii_digit()) {
+        rv.parse().unwrap_or(0)
     } else {
         (digest::bytes(b'r', rv.as_bytes()) as i64) >> 2
     }
 }
 
+/// What the source knows of an event beyond its text: when it was received (unless the event says), and the
+/// apiVersion and kind of the resource watched (a metadata-only watch sends PartialObjectMetadata).
+pub struct Given<'a> {
+    pub observed_at: Option<f64>,
+    pub api_version: Option<&'a str>,
+    pub kind: Option<&'a str>,
+}
+
 /// Parse one event.
-pub fn parse(py: Python<'_>, chunk: &PyBytes, cx: &mut dyn Context) -> PyResult<Outcome> {
+pub fn parse(py: Python<'_>, chunk: &PyBytes, given: &Given<'_>, cx: &mut dyn Context) -> PyResult<Outcome> {
     let data = chunk.as_bytes();
     // UTF-8 checked once here, so that the parse below and every later use of the text's ranges need not.
     let json = match std::str::from_utf8(data) {
@@ -371,10 +405,14 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes, cx: &mut dyn Context) -> PyResult<
         }
         _ => return Ok(Outcome::Refused("not an event this parser reads".to_owned())),
     };
-    let (api_version, kind, meta, body) = match object {
-        Some(ObjectDoc { api_version: Some(api_version), kind: Some(kind), meta: Some(meta), body }) => {
-            (api_version, kind, meta, body)
-        }
+    let object = match object {
+        Some(object) => object,
+        None => return Ok(Outcome::Refused("no object".to_owned())),
+    };
+    let api_version = given.api_version.map(str::to_owned).or(object.api_version);
+    let kind = given.kind.map(str::to_owned).or(object.kind);
+    let (api_version, kind, meta, body, status) = match (api_version, kind, object.meta) {
+        (Some(api_version), Some(kind), Some(meta)) => (api_version, kind, meta, object.body, object.status),
         _ => return Ok(Outcome::Refused("no apiVersion, kind or metadata".to_owned())),
     };
     let body: Vec<(String, Range<usize>)> = body.into_iter().map(|(k, v)| (k.into_owned(), range(data, v))).collect();
@@ -386,7 +424,7 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes, cx: &mut dyn Context) -> PyResult<
         return Ok(Outcome::Refused("no uid or name".to_owned()));
     }
     let observed_at = match observed {
-        None => None,
+        None => given.observed_at,
         Some(text) => match parse_time(py, &text) {
             Ok(t) => Some(t),
             Err(_) => return Ok(Outcome::Refused("observedAt".to_owned())),
@@ -437,6 +475,7 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes, cx: &mut dyn Context) -> PyResult<
         uid,
         rv: version_key(&resource_version),
         resource_version,
+        written_at: newest,
         time: observed_at.or(newest),
         latest: newest.map_or(0, |t| t.trunc() as i64),
         has_managed_fields,
@@ -444,6 +483,20 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes, cx: &mut dyn Context) -> PyResult<
         labels: pairs(data, meta.labels),
         annotations: pairs(data, meta.annotations),
         body,
+        status: status.map(|raw| range(data, raw)),
         controlled,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_versions_are_kept_as_numbers_others_hashed() {
+        assert_eq!(version_key(""), 0);
+        assert_eq!(version_key("48000123"), 48_000_123);
+        assert_ne!(version_key("a1"), version_key("a2"));
+        assert_ne!(version_key("99999999999999999999"), 0); // (too long for an i64: hashed)
+    }
 }

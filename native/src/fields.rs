@@ -200,3 +200,52 @@ fn python_path(py: Python<'_>, paths: &mut Paths, prefix: PathId, function: &str
     })();
     rendered.map(|text| paths.intern(text)).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoded(trie: &str) -> Fallible<Vec<String>> {
+        pyo3::prepare_freethreaded_python();
+        Python::with_gil(|py| {
+            let mut paths = Paths::new();
+            let mut sets = FieldSets::new(&mut paths, 16);
+            let set = sets.decode(py, &mut paths, &[trie])?;
+            Ok(set.0.iter().map(|p| paths.text(*p).to_owned()).collect())
+        })
+    }
+
+    #[test]
+    fn a_trie_owns_its_leaves() {
+        let trie = r#"{"f:metadata": {"f:labels": {".": {}, "f:app": {}}, "f:ownerReferences": {"k:{\"uid\":\"1\"}": {}}},
+            "f:spec": {"f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:image": {}}}, "f:finalizers": {"v:\"x\"": {}}}}"#;
+        let mut found = decoded(trie).unwrap();
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "metadata.labels.app",
+                "metadata.ownerReferences",
+                "spec.containers[name=app].image",
+                "spec.finalizers[x]"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_malformed_trie_is_named() {
+        assert_eq!(decoded(r#"{"x:y": {}}"#).unwrap_err(), "unexpected fieldsV1 key 'x:y' under the root");
+        assert_eq!(decoded(r#"{"f:a": 1}"#).unwrap_err(), "unexpected fieldsV1 value under 'f:a' at the root");
+    }
+
+    #[test]
+    fn equal_sets_are_one_set() {
+        let mut paths = Paths::new();
+        let mut sets = FieldSets::new(&mut paths, 16);
+        let a = sets.intern(vec![3, 1, 2, 2]);
+        let b = sets.intern(vec![1, 2, 3]);
+        assert!(Rc::ptr_eq(&a, &b));
+        assert_eq!(a.minus(&sets.intern(vec![2])), [1, 3]);
+        assert!(a.contains_all(&[1, 3]) && !a.contains(4));
+    }
+}

@@ -1,6 +1,7 @@
-//! Write attribution over native state (attribution.py is the reference, line for line): per object the
-//! managedFields entries (writer, time in whole seconds, shared field set) and the two value tables. Only what
-//! the detectors read crosses into Python: the writers, the changed paths and the handovers of each write.
+//! Write attribution over native state (reference.py is the reference, line for line): per object the
+//! managedFields entries (writer, time in whole seconds, shared field set) and the value tables (labels and
+//! annotations, body, and status once needed). Only what the detectors read crosses into Python: each write's
+//! `Write` (writers, changed paths, handovers).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hasher;
@@ -29,8 +30,8 @@ struct ObjectState {
     entries: Vec<Entry>,
     meta: Rc<Table>,
     body: Rc<Table>,
+    status: Option<Rc<Table>>, // kept once a write changed nothing visible (see `status_changes`)
     controlled: bool,
-    seq: u64,
 }
 
 /// The entries of one version grouped by writer (one manager may write under two apiVersions).
@@ -83,6 +84,7 @@ struct Shared {
     untraced: PathId,
     writer_class: PyObject,
     handover_class: PyObject,
+    write_class: PyObject,
     unattributed: PyObject,
     new_tuple: PyObject,
 }
@@ -182,6 +184,38 @@ impl Shared {
         Ok(changed)
     }
 
+    /// The status leaves a write changed when it changed nothing else visible (`quiet`); see reference.py's
+    /// `_status`: the status is kept only from the first quiet write that no managedFields entry explains.
+    fn status_changes(
+        &mut self,
+        state: &mut ObjectState,
+        p: &Parsed,
+        data: &[u8],
+        quiet: bool,
+        explained: bool,
+    ) -> PyResult<Vec<PathId>> {
+        let raw = p.status.clone().map(|r| text(data, r));
+        let old = match &state.status {
+            Some(old) => old.clone(),
+            None => {
+                if quiet && !explained && raw.is_some() {
+                    state.status = Some(self.tables.status(&mut self.paths, raw).map_err(invalid)?);
+                }
+                return Ok(Vec::new());
+            }
+        };
+        let new = self.tables.status(&mut self.paths, raw).map_err(invalid)?;
+        if Rc::ptr_eq(&new, &old) || new.digest == old.digest {
+            return Ok(Vec::new());
+        }
+        state.status = Some(new.clone());
+        let mut changed = Vec::new();
+        if quiet {
+            changed_leaves(&old, &new, &mut changed);
+        }
+        Ok(changed)
+    }
+
     fn handover(
         &mut self,
         py: Python<'_>,
@@ -236,7 +270,13 @@ pub struct Front {
 #[pymethods]
 impl Front {
     #[new]
-    fn new(py: Python<'_>, writer_class: PyObject, handover_class: PyObject, unattributed: PyObject) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        writer_class: PyObject,
+        handover_class: PyObject,
+        write_class: PyObject,
+        unattributed: PyObject,
+    ) -> PyResult<Self> {
         let mut paths = Paths::new();
         let fields = FieldSets::new(&mut paths, 20_000);
         let tables = Tables::new(&mut paths, 4096);
@@ -253,6 +293,7 @@ impl Front {
                 untraced,
                 writer_class,
                 handover_class,
+                write_class,
                 unattributed,
                 new_tuple,
             },
@@ -261,9 +302,18 @@ impl Front {
     }
 
     /// Parse one event's JSON text: a `Parsed`, None for BOOKMARK and ERROR events, or (a str) why this parser
-    /// does not read it: the caller then asks the reference reader, which names the problem.
-    fn parse(&mut self, py: Python<'_>, chunk: &PyBytes) -> PyResult<PyObject> {
-        Ok(match event::parse(py, chunk, &mut self.shared)? {
+    /// does not read it: the caller then asks the reference reader, which names the problem. `observed_at`,
+    /// `api_version` and `kind` are what the source knows (see events.py's `decode`).
+    fn parse(
+        &mut self,
+        py: Python<'_>,
+        chunk: &PyBytes,
+        observed_at: Option<f64>,
+        api_version: Option<&str>,
+        kind: Option<&str>,
+    ) -> PyResult<PyObject> {
+        let given = event::Given { observed_at, api_version, kind };
+        Ok(match event::parse(py, chunk, &given, &mut self.shared)? {
             Outcome::Event(parsed) => Py::new(py, parsed)?.into_py(py),
             Outcome::Skipped => py.None(),
             Outcome::Refused(why) => PyString::new(py, &why).into_py(py),
@@ -274,7 +324,7 @@ impl Front {
     fn baseline(&mut self, py: Python<'_>, p: &Parsed) -> PyResult<()> {
         let empty = self.shared.tables.empty.clone();
         let mut state =
-            ObjectState { entries: Vec::new(), meta: empty.clone(), body: empty, controlled: false, seq: 0 };
+            ObjectState { entries: Vec::new(), meta: empty.clone(), body: empty, status: None, controlled: false };
         self.take(py, &mut state, p)?;
         self.objects.insert(p.key, state);
         Ok(())
@@ -288,8 +338,8 @@ impl Front {
         taken
     }
 
-    /// Attribute a write: (its writers, the visible leaves it changed, its handovers, the object's write count).
-    fn attribute(&mut self, py: Python<'_>, p: &Parsed, now: f64) -> PyResult<(PyObject, PyObject, PyObject, u64)> {
+    /// Attribute a write, the object's `seq`-th: a `Write` (see attribution.py).
+    fn attribute(&mut self, py: Python<'_>, p: &Parsed, now: f64, seq: u64) -> PyResult<PyObject> {
         let state = self.objects.get_mut(&p.key).ok_or_else(|| PyKeyError::new_err(p.uid.clone()))?;
         let shared = &mut self.shared;
         let data = p.data.as_bytes(py);
@@ -335,13 +385,15 @@ impl Front {
         }
         let (meta_before, body_before) = (state.meta.clone(), state.body.clone());
         let changed = shared.changed_values(state, p, data, true)?;
-        if writers.is_empty() && !changed.is_empty() && !(changed.len() == 1 && changed[0] == shared.untraced) {
-            // The one writer that owns every changed visible field (see `_owner_of_changes`).
+        let status = shared.status_changes(state, p, data, changed.is_empty(), !writers.is_empty())?;
+        let owned = if changed.is_empty() { &status } else { &changed };
+        if writers.is_empty() && !owned.is_empty() && !(owned.len() == 1 && owned[0] == shared.untraced) {
+            // The one writer that owns every changed field (see `_owner_of_changes`).
             let mut owners = Vec::new();
             for entry in entries.iter_mut() {
-                if entry.0.fields.contains_all(&changed) {
+                if entry.0.fields.contains_all(owned) {
                     refresh(py, shared, &raw, entry)?;
-                    if entry.0.fields.contains_all(&changed) {
+                    if entry.0.fields.contains_all(owned) {
                         owners.push(entry.0.writer);
                     }
                 }
@@ -350,16 +402,15 @@ impl Front {
                 writers = owners;
             }
         }
-        state.seq += 1;
         state.controlled = p.controlled; // (as of this version: a controller may adopt or orphan)
-        let seq = state.seq;
         let head = |path| (now, seq, path);
         let (meta_after, body_after) = (state.meta.clone(), state.body.clone());
         let handovers = PyList::empty(py);
         // Ownership: leaves a writer gained that another manager owned before and no longer owns.
         let mut taken: HashSet<PathId> = HashSet::new();
-        for (taker, paths) in &gained {
-            for &path in paths {
+        for (taker, paths) in &mut gained {
+            paths.sort_by(|a, b| shared.paths.text(*a).cmp(shared.paths.text(*b))); // (reference.py's order)
+            for &path in paths.iter() {
                 for owned in &prev {
                     let loser = owned.writer;
                     if loser == *taker
@@ -418,11 +469,14 @@ impl Front {
         for w in &writers {
             py_writers.append(shared.writer(py, *w)?)?;
         }
+        if writers.is_empty() {
+            py_writers.append(shared.unattributed.clone_ref(py))?;
+        }
         let py_changed = PyList::empty(py);
-        for &path in &changed {
+        for &path in changed.iter().chain(status.iter()) {
             py_changed.append(shared.paths.py(py, path))?;
         }
-        Ok((py_writers.into_py(py), py_changed.into_py(py), handovers.into_py(py), seq))
+        shared.write_class.call1(py, (now, seq, py_writers, py_changed, handovers))
     }
 
     /// Forget an object (deleted, or let go by the engine).
@@ -446,12 +500,6 @@ impl Front {
         Ok(PyFrozenSet::new(py, &texts)?.into_py(py))
     }
 
-    /// The key an object with this uid is tracked by.
-    #[staticmethod]
-    fn key(uid: &str) -> i64 {
-        event::object_key(uid)
-    }
-
     fn __len__(&self) -> usize {
         self.objects.len()
     }
@@ -469,6 +517,10 @@ impl Front {
         }
         state.entries = entries;
         shared.changed_values(state, p, data, false)?;
+        if state.status.is_some() {
+            let raw = p.status.clone().map(|r| text(data, r));
+            state.status = Some(shared.tables.status(&mut shared.paths, raw).map_err(invalid)?);
+        }
         state.controlled = p.controlled;
         Ok(())
     }

@@ -100,3 +100,37 @@ impl Paths {
         id
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_rendered_as_paths_py_renders_them() {
+        let mut paths = Paths::new();
+        let meta = paths.field(ROOT, "metadata");
+        let annotations = paths.field(meta, "annotations");
+        let key = paths.field(annotations, "example.com/last-reconciled");
+        assert_eq!(paths.text(key), "metadata.annotations[example.com/last-reconciled]");
+        let labels = paths.field(meta, "labels");
+        let plain = paths.field(labels, "app_name-2");
+        assert_eq!(paths.text(plain), "metadata.labels.app_name-2");
+        let bracketed = paths.field(labels, "2fast");
+        assert_eq!(paths.text(bracketed), "metadata.labels[2fast]");
+        let spec = paths.field(ROOT, "spec");
+        let containers = paths.field(spec, "containers");
+        let app = paths.item(containers, "name=app");
+        let image = paths.field(app, "image");
+        assert_eq!(paths.text(image), "spec.containers[name=app].image");
+    }
+
+    #[test]
+    fn a_path_is_interned_once() {
+        let mut paths = Paths::new();
+        let spec = paths.field(ROOT, "spec");
+        let replicas = paths.field(spec, "replicas");
+        assert_eq!(paths.field(spec, "replicas"), replicas);
+        assert_eq!(paths.intern("spec.replicas".to_owned()), replicas);
+        assert_ne!(paths.field(spec, "paused"), replicas);
+    }
+}

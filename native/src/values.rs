@@ -1,6 +1,7 @@
 //! The values a watch event lets us see, as tables of 32-bit leaf hashes (values.py is the reference): labels and
 //! annotations in one table, the body (every top-level section but apiVersion, kind, metadata and status) in
-//! another, made only when the body's digest moved. Tables of one shape share their path index.
+//! another, made only when the body's digest moved, and the status in a third, kept only for objects that need
+//! it (see front.rs). Tables of one shape share their path index. The hashes are hashing.py's (see digest.rs).
 
 use std::collections::HashMap;
 use std::hash::Hasher;
@@ -55,18 +56,22 @@ pub struct Tables {
     annotations: PathId,
 }
 
-fn cut(hash: u64) -> u32 {
-    hash as u32
-}
-
+/// The value hash of a scalar (`hashing.value_hash`); lists and maps are flattened, or hashed whole, by the caller.
 fn scalar_hash(value: &Value) -> u32 {
     match value {
-        Value::String(s) => cut(digest::bytes(b's', s.as_bytes())),
-        Value::Number(n) => cut(digest::bytes(b'n', n.to_string().as_bytes())),
-        Value::Bool(b) => cut(digest::bytes(b'b', &[*b as u8])),
-        Value::Null => cut(digest::bytes(b'z', b"")),
-        // (lists and maps are flattened or hashed as a whole by the caller)
-        _ => cut(digest::bytes(b'j', serde_json::to_string(value).unwrap_or_default().as_bytes())),
+        Value::String(s) => digest::crc(digest::STRING, s.as_bytes()),
+        Value::Number(n) => digest::crc(digest::NUMBER, number_text(n).as_bytes()),
+        Value::Bool(b) => digest::crc(digest::BOOLEAN, &[*b as u8]),
+        Value::Null => digest::crc(digest::NULL, b""),
+        _ => digest::crc(digest::OTHER, &digest::compact_json(value)),
+    }
+}
+
+/// A number's canonical text: an integer in decimal, a float as Python's `repr` writes it.
+fn number_text(n: &Number) -> String {
+    match n.as_f64() {
+        Some(f) if !(n.is_i64() || n.is_u64()) => digest::py_float(f),
+        _ => n.to_string(),
     }
 }
 
@@ -74,10 +79,10 @@ fn scalar_hash(value: &Value) -> u32 {
 fn meta_value_hash(text: &str) -> Fallible<u32> {
     if text.starts_with('"') {
         if !text.contains('\\') {
-            return Ok(cut(digest::bytes(b's', &text.as_bytes()[1..text.len() - 1])));
+            return Ok(digest::crc(digest::STRING, &text.as_bytes()[1..text.len() - 1]));
         }
         let unescaped: String = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        return Ok(cut(digest::bytes(b's', unescaped.as_bytes())));
+        return Ok(digest::crc(digest::STRING, unescaped.as_bytes()));
     }
     if text.starts_with('{') || text.starts_with('[') {
         return Err(NOT_STRINGS.to_owned());
@@ -204,6 +209,35 @@ impl Tables {
     }
 }
 
+impl Tables {
+    /// The table of an object's status (`empty` without one), made once per digest while cached; the digest is
+    /// the table's, so that the next version's tells whether the status changed at all.
+    pub fn status(&mut self, paths: &mut Paths, status: Option<&str>) -> Fallible<Rc<Table>> {
+        let raw = match status {
+            Some(raw) => raw,
+            None => return Ok(self.empty.clone()),
+        };
+        let mut hasher = digest::hasher();
+        hasher.write(b"status\0");
+        hasher.write(raw.as_bytes());
+        let digest = hasher.finish().max(1);
+        if let Some(found) = self.bodies.get(&digest) {
+            return Ok(found.clone());
+        }
+        let mut leaves = Leaves::new();
+        let prefix = paths.field(ROOT, "status");
+        let mut de = serde_json::Deserializer::from_str(raw);
+        Flatten { paths, prefix, out: &mut leaves }.deserialize(&mut de).map_err(|e| e.to_string())?;
+        de.end().map_err(|e| e.to_string())?;
+        let table = self.table(leaves, digest);
+        if self.bodies.len() >= self.max_bodies {
+            self.bodies.clear();
+        }
+        self.bodies.insert(digest, table.clone());
+        Ok(table)
+    }
+}
+
 /// `flatten_value` straight from the JSON text, without a `Value` for the objects on the way: the body of every
 /// write whose body changed goes through here. (Lists are still read as values: their items' paths depend on
 /// their keys. A key repeated in one object, which no API server writes, would leave the leaves of both.)
@@ -246,7 +280,7 @@ impl<'de, 'p> Visitor<'de> for Flatten<'p> {
         Ok(())
     }
     fn visit_str<E>(self, v: &str) -> Result<(), E> {
-        self.out.insert(self.prefix, cut(digest::bytes(b's', v.as_bytes())));
+        self.out.insert(self.prefix, digest::crc(digest::STRING, v.as_bytes()));
         Ok(())
     }
     fn visit_u64<E>(self, v: u64) -> Result<(), E> {
@@ -299,8 +333,7 @@ fn flatten(paths: &mut Paths, node: &Map<String, Value>, prefix: PathId, out: &m
 fn flatten_list(paths: &mut Paths, items: &[Value], prefix: PathId, out: &mut Leaves) {
     match list_key(items) {
         None => {
-            let text = serde_json::to_string(items).unwrap_or_default();
-            out.insert(prefix, cut(digest::bytes(b'l', text.as_bytes())));
+            out.insert(prefix, digest::crc(digest::LIST, &digest::compact_json(items)));
         }
         Some(key) => {
             for item in items {
@@ -361,4 +394,83 @@ pub fn changed_leaves(old: &Table, new: &Table, out: &mut Vec<PathId>) {
         }
     }
     out.extend(old.shape.paths.iter().filter(|p| !new.has(**p)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaves(paths: &Paths, table: &Table) -> Vec<(String, u32)> {
+        table.shape.paths.iter().zip(table.hashes.iter()).map(|(p, h)| (paths.text(*p).to_owned(), *h)).collect()
+    }
+
+    #[test]
+    fn a_body_is_flattened_by_merge_keys_and_hashed_by_type() {
+        let mut paths = Paths::new();
+        let mut tables = Tables::new(&mut paths, 16);
+        let body = [
+            ("data", r#"{"key": "1", "n": 1, "f": 1.0, "t": true, "z": null, "e": {}}"#),
+            ("spec", r#"{"ports": [{"name": "http", "port": 80}], "args": ["a", 1.5]}"#),
+        ];
+        let table = tables.body(&mut paths, &body, Tables::body_digest(&body)).unwrap();
+        let found = leaves(&paths, &table);
+        let expected = [
+            ("data.key", digest::crc(digest::STRING, b"1")),
+            ("data.n", digest::crc(digest::NUMBER, b"1")),
+            ("data.f", digest::crc(digest::NUMBER, b"1.0")),
+            ("data.t", digest::crc(digest::BOOLEAN, &[1])),
+            ("data.z", digest::crc(digest::NULL, b"")),
+            ("data.e", 0),
+            ("spec.ports[name=http].name", digest::crc(digest::STRING, b"http")),
+            ("spec.ports[name=http].port", digest::crc(digest::NUMBER, b"80")),
+            ("spec.args", digest::crc(digest::LIST, br#"["a",1.5]"#)),
+        ];
+        assert_eq!(found, expected.iter().map(|(p, h)| (p.to_string(), *h)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn changed_leaves_are_the_changed_then_the_vanished() {
+        let mut paths = Paths::new();
+        let mut tables = Tables::new(&mut paths, 16);
+        let before = [("data", r#"{"a": "1", "b": "2", "c": "3"}"#)];
+        let after = [("data", r#"{"a": "1", "b": "9", "d": "4"}"#)];
+        let old = tables.body(&mut paths, &before, Tables::body_digest(&before)).unwrap();
+        let new = tables.body(&mut paths, &after, Tables::body_digest(&after)).unwrap();
+        let mut changed = Vec::new();
+        changed_leaves(&old, &new, &mut changed);
+        let names: Vec<&str> = changed.iter().map(|p| paths.text(*p)).collect();
+        assert_eq!(names, ["data.b", "data.d", "data.c"]);
+    }
+
+    #[test]
+    fn label_values_hash_their_unescaped_text_and_must_be_strings() {
+        let mut paths = Paths::new();
+        let mut tables = Tables::new(&mut paths, 16);
+        let empty = tables.empty.clone();
+        let table = tables.meta(&mut paths, &[("app", r#""w\u00e9b""#)], &[], &empty).unwrap();
+        assert_eq!(
+            leaves(&paths, &table),
+            [("metadata.labels.app".to_owned(), digest::crc(digest::STRING, "wéb".as_bytes()))]
+        );
+        assert_eq!(
+            tables.meta(&mut paths, &[("app", r#""w\u00e9b""#)], &[], &table).map(|t| Rc::ptr_eq(&t, &table)),
+            Ok(true)
+        );
+        assert!(tables.meta(&mut paths, &[("app", "{}")], &[], &empty).is_err());
+    }
+
+    #[test]
+    fn a_status_table_is_made_once_per_text_and_none_is_the_empty_table() {
+        let mut paths = Paths::new();
+        let mut tables = Tables::new(&mut paths, 16);
+        let status = r#"{"phase": "Ready", "conditions": [{"type": "Ready", "status": "True"}]}"#;
+        let table = tables.status(&mut paths, Some(status)).unwrap();
+        let names: Vec<String> = leaves(&paths, &table).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(
+            names,
+            ["status.phase", "status.conditions[type=Ready].type", "status.conditions[type=Ready].status"]
+        );
+        assert!(Rc::ptr_eq(&table, &tables.status(&mut paths, Some(status)).unwrap()));
+        assert_eq!(tables.status(&mut paths, None).unwrap().digest, 0);
+    }
 }

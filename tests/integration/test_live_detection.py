@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import orjson
 import pytest
 
 from harness.scenarios import scenario_of
@@ -18,7 +19,6 @@ from tests.integration.conftest import LiveRun
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.model import Finding
-from watcher.sources.capture import to_event
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def live_events(live_run: LiveRun) -> dict[str, list[dict[str, object]]]:
 def _analyse(events: list[dict[str, object]]) -> tuple[list[Finding], Engine]:
     engine = Engine(Config().detection)
     for doc in events:
-        event = to_event(doc)
+        event = engine.decode(orjson.dumps(doc))
         assert event is not None
         engine.process(event)
     return engine.active() + engine.resolved(), engine

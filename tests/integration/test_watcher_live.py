@@ -23,7 +23,6 @@ from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.model import ChangeKind, FindingType
 from watcher.sinks.report import finding_json
-from watcher.sources.capture import to_event
 
 
 def _scenario(finding: dict[str, Any]) -> str | None:
@@ -63,7 +62,7 @@ def test_the_watcher_flags_no_benign_churn(live_run: LiveRun, scenario: str) -> 
 def test_the_watcher_finds_what_the_engine_finds_on_full_objects_of_the_same_traffic(live_run: LiveRun) -> None:
     engine = Engine(Config().detection)
     for doc in sorted(live_run.events, key=lambda e: str(e["observedAt"])):
-        event = to_event(doc)
+        event = engine.decode(orjson.dumps(doc))
         assert event is not None
         engine.process(event)
     reference = {_essence(finding_json(f)) for f in engine.active() + engine.resolved()}
@@ -78,7 +77,7 @@ def test_each_finding_is_logged_once_as_soon_as_it_is_a_fight_with_writers_field
     engine = Engine(Config().detection)
     at_opening: dict[tuple[str, str | None, str], int] = {}
     for doc in sorted(live_run.events, key=lambda e: str(e["observedAt"])):
-        event = to_event(doc)
+        event = engine.decode(orjson.dumps(doc))
         assert event is not None
         for change in engine.process(event):
             if change.kind is ChangeKind.OPENED:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +11,10 @@ import orjson
 import pytest
 
 from tests.expectations import FINDINGS
-from tests.unit.captures import capture
+from tests.unit.captures import IMPLEMENTATIONS, capture
 from watcher.cli import _listen, _with_shard, main
 from watcher.config import Config
+from watcher.detection.native import native_available
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -81,9 +83,105 @@ def test_malformed_event_prints_what_came_before_then_fails(tmp_path: Path) -> N
     assert result.returncode == 2
     assert f"{path}:{len(lines) + 1}: invalid JSON" in result.stderr.decode()
     assert orjson.loads(result.stdout.splitlines()[0])["fields"] == ["metadata.labels.owner"]
+    assert f"the findings above cover the {len(lines):,} events read before this point; use --skip-invalid" in (
+        result.stderr.decode()
+    )
     skipped = run("replay", "--skip-invalid", str(path))
     assert skipped.returncode == 0
     assert "1 invalid events skipped" in skipped.stdout.decode()
+
+
+def _truncated_after_the_fight(tmp_path: Path) -> tuple[Path, int]:
+    """A gzip capture of a fight, then the same events again (duplicates: no change) in a member that breaks off;
+    and how many lines the fight's own member holds."""
+    data = capture("fight-update-vs-update-label").read_bytes()
+    again = gzip.compress(data, mtime=0)
+    path = tmp_path / "truncated.gz"
+    path.write_bytes(gzip.compress(data, mtime=0) + again[: len(again) // 2])
+    return path, len(data.splitlines())
+
+
+@pytest.mark.parametrize("skip_invalid", [False, True])
+def test_a_truncated_gzip_capture_prints_the_findings_of_what_was_read_then_fails(
+    tmp_path: Path, skip_invalid: bool
+) -> None:
+    path, lines = _truncated_after_the_fight(tmp_path)
+    result = run("replay", "--output", "json", *(["--skip-invalid"] if skip_invalid else []), str(path))
+    assert result.returncode == 2
+    assert result.stdout
+    found = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert [(f["type"], f["fields"]) for f in found] == [("fight", ["metadata.labels.owner"])]
+    err = result.stderr.decode()
+    broke = f"fightwatch: {path}: the compressed stream ends early (truncated file?); read up to line "
+    assert broke in err
+    read = int(err.split(broke, 1)[1].split()[0].replace(",", ""))
+    assert read >= lines  # every line of the sound member, and what came of the broken one
+    assert f"the findings above cover the {read:,} events read before this point" in err
+    assert "--skip-invalid" not in err  # (no skipping gets past a file that breaks off)
+
+
+def test_a_truncated_gzip_capture_prints_its_table_then_fails(tmp_path: Path) -> None:
+    path, _ = _truncated_after_the_fight(tmp_path)
+    result = run("replay", str(path))
+    assert result.returncode == 2
+    out = result.stdout.decode()
+    assert "1 fight, 0 hot loops (1 active)." in out
+    assert "team-a-operator (Update)" in out
+    assert f"{path}: the compressed stream ends early (truncated file?)" in result.stderr.decode()
+
+
+def test_a_corrupt_gzip_capture_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    data = capture("fight-update-vs-update-label").read_bytes()
+    path = tmp_path / "corrupt.gz"
+    path.write_bytes(gzip.compress(data, mtime=0) + gzip.compress(data, mtime=0)[:10] + b"\x07" + bytes(16))
+    result = run("replay", "--output", "json", str(path))
+    assert result.returncode == 2
+    assert [orjson.loads(line)["fields"] for line in result.stdout.splitlines()] == [["metadata.labels.owner"]]
+    err = result.stderr.decode()
+    assert f"fightwatch: {path}: the compressed stream is corrupt (" in err
+    assert f"; read up to line {len(data.splitlines())}" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "what"),
+    [
+        (b"", (), "(0 lines)"),
+        (b"\n\n", (), "(2 lines)"),
+        (gzip.compress(b"", mtime=0), (), "(0 lines)"),
+        (b"{oops\n[]\n", ("--skip-invalid",), "(2 lines, all invalid)"),
+    ],
+)
+def test_a_capture_without_events_warns_that_nothing_was_read(
+    tmp_path: Path, content: bytes, args: tuple[str, ...], what: str
+) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(content)
+    result = run("replay", *args, str(path))
+    assert result.returncode == 0, result.stderr
+    assert "No controller fights or hot loops found." in result.stdout.decode()
+    err = result.stderr.decode()
+    assert f"fightwatch: warning: no events were read from {path} {what}: nothing was analysed" in err
+
+
+def test_a_capture_with_events_does_not_warn() -> None:
+    result = run("replay", str(capture("benign-one-correction")))
+    assert result.returncode == 0
+    assert "no events were read" not in result.stderr.decode()
+
+
+def test_version_names_the_build_and_the_engine() -> None:
+    result = run("--version")
+    assert result.returncode == 0
+    out = result.stdout.decode()
+    assert out.startswith("fightwatch ")
+    assert f"engine: {'native' if native_available() else 'python'}" in out
+
+
+@pytest.mark.parametrize("engine", IMPLEMENTATIONS)
+def test_replay_runs_on_the_engine_asked_for(engine: str) -> None:
+    result = run("replay", "--engine", engine, str(capture("fight-apply-vs-update-replicas")))
+    assert result.returncode == 0, result.stderr
+    assert "1 fight, 0 hot loops (1 active)." in result.stdout.decode()
 
 
 def test_broken_config_is_a_usage_error(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The build that ships compiles the per-event modules with mypyc (setup.py); pure Python runs the same source.
-They must agree: the same findings, to the byte, on every real capture and the demo capture."""
+They must agree: the same findings, to the byte, on every real capture and the demo capture (and so must the
+build's default engine, native where it is built)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,13 @@ def test_compiled_and_pure_python_find_the_same(tmp_path: Path) -> None:
         found = subprocess.run([sys.executable, "-c", where], cwd=tmp_path, env=env, capture_output=True, check=True)
         assert found.stdout.decode().strip().startswith(f"{engine}.")  # engine.py, or engine.cpython-*.so
 
+    assert b"(pure Python, engine: " in replay("--version", cwd=tmp_path, pythonpath=pure)
+    assert b"(compiled with mypyc, engine: " in replay("--version", cwd=tmp_path)
+
     captures = sorted(str(path) for path in CAPTURES.glob("*.jsonl"))
-    for args in (("replay", "--output", "json", *captures), ("demo", "--output", "json")):
-        compiled = replay(*args, cwd=tmp_path)
-        assert compiled.count(b'"type":"fight"') >= 10
-        assert replay(*args, cwd=tmp_path, pythonpath=pure) == compiled
+    for command, *args in (("replay", "--output", "json", *captures), ("demo", "--output", "json")):
+        python = (command, "--engine", "python", *args)
+        pure_python = replay(*python, cwd=tmp_path, pythonpath=pure)
+        assert pure_python.count(b'"type":"fight"') >= 10
+        assert replay(*python, cwd=tmp_path) == pure_python  # the Python engine, compiled with mypyc
+        assert replay(command, *args, cwd=tmp_path) == pure_python  # the build's default (native where built)

@@ -25,7 +25,7 @@ def _changes() -> list[FindingChange]:
     engine = Engine(Config().detection)
     changes: list[FindingChange] = []
     for name in ("fight-data", "fight-three-writers", "hot-loop-timestamp"):
-        for event in events(name):
+        for event in events(name, engine.decode):
             changes += engine.process(event)
     changes += engine.advance(max(f.last_seen for f in engine.active()) + 3600)
     assert len(changes) >= 8
@@ -219,7 +219,7 @@ def test_a_new_leader_catches_up_on_what_a_previous_leader_may_not_have_told() -
 
     service = Service(Config(), kubeconfig=None, context=None, record=None)
     for name in ("fight-data", "fight-three-writers", "hot-loop-timestamp"):
-        for event in events(name):
+        for event in events(name, service.engine.decode):
             service.engine.process(event)
     active = service.engine.active()
     first = min(f.detected_at for f in active)

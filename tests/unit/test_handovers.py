@@ -1,18 +1,23 @@
 """The packed handover log behaves like the plain list of handovers it stands for (with value hashes cut to 32
-bits and write counters of 32 bits, as it keeps them)."""
+bits and write counters of 32 bits, as it keeps them). Value hashes are 32-bit CRCs (`hashing.py`), which it keeps
+as they are."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.detection.handovers import Handover, HandoverLog, cut
+from watcher.detection.handovers import REMOVED, Handover, HandoverLog, cut
+from watcher.detection.hashing import text_hash, value_hash
 from watcher.model import Writer
 
 WRITERS = [Writer("helm", "Update", ""), Writer("hpa", "Update", ""), Writer("manager", "Apply", "")]
 PATHS = ["spec.replicas", "metadata.labels.owner", "data.mode", "metadata.annotations[example.com/at]"]
 
 writers = st.sampled_from(WRITERS)
+# Value hashes as attribution makes them (32-bit CRCs, REMOVED for a value that vanished), and any other int, which
+# the log cuts to 32 bits.
+value_hashes = st.one_of(st.integers(0, 2**32 - 1), st.just(REMOVED), st.integers(-(2**63) + 1, 2**63 - 1))
 handovers = st.builds(
     lambda gap, seq, path, by, owners, values: (gap, seq, path, by, owners, values),
     st.floats(0, 120, allow_nan=False),
@@ -20,7 +25,7 @@ handovers = st.builds(
     st.sampled_from(PATHS),
     writers,
     st.one_of(st.none(), st.tuples(writers, writers)),
-    st.one_of(st.none(), st.tuples(st.integers(-(2**63) + 1, 2**63 - 1), st.integers(-5, 5))),
+    st.one_of(st.none(), st.tuples(value_hashes, st.integers(-5, 5))),
 )
 batches = st.lists(st.lists(handovers, max_size=6), max_size=40)
 
@@ -75,3 +80,13 @@ def test_the_packed_log_keeps_and_counts_what_a_list_would(
         for path in PATHS:
             assert log.backs(path) == _reference_backs(reference, path)
             assert log.of(path) == [h for h in reference if h.path == path]
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.one_of(st.text(), st.integers(), st.floats(allow_nan=False), st.booleans(), st.none()))
+def test_value_hashes_are_kept_as_they_are(value: object) -> None:
+    """A value hash is 32 bits already: the log keeps it as it is (but for the one word that means no value)."""
+    for hashed in (value_hash(value), text_hash(str(value))):
+        assert 0 <= hashed < 2**32
+        assert cut(hashed) == hashed or hashed == 2**32 - 1
+    assert cut(REMOVED) != cut(None)  # a value that vanished is not a value that is not there

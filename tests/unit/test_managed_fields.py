@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.captures import CAPTURES, events
+from watcher.detection.events import event_object
 from watcher.detection.managed_fields import (
     FieldSetCache,
     FieldsV1Error,
@@ -23,8 +24,8 @@ def _owned(scenario: str, kind: str, manager: str) -> set[str]:
     """What `manager` owned at some point on objects of `kind` in a scenario's capture."""
     found: set[str] = set()
     for event in events(scenario):
-        if event.object["kind"] == kind:
-            for entry in event.object["metadata"].get("managedFields", []):
+        if event.kind == kind:
+            for entry in event_object(event)["metadata"].get("managedFields", []):
                 if entry["manager"] == manager:
                     found |= leaf_paths(entry["fieldsV1"])
     return found
@@ -96,8 +97,9 @@ def test_ownership_and_values_name_the_same_leaf_the_same_way() -> None:
     checked = 0
     for path in sorted(CAPTURES.glob("*.jsonl")):
         for event in events(path.stem):
-            values = leaf_hashes(event.object)
-            for entry in event.object["metadata"].get("managedFields", []):
+            obj = event_object(event)
+            values = leaf_hashes(obj)
+            for entry in obj["metadata"].get("managedFields", []):
                 for leaf in leaf_paths(entry["fieldsV1"]):
                     if leaf.startswith(("status", "metadata.")) and not leaf.startswith(
                         ("metadata.labels", "metadata.annotations")
@@ -150,7 +152,7 @@ def test_entries_are_kept_with_their_times_and_fields() -> None:
     checked = 0
     for path in sorted(CAPTURES.glob("*.jsonl")):
         for event in events(path.stem):
-            raw = raw_entries(event.object["metadata"].get("managedFields", []))
+            raw = raw_entries(event_object(event)["metadata"].get("managedFields", []))
             entries = [keep_entry(w, stamp(t), decode(FieldSetCache(), f)) for w, (t, f) in raw.items()]
             assert unpack_entries(pack_entries(entries)) == {e.writer: e for e in entries}
             checked += len(entries)

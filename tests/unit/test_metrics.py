@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.unit.captures import events
+from tests.unit.captures import IMPLEMENTATIONS, events
 from watcher.config import Config, MetricsSettings
 from watcher.detection.engine import Engine
 from watcher.model import ChangeKind, FindingChange, ObjectRef, Writer
@@ -34,7 +34,7 @@ def _replay(metrics: Metrics, *names: str, follow: bool = True) -> tuple[Engine,
         metrics.active = engine.active
     changes: list[FindingChange] = []
     for name in names:
-        for event in events(name):
+        for event in events(name, engine.decode):
             batch = engine.process(event)
             metrics.on_changes(batch)
             changes += batch
@@ -134,7 +134,7 @@ def test_the_writers_label_stays_put_while_alternating_writers_lead_in_turn() ->
     metrics.active = engine.active
     labels = set()
     orders = set()
-    for event in events("fight-update-vs-update-label"):
+    for event in events("fight-update-vs-update-label", engine.decode):
         engine.process(event)
         for finding in engine.active():
             orders.add(tuple(c.writer.manager for c in finding.writers))
@@ -311,9 +311,22 @@ def test_build_info_and_openmetrics_negotiation() -> None:
     (info,) = _series(registry, "fightwatch_build_info")
     assert info["version"]
     assert info["python_version"]
+    assert info["engine"] == "python"  # (unless told otherwise)
     body, content_type = exposition(registry, "application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     assert body.endswith(b"# EOF\n")
+
+
+@pytest.mark.parametrize("engine", IMPLEMENTATIONS)
+def test_build_info_names_the_engine_the_watcher_runs_on(engine: str) -> None:
+    """`Service` labels it with the attribution implementation its engine runs on."""
+    from watcher.service import Service  # noqa: PLC0415 - the composition root, only for its metrics
+
+    service = Service(Config(), kubeconfig=None, context=None, record=None, engine=engine)
+    assert service.engine.implementation == engine
+    (info,) = _series(service.registry, "fightwatch_build_info")
+    assert info["engine"] == engine
+    assert service.registry.get_sample_value("fightwatch_build_info", info) == 1
 
 
 def _readme_metrics_table() -> dict[str, tuple[str, tuple[str, ...]]]:

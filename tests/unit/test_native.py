@@ -1,6 +1,8 @@
-"""The native front end (`native/`, Rust) parses events and attributes writes; the Python engine is its reference.
-They must agree: the same findings and the same totals, to the byte, on every real capture and the demo capture,
-one by one and merged, and the same errors, with file and line, on malformed input."""
+"""The native engine (`native/`, Rust) parses events and attributes writes; the Python reference is what it must
+agree with. Beside the protocol-level differential test (test_attribution_differential.py), whole replays must
+agree: the same findings and the same totals, to the byte, on every real capture and the demo capture, one by one
+and merged, and the same errors, with file and line, on malformed input. And `--engine auto` picks the native
+engine where it is built, the Python one (with a warning for `run`) where it is not."""
 
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ import orjson
 import pytest
 
 from tests.unit.captures import CAPTURES
-from watcher.detection.engine import native_available
+from watcher.config import Config
+from watcher.detection.engine import Engine
+from watcher.detection.native import implementation, native_available
+from watcher.detection.reference import PythonAttribution
 
-# A pure-Python build (FIGHTWATCH_PURE_PYTHON, asked for by hand: CI never sets it) has no native front end.
+# A pure-Python build (FIGHTWATCH_PURE_PYTHON, asked for by hand: CI never sets it) has no native engine.
 pytestmark = pytest.mark.skipif(
     os.environ.get("FIGHTWATCH_PURE_PYTHON", "") not in {"", "0"}, reason="FIGHTWATCH_PURE_PYTHON: no native front end"
 )
@@ -32,10 +37,42 @@ def both(*args: str, cwd: Path) -> tuple[tuple[int, bytes, bytes], tuple[int, by
     return replay(*args, "--engine", "native", cwd=cwd), replay(*args, "--engine", "python", cwd=cwd)
 
 
-def test_native_front_end_is_built() -> None:
+def test_native_engine_is_built() -> None:
     assert native_available(), (
         "watcher._native is not built: see setup.py (cargo, and Debian's crates: scripts/native.sh)"
     )
+    assert Engine(Config().detection).implementation == "native"  # (what `auto`, the default, picks)
+
+
+def test_without_the_native_engine_auto_is_the_python_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "watcher._native", None)  # (as if it were not built: it cannot be imported)
+    assert not native_available()
+    assert isinstance(implementation("auto"), PythonAttribution)
+    with pytest.raises(ImportError):
+        implementation("native")
+    with pytest.raises(ValueError, match="unknown engine 'rust'"):
+        implementation("rust")
+
+
+def test_run_says_when_it_falls_back_to_python(tmp_path: Path) -> None:
+    """`fightwatch run` where the native engine is not built warns and runs on the Python engine; here it then
+    cannot connect (no cluster), which it says too."""
+    script = (
+        "import sys; sys.modules['watcher._native'] = None; from watcher import cli; sys.exit(cli.main(sys.argv[1:]))"
+    )
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    result = subprocess.run(
+        [sys.executable, "-c", script, "run", "--kubeconfig", str(kubeconfig), "--listen", "127.0.0.1:0"],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    log = result.stdout.decode() + result.stderr.decode()
+    assert "native engine not built: running on the Python engine" in log
+    assert result.returncode == 2
+    assert "cannot connect" in log
 
 
 @pytest.mark.parametrize("output", ["json", "table"])

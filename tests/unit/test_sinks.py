@@ -22,7 +22,7 @@ from watcher.sinks.outlets import build_sinks
 def _lifecycle(name: str) -> list[FindingChange]:
     engine = Engine(Config().detection)
     changes: list[FindingChange] = []
-    for event in events(name):
+    for event in events(name, engine.decode):
         changes += engine.process(event)
     changes += engine.advance(max(f.last_seen for f in engine.active()) + 3600)
     return changes

@@ -1,4 +1,5 @@
-"""One watch line at a time: what reaches the engine, what is a failure (shapes as kube-apiserver v1.20.2 sends)."""
+"""One watch line at a time: what reaches the engine, what is skipped, what is a failure (shapes as kube-apiserver
+v1.20.2 sends), read by the decoder of either attribution implementation."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.unit.captures import IMPLEMENTATIONS
 from watcher.config import Config, parse_config
-from watcher.model import EventType, WatchEvent
+from watcher.detection.attribution import Decoder
+from watcher.detection.events import EventError, ObjectEvent, event_object
+from watcher.detection.native import implementation
+from watcher.sinks.recording import LAST_APPLIED
 from watcher.sources.discovery import ApiResource, Target
-from watcher.sources.watch import LAST_APPLIED, Failure, NamespaceFilter, ResourceWatch, WatchError
+from watcher.sources.watch import Failure, NamespaceFilter, ResourceWatch, WatchError
 
 CONFIGMAPS = ApiResource(group="", version="v1", plural="configmaps", kind="ConfigMap", namespaced=True)
 SECRETS = ApiResource(group="", version="v1", plural="secrets", kind="Secret", namespaced=True)
@@ -63,39 +68,54 @@ EXPIRED = {
 }
 
 
-def _watch(resource: ApiResource = CONFIGMAPS, **watch: Any) -> tuple[ResourceWatch, list[WatchEvent]]:
-    delivered: list[WatchEvent] = []
-    settings = parse_config({"watch": watch}, source="test").watch if watch else Config().watch
-    rw = ResourceWatch(
-        Target(resource, full_objects=False),
-        api=None,  # type: ignore[arg-type]  # lines only: nothing is requested
-        deliver=lambda event, _: delivered.append(event),
-        settings=settings,
-        namespaces=NamespaceFilter(settings.namespaces, settings.exclude_namespaces),
-    )
-    return rw, delivered
+class Watched:
+    """A watch of one resource fed lines by hand, and what it handed on."""
+
+    def __init__(self, resource: ApiResource, decode: Decoder, **watch: Any) -> None:
+        self.delivered: list[ObjectEvent] = []
+        self.invalid: list[tuple[ApiResource, EventError]] = []
+        settings = parse_config({"watch": watch}, source="test").watch if watch else Config().watch
+        self.rw = ResourceWatch(
+            Target(resource, full_objects=False),
+            api=None,  # type: ignore[arg-type]  # lines only: nothing is requested
+            deliver=lambda event, _: self.delivered.append(event),
+            decode=decode,
+            on_invalid=lambda resource, error: self.invalid.append((resource, error)),
+            settings=settings,
+            namespaces=NamespaceFilter(settings.namespaces, settings.exclude_namespaces),
+        )
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def decode(request: pytest.FixtureRequest) -> Decoder:
+    """The decoder of an attribution implementation (what `Engine.decode` is, and the watch is given)."""
+    return implementation(request.param).decode
 
 
 def _line(doc: dict[str, Any]) -> bytes:
     return orjson.dumps(doc)
 
 
-def test_a_metadata_event_reaches_the_engine_as_the_object_it_stands_for() -> None:
-    rw, delivered = _watch()
-    rw._on_line(_line(MODIFIED), 1_800_000_000.5)
-    (event,) = delivered
-    assert event.type is EventType.MODIFIED
+def test_a_metadata_event_reaches_the_engine_as_the_object_it_stands_for(decode: Decoder) -> None:
+    watched = Watched(CONFIGMAPS, decode)
+    watched.rw._on_line(_line(MODIFIED), 1_800_000_000.5)
+    (event,) = watched.delivered
+    assert event.type == "MODIFIED"
     assert event.observed_at == 1_800_000_000.5
-    assert (event.object["kind"], event.object["apiVersion"]) == ("ConfigMap", "v1")
-    assert event.object["metadata"]["labels"] == {"l": "2"}
-    assert rw._rv == "200"
+    assert (event.kind, event.api_version) == ("ConfigMap", "v1")
+    assert (event_object(event)["kind"], event_object(event)["apiVersion"]) == ("ConfigMap", "v1")
+    assert (event.namespace, event.name, event.uid) == ("x", "a", "9b99b1c1-fcd9-40af-8e7e-ac2b049836b7")
+    assert event_object(event)["metadata"]["labels"] == {"l": "2"}
+    assert event.meta_value("metadata.labels.l") == "2"
+    assert watched.rw._rv == "200"
 
 
-def test_a_bookmark_moves_the_resource_version_only() -> None:
-    rw, delivered = _watch()
-    rw._on_line(_line(BOOKMARK), 0.0)
-    assert delivered == []
-    assert rw._rv == "250"
+def test_a_bookmark_moves_the_resource_version_only(decode: Decoder) -> None:
+    watched = Watched(CONFIGMAPS, decode)
+    watched.rw._on_line(_line(BOOKMARK), 0.0)
+    assert watched.delivered == []
+    assert watched.invalid == []
+    assert watched.rw._rv == "250"
 
 
 @pytest.mark.parametrize(
@@ -105,36 +125,61 @@ def test_a_bookmark_moves_the_resource_version_only() -> None:
         ({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Gone"}}, Failure.EXPIRED),
         ({"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "etcd"}}, Failure.SERVER_ERROR),
         ({"type": "ERROR", "object": {"kind": "Status"}}, Failure.SERVER_ERROR),
-        ({"type": "MODIFIED"}, Failure.CONNECTION),
         ({"type": "ERROR", "object": "gone"}, Failure.CONNECTION),
     ],
 )
-def test_error_events_and_broken_lines_are_failures(doc: dict[str, Any], failure: Failure) -> None:
-    rw, delivered = _watch()
+def test_error_events_and_broken_lines_are_failures(doc: dict[str, Any], failure: Failure, decode: Decoder) -> None:
+    watched = Watched(CONFIGMAPS, decode)
     with pytest.raises(WatchError) as caught:
-        rw._on_line(_line(doc), 0.0)
+        watched.rw._on_line(_line(doc), 0.0)
     assert caught.value.failure is failure
-    assert delivered == []
+    assert watched.delivered == []
 
 
-def test_a_truncated_line_is_a_connection_failure() -> None:
-    rw, _ = _watch()
+@pytest.mark.parametrize("line", [_line(MODIFIED)[:-40], b"[1, 2]", b"not json"])
+def test_a_line_that_is_no_json_object_is_a_connection_failure(line: bytes, decode: Decoder) -> None:
+    watched = Watched(CONFIGMAPS, decode)
     with pytest.raises(WatchError) as caught:
-        rw._on_line(_line(MODIFIED)[:-40], 0.0)
+        watched.rw._on_line(line, 0.0)
     assert caught.value.failure is Failure.CONNECTION
+    assert watched.delivered == []
 
 
-def test_a_secrets_last_applied_configuration_is_replaced_by_its_digest() -> None:
-    rw, delivered = _watch(SECRETS)
+@pytest.mark.parametrize(
+    ("doc", "problem"),
+    [
+        ({"type": "MODIFIED"}, "the event's object is not a JSON object"),
+        (
+            {"type": "MODIFIED", "object": {"kind": "PartialObjectMetadata", "metadata": {"name": "a"}}},
+            "no metadata.uid",
+        ),
+        ({"type": "CHANGED", "object": MODIFIED["object"]}, "unknown watch event type 'CHANGED'"),
+    ],
+)
+def test_an_invalid_event_is_reported_and_skipped(doc: dict[str, Any], problem: str, decode: Decoder) -> None:
+    """A JSON object that is no event the engine can analyse: told to `on_invalid`, the watch goes on."""
+    watched = Watched(CONFIGMAPS, decode)
+    watched.rw._on_line(_line(doc), 0.0)
+    assert watched.delivered == []
+    ((resource, error),) = watched.invalid
+    assert resource == CONFIGMAPS
+    assert problem in str(error)
+    watched.rw._on_line(_line(MODIFIED), 0.0)  # the next event goes through
+    assert len(watched.delivered) == 1
+
+
+def test_a_secrets_event_reaches_the_engine_as_it_is(decode: Decoder) -> None:
+    """Redacting a Secret's last-applied-configuration is the recording's (see test_recording.py): the engine
+    keeps value hashes only, never values."""
+    watched = Watched(SECRETS, decode)
     doc = orjson.loads(_line(MODIFIED))
     doc["object"]["metadata"]["annotations"] = {LAST_APPLIED: '{"data":{"password":"aHVudGVyMg=="}}', "team": "a"}
-    rw._on_line(_line(doc), 0.0)
-    (event,) = delivered
-    annotations = event.object["metadata"]["annotations"]
-    assert annotations[LAST_APPLIED].startswith("sha256:")
-    assert "aHVudGVyMg" not in orjson.dumps(event.object).decode()
-    assert annotations["team"] == "a"
-    assert event.object["kind"] == "Secret"
+    watched.rw._on_line(_line(doc), 0.0)
+    (event,) = watched.delivered
+    assert event.kind == "Secret"
+    assert event_object(event)["kind"] == "Secret"
+    assert event.meta_value(f"metadata.annotations[{LAST_APPLIED}]") == '{"data":{"password":"aHVudGVyMg=="}}'
+    assert event.meta_value("metadata.annotations.team") == "a"
 
 
 @pytest.mark.parametrize(
@@ -147,18 +192,24 @@ def test_a_secrets_last_applied_configuration_is_replaced_by_its_digest() -> Non
         ({"namespaces": ["*"], "exclude_namespaces": ["kube-*"]}, True),
     ],
 )
-def test_namespace_filters(watch: dict[str, Any], passes: bool) -> None:
-    rw, delivered = _watch(**watch)
-    rw._on_line(_line(MODIFIED), 0.0)
-    assert bool(delivered) is passes
-    assert rw._rv == "200"  # filtered or not, the stream moved on
+def test_namespace_filters(watch: dict[str, Any], passes: bool, decode: Decoder) -> None:
+    watched = Watched(CONFIGMAPS, decode, **watch)
+    watched.rw._on_line(_line(MODIFIED), 0.0)
+    assert bool(watched.delivered) is passes
+    assert watched.rw._rv == "200"  # filtered or not, the stream moved on
 
 
-def test_what_a_watch_knows_becomes_deleted_events_when_it_is_dropped() -> None:
-    rw, delivered = _watch()
-    rw._on_line(_line(MODIFIED), 0.0)
-    assert rw.forget() == 1
-    deleted = delivered[-1]
-    assert deleted.type is EventType.DELETED
-    assert deleted.object["metadata"] == {"name": "a", "namespace": "x", "uid": "9b99b1c1-fcd9-40af-8e7e-ac2b049836b7"}
-    assert deleted.object["kind"] == "ConfigMap"
+def test_what_a_watch_knows_becomes_deleted_events_when_it_is_dropped(decode: Decoder) -> None:
+    watched = Watched(CONFIGMAPS, decode)
+    watched.rw._on_line(_line(MODIFIED), 0.0)
+    assert watched.rw.forget() == 1
+    deleted = watched.delivered[-1]
+    assert deleted.type == "DELETED"
+    assert event_object(deleted)["metadata"] == {
+        "name": "a",
+        "namespace": "x",
+        "uid": "9b99b1c1-fcd9-40af-8e7e-ac2b049836b7",
+    }
+    assert (deleted.kind, event_object(deleted)["kind"]) == ("ConfigMap", "ConfigMap")
+    assert deleted.uid == watched.delivered[0].uid
+    assert deleted.key == watched.delivered[0].key  # (the engine finds the object by its key)

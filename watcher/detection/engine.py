@@ -1,80 +1,47 @@
-"""The detection engine: watch events in, finding changes out. Pure and deterministic; time is an argument.
+"""The detection engine: normalised watch events in, finding changes out. Pure and deterministic; time is an
+argument.
 
-For every write (a MODIFIED event) the engine
-1. attributes it and records *handovers* (`attribution`): a leaf field owned by writer A before and by B != A
-   (and no longer A) after, or a visible value changed by the write,
-2. calls a fight when one field changed hands >= `min_handovers` times within the window and came *back* to an
-   earlier owner or value at least `min_handovers - 1` times (A->B->A->B): so a single correction (A->B->A) or an
-   ownership migration (A->B->C) is not a fight,
-3. feeds a per-writer exponentially decaying write rate and calls a hot loop when it stays high,
-4. resolves findings after their quiet period (`advance`).
+`Engine.process(event)` is the one way in, for the live watcher and `replay` alike. For every event it
+1. finds the object's state (`state.py`), or takes a baseline of an object first seen,
+2. drops duplicates, re-reads relisted objects (a resync) and forgets deleted ones,
+3. has the write attributed (`attribution.py`: writers, changed fields, handovers), by the native implementation
+   where it is built, else the Python reference,
+4. hands the write to the rules (`rules.py`): the fight rule gets its handovers, the hot-loop rule its writers,
+   both after the object's ignore rules,
+5. resolves findings after their quiet period (`advance`) and lets idle objects go.
 
-State per object is small and bounded (see `attribution.ObjectState`): the last ownership per writer (shared,
-interned field sets), a hash per visible value, a ring of recent handovers and a rate per writer. The number of
-objects is bounded too: objects are kept in the order they were last written (or first seen), an object idle
-for `idle_after` is let go, and beyond `max_objects` the least recently written are let go first. An object
-with an open finding is never let go (it goes when its finding resolves), so the engine holds at most
-`max_objects` plus the number of active findings. An object let go is simply seen anew: its next event is a
-baseline (counted as `new_objects`), not a write.
-
-With `native=True` the events come parsed by the native front end (`watcher._native`, Rust), which also keeps the
-attribution state and attributes each write (`process_parsed`); the detectors below are the same. The Python
-attribution (`attribution.py`) is its reference.
+State per object is small and bounded (see `state.ObjectState`). The number of objects is bounded too: objects
+are kept in the order they were last written (or first seen), an object idle for `idle_after` is let go, and
+beyond `max_objects` the least recently written are let go first. An object with an open finding is never let go
+(it goes when its finding resolves), so the engine holds at most `max_objects` plus the number of active
+findings. An object let go is simply seen anew: its next event is a baseline (counted as `new_objects`), not a
+write.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-import orjson
 
 from watcher.config import DetectionSettings
-from watcher.detection.attribution import Attribution, ObjectState, Write, version_key
-from watcher.detection.findings import (
-    OpenFinding,
-    Rate,
-    absorb,
-    flip_period,
-    notable,
-    note_hot_evidence,
-    owned_fields,
-    snapshot,
-)
-from watcher.detection.handovers import Handover, HandoverLog
+from watcher.detection.attribution import Attribution, Decoder, Write
+from watcher.detection.events import ObjectEvent, object_ref
+from watcher.detection.findings import flip_period, snapshot
 from watcher.detection.ignore import RuleBook
-from watcher.detection.managed_fields import newest_time, raw_entries
+from watcher.detection.native import implementation
+from watcher.detection.rules import FightRule, HotLoopRule
+from watcher.detection.state import ObjectState, OpenFinding
 from watcher.model import (
     UNATTRIBUTED,
     ChangeKind,
-    EventType,
     Finding,
     FindingChange,
     FindingState,
-    FindingType,
-    JSONObject,
     ObjectRef,
-    WatchEvent,
     Writer,
-    parse_time,
 )
-
-if TYPE_CHECKING:
-    from watcher._native import Front, Parsed
-
-
-def native_available() -> bool:
-    """Whether the native front end (`watcher._native`, built from `native/` where Rust was there) is installed."""
-    return importlib.util.find_spec("watcher._native") is not None
-
-
-class EventError(ValueError):
-    """An event whose object lacks what every Kubernetes object has."""
 
 
 @dataclass(slots=True)
@@ -105,19 +72,20 @@ class Engine:
         self,
         settings: DetectionSettings,
         *,
+        attribution: Attribution | str = "auto",
         max_resolved: int = 10_000,
         on_write: Callable[[ObjectRef, Sequence[Writer]], None] | None = None,
-        native: bool = False,
     ) -> None:
-        """`on_write` is told of every write and its writers (e.g. to count writes per manager). `native`: events
-        come parsed by the native front end (`front.parse`, then `process_parsed`), which keeps the attribution
-        state; see `native_available`."""
+        """`attribution`: an implementation, or the choice of one (`auto`, `native`, `python`: see
+        `native.implementation`); events come from its decoder, `decode`. `on_write` is told of every write and its
+        writers (e.g. to count writes per manager)."""
         self.settings = settings
+        self._attribution = implementation(attribution) if isinstance(attribution, str) else attribution
+        self.decode: Decoder = self._attribution.decode
         self._on_write = on_write
         self.stats = Stats()
         self.now = -math.inf
         self._objects: dict[int, ObjectState] = {}
-        self._attribution = Attribution()
         self._active: dict[str, tuple[OpenFinding, ObjectState]] = {}
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
         self._next_deadline = math.inf  # no active finding can resolve before this
@@ -130,90 +98,28 @@ class Engine:
         self._idle_after = settings.idle_seconds
         self._max_objects = settings.max_objects
         self._rules = RuleBook(settings.ignore_rules)
-        self._front: Front | None = None
-        if native:
-            from watcher import _native  # noqa: PLC0415 - built only where Rust was there to build it
-
-            self._front = _native.Front(Writer, Handover, UNATTRIBUTED)
-        self._obj: JSONObject = {}
-        self._meta: JSONObject = {}
-        self._parsed: Parsed | None = None
-        hot = settings.hot_loop
-        self._tau = hot.time_constant
-        self._rate_unit = 60.0 / hot.time_constant
+        self._fight = FightRule(settings)
+        self._hot_loop = HotLoopRule(settings)
+        self._tau = settings.hot_loop.time_constant
 
     # ----------------------------------------------------------------------------------------------- public
 
     @property
-    def native(self) -> bool:
-        return self._front is not None
-
-    @property
-    def front(self) -> Front:
-        """The native front end (`native=True` only): `front.parse(text)` reads an event for `process_parsed`."""
-        if self._front is None:
-            raise TypeError("this engine was made without the native front end")
-        return self._front
+    def implementation(self) -> str:
+        """Which attribution implementation this engine runs on: `native` or `python`."""
+        return self._attribution.name
 
     @property
     def tracked_objects(self) -> int:
         return len(self._objects)
 
-    def tracks(self, uid: str) -> bool:
-        """Whether the object with this uid is tracked (has state here)."""
-        return (hash(uid) if self._front is None else self._front.key(uid)) in self._objects
+    def tracks(self, event: ObjectEvent) -> bool:
+        """Whether the object of this event is tracked (has state here)."""
+        return event.key in self._objects
 
-    def process(self, event: WatchEvent) -> list[FindingChange]:
+    def process(self, event: ObjectEvent) -> list[FindingChange]:
+        """Analyse one event (from `decode`); the finding changes it causes."""
         self.stats.events += 1
-        obj = event.object
-        meta = obj.get("metadata")
-        if not isinstance(meta, dict) or not meta.get("uid") or not meta.get("name"):
-            raise EventError("the object has no metadata.uid or metadata.name")
-        self._obj, self._meta, self._parsed = obj, meta, None
-        # Objects are keyed by a hash of their uid, not its 36 characters: two uids of one cluster share a 64-bit
-        # hash with a probability of about 2**-64 per pair.
-        key = hash(meta["uid"])
-        state = self._objects.get(key)
-        rules = state.rules if state is not None else self._rules.for_object(obj, meta)
-        if rules is None:
-            self.stats.ignored_events += 1
-            return []
-        managed = meta.get("managedFields") or ()
-        if not managed:
-            self.stats.without_managed_fields += 1
-        raw = raw_entries(managed)
-        newest = newest_time(raw)
-        time = event.observed_at if event.observed_at is not None else parse_time(newest) if newest else None
-        at, timed = self._event_time(time)
-        changes = self.advance(at)
-        if state is not None and key not in self._objects:  # let go by this very advance (idle): seen anew
-            state = None
-        now = self.now
-        if event.type is EventType.DELETED:
-            changes += self._deleted(key, state, now)
-            return changes
-        if state is None:
-            self._first_seen(key, self._attribution.baseline(obj, meta, raw, rules), now)
-            return changes
-        version = meta.get("resourceVersion") or ""
-        if self._repeated(state, version_key(version)):
-            return changes
-        if event.type is EventType.ADDED:  # listed again (a relist after a gap): its state now, not a write
-            self._attribution.resync(state, obj, meta, raw)
-            self.stats.resynced_objects += 1
-            return changes
-        write = self._attribution.attribute(state, obj, raw, newest, now)
-        changes += self._written(key, state, write, timed, version)
-        return changes
-
-    def process_parsed(self, event: Parsed) -> list[FindingChange]:
-        """`process` for an event parsed by the native front end (`native=True`): the same steps, with the
-        attribution state kept natively (see `watcher._native`)."""
-        front = self._front
-        if front is None:
-            raise TypeError("this engine was made without the native front end")
-        self.stats.events += 1
-        self._parsed = event
         key = event.key
         state = self._objects.get(key)
         rules = (
@@ -235,90 +141,23 @@ class Engine:
             changes += self._deleted(key, state, now)
             return changes
         if state is None:
-            front.baseline(event)
-            self._first_seen(key, ObjectState(event.rv, rules), now)
+            self._first_seen(key, self._attribution.baseline(event, rules), now)
             return changes
         if self._repeated(state, event.rv):
             return changes
-        if event.type == "ADDED":
-            front.resync(event)
+        if event.type == "ADDED":  # listed again (a relist after a gap): its state now, not a write
+            self._attribution.resync(state, event)
             self.stats.resynced_objects += 1
             return changes
-        writers, changed, handovers, seq = front.attribute(event, now)
-        state.seq = seq
-        write = Write(now, writers or [UNATTRIBUTED], changed)
-        write.handovers = handovers
-        changes += self._written(key, state, write, timed, event.resource_version)
-        return changes
-
-    def _deleted(self, key: int, state: ObjectState | None, now: float) -> list[FindingChange]:
-        if state is None:
-            self.stats.untracked_deletions += 1
-            return []
-        self.stats.deleted_objects += 1
-        return self._forget(key, state, now)
-
-    def _repeated(self, state: ObjectState, rv: int) -> bool:
-        """Whether this version (`version_key`) was seen already (a duplicate event); else it becomes the
-        object's version."""
-        if rv and rv == state.rv:
-            self.stats.duplicate_events += 1
-            return True
-        state.rv = rv
-        return False
-
-    def _written(self, key: int, state: ObjectState, write: Write, timed: bool, version: str) -> list[FindingChange]:
-        """Count a write and run the detectors on it."""
-        self.stats.writes += 1
-        if self._on_write is not None:
-            self._on_write(self._current_ref(), write.writers)
-        if write.writers[0] is UNATTRIBUTED:
-            self.stats.unattributed_writes += 1
+        state.seq += 1
+        write = self._attribution.attribute(state, event, now)
         write.timed = timed
-        write.version = version
-        changes = self._detect(state, write)
-        state.last_write = self.now
+        write.version = event.resource_version
+        self._count(event, write)
+        changes += self._detect(state, write, event)
+        state.last_write = now
         self._touch(key, state)
         return changes
-
-    def _current_ref(self) -> ObjectRef:
-        """The reference of the object of the event being processed."""
-        parsed = self._parsed
-        if parsed is None:
-            return self._attribution.object_ref(self._obj, self._meta)
-        namespace = parsed.namespace
-        return ObjectRef(
-            api_version=sys.intern(parsed.api_version),
-            kind=sys.intern(parsed.kind),
-            namespace=sys.intern(namespace) if namespace else None,
-            name=parsed.name,
-            uid=parsed.uid,
-        )
-
-    def _current_object(self) -> JSONObject:
-        """The object of the event being processed (decoded from its text when the native front end read it)."""
-        parsed = self._parsed
-        if parsed is None:
-            return self._obj
-        doc = orjson.loads(parsed.data)
-        found = doc.get("object") if "object" in doc else doc
-        return found if isinstance(found, dict) else {}
-
-    def _first_seen(self, key: int, state: ObjectState, now: float) -> None:
-        """Track a new object (or one let go before): its baseline, at the back of the queue; keep to the cap."""
-        self._objects[key] = state
-        state.last_write = now
-        self.stats.new_objects += 1
-        if self._max_objects is not None and len(self._objects) > self._max_objects:
-            self._evict_over_capacity(self._max_objects)
-
-    def _event_time(self, time: float | None) -> tuple[float, bool]:
-        """When the event happened, and whether that is known: its time (see capture.py's `event_time`), else
-        (untimed) the engine's clock."""
-        if time is not None:
-            return time, True
-        self.stats.untimed_events += 1
-        return (self.now if self.now > -math.inf else 0.0), False
 
     def advance(self, now: float) -> list[FindingChange]:
         """Move the clock (never backwards), resolve findings quiet long enough, and let idle objects go."""
@@ -336,6 +175,81 @@ class Engine:
             else:  # (later writes only ever move a deadline later, so this stays a lower bound)
                 self._next_deadline = min(self._next_deadline, deadline)
         return changes
+
+    def active(self) -> list[Finding]:
+        return [snapshot(f, s, FindingState.ACTIVE, None) for f, s in self._active.values()]
+
+    def resolved(self) -> list[Finding]:
+        return list(self._resolved)
+
+    # ------------------------------------------------------------------------------------------- the steps
+
+    def _deleted(self, key: int, state: ObjectState | None, now: float) -> list[FindingChange]:
+        if state is None:
+            self.stats.untracked_deletions += 1
+            return []
+        self.stats.deleted_objects += 1
+        return self._forget(key, state, now)
+
+    def _repeated(self, state: ObjectState, rv: int) -> bool:
+        """Whether this version (`events.version_key`) was seen already (a duplicate event); else it becomes the
+        object's version."""
+        if rv and rv == state.rv:
+            self.stats.duplicate_events += 1
+            return True
+        state.rv = rv
+        return False
+
+    def _count(self, event: ObjectEvent, write: Write) -> None:
+        self.stats.writes += 1
+        if write.writers[0] is UNATTRIBUTED:
+            self.stats.unattributed_writes += 1
+        if self._on_write is not None:
+            self._on_write(object_ref(event), write.writers)
+
+    def _first_seen(self, key: int, state: ObjectState, now: float) -> None:
+        """Track a new object (or one let go before): its baseline, at the back of the queue; keep to the cap."""
+        self._objects[key] = state
+        state.last_write = now
+        self.stats.new_objects += 1
+        if self._max_objects is not None and len(self._objects) > self._max_objects:
+            self._evict_over_capacity(self._max_objects)
+
+    def _event_time(self, time: float | None) -> tuple[float, bool]:
+        """When the event happened, and whether that is known: its time (see `events.ObjectEvent.time`), else
+        (untimed) the engine's clock."""
+        if time is not None:
+            return time, True
+        self.stats.untimed_events += 1
+        return (self.now if self.now > -math.inf else 0.0), False
+
+    def _detect(self, state: ObjectState, write: Write, event: ObjectEvent) -> list[FindingChange]:
+        """Hand the write to the rules, after the object's ignore rules; track what they open."""
+        changes: list[FindingChange] = []
+        rules = state.rules
+        handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
+        if handovers:
+            change = self._fight.observe(state, handovers, write, event)
+            if change is not None:
+                self._track_opened(change, state.fight, state)
+                changes.append(change)
+        counted = [w for w in write.writers if not rules.manager_ignored(w)]
+        if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
+            counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
+        if counted and write.timed:
+            change = self._hot_loop.observe(state, counted, write, event, self._attribution)
+            if change is not None:
+                self._track_opened(change, state.hot, state)
+                changes.append(change)
+        return changes
+
+    def _track_opened(self, change: FindingChange, finding: OpenFinding | None, state: ObjectState) -> None:
+        """Track a finding a rule just opened, until it resolves."""
+        if change.kind is ChangeKind.OPENED and finding is not None:
+            self._active[finding.id] = (finding, state)
+            self._next_deadline = min(self._next_deadline, finding.last_seen + self._quiet(finding))
+
+    # ----------------------------------------------------------------------------------------- memory bounds
 
     def _touch(self, key: int, state: ObjectState) -> None:
         """Keep the objects and the rate-eviction queue ordered by last write (move to the end)."""
@@ -393,142 +307,10 @@ class Engine:
         return len(chosen)
 
     def _remove(self, key: int) -> None:
-        """Forget an object: out of the objects and the rate-eviction queue."""
+        """Forget an object: out of the objects, the rate-eviction queue and the attribution's own state."""
         del self._objects[key]
         self._rated.pop(key, None)
-        if self._front is not None:
-            self._front.forget(key)
-
-    def _track(self, finding: OpenFinding, state: ObjectState) -> None:
-        self._active[finding.id] = (finding, state)
-        self._next_deadline = min(self._next_deadline, finding.last_seen + self._quiet(finding))
-
-    def active(self) -> list[Finding]:
-        return [snapshot(f, s, FindingState.ACTIVE, None) for f, s in self._active.values()]
-
-    def resolved(self) -> list[Finding]:
-        return list(self._resolved)
-
-    # -------------------------------------------------------------------------------------------- detectors
-
-    def _detect(self, state: ObjectState, write: Write) -> list[FindingChange]:
-        changes: list[FindingChange] = []
-        rules = state.rules
-        handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
-        if handovers:
-            changes += self._fight(state, handovers, write)
-        counted = [w for w in write.writers if not rules.manager_ignored(w)]
-        if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
-            counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
-        if counted and write.timed:
-            changes += self._hot_loop(state, counted, write)
-        return changes
-
-    def _fight(self, state: ObjectState, handovers: list[Handover], write: Write) -> list[FindingChange]:
-        at = write.at
-        history = state.history
-        if history is None:
-            history = state.history = HandoverLog.empty()
-        # A field becomes contested only by coming back to an earlier owner or value: test that cheaply first.
-        candidates = [h for h in handovers if history.may_come_back(h)]
-        limit = self.settings.history
-        history.add(handovers[-limit:])  # (more could not stay: see `trim`)
-        history.trim(horizon=at - self.settings.fight.window, limit=limit)
-        contested = {h.path for h in candidates if self._contested(history, h.path)}
-        finding = state.fight
-        if finding is None:
-            if not contested:
-                return []
-            involved = history.of(contested)
-            finding = state.fight = OpenFinding(
-                FindingType.FIGHT,
-                self._current_ref(),
-                first_seen=involved[0].at,
-                at=at,
-                seq=involved[0].seq,
-                version=write.version,
-            )
-            self._track(finding, state)
-            absorb(finding, involved)
-            return [FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))]
-        relevant = [h for h in handovers if h.path in contested or h.path in finding.fields]
-        if not relevant:
-            return []
-        before = (len(finding.fields), len(finding.writer_writes), finding.handovers)
-        absorb(finding, relevant)
-        finding.last_seen = at
-        if not notable(before, (len(finding.fields), len(finding.writer_writes), finding.handovers)):
-            return []
-        return [FindingChange(ChangeKind.UPDATED, snapshot(finding, state, FindingState.ACTIVE, None))]
-
-    def _owned(self, state: ObjectState, writer: Writer) -> frozenset[str] | None:
-        if self._front is None:
-            return owned_fields(state, writer)
-        return self._front.owned(self._parsed.key if self._parsed is not None else 0, writer)
-
-    def _contested(self, history: HandoverLog, path: str) -> bool:
-        """Changed hands and came back to an earlier owner/value often enough (`min_handovers` - 1 times)."""
-        return history.backs(path) >= self.settings.fight.min_handovers - 1
-
-    def _rates(
-        self, state: ObjectState, writers: list[Writer], at: float, version: str
-    ) -> tuple[dict[Writer, Rate], list[Writer]]:
-        """Feed each writer's decaying rate; return the rates and the writers that are hot now."""
-        settings = self.settings.hot_loop
-        rates = state.rates
-        if rates is None:
-            rates = state.rates = {}
-        hot: list[Writer] = []
-        for writer in writers:
-            rate = rates.get(writer)
-            if rate is None:
-                rate = rates[writer] = Rate()
-            gap = at - rate.last
-            rate.rate = rate.rate * math.exp(-gap / self._tau) + self._rate_unit
-            if gap > 2 * self._tau:  # a new streak
-                rate.streak, rate.start, rate.start_seq, rate.start_version = 0, at, state.seq, version
-            rate.streak += 1
-            rate.last = at
-            if rate.rate >= settings.min_writes_per_minute and rate.streak >= settings.min_writes:
-                hot.append(writer)
-        return rates, hot
-
-    def _hot_loop(self, state: ObjectState, writers: list[Writer], write: Write) -> list[FindingChange]:
-        rates, hot = self._rates(state, writers, write.at, write.version)
-        finding = state.hot
-        if finding is None:
-            if not hot:
-                return []
-            first = min((rates[w] for w in hot), key=lambda r: r.start_seq)
-            # Named after the write that began the streak, not the one that crossed the threshold: the crossing
-            # depends on each replica's receive times, the streak's start (after a gap of two time constants) not.
-            finding = state.hot = OpenFinding(
-                FindingType.HOT_LOOP,
-                self._current_ref(),
-                first_seen=first.start,
-                at=write.at,
-                seq=first.start_seq,
-                version=first.start_version or write.version,
-            )
-            self._track(finding, state)
-            before = None
-        else:
-            before = (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)
-        for writer in writers:
-            if writer in hot and writer not in finding.writer_writes:
-                finding.writer_writes[writer] = rates[writer].streak
-            elif writer in finding.writer_writes:
-                finding.writer_writes[writer] += 1
-        if hot:
-            finding.last_seen = write.at
-        note_hot_evidence(finding, self._current_object, lambda writer: self._owned(state, writer), write, hot)
-        if before is None:
-            kind = ChangeKind.OPENED
-        elif notable(before, (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)):
-            kind = ChangeKind.UPDATED
-        else:
-            return []
-        return [FindingChange(kind, snapshot(finding, state, FindingState.ACTIVE, None))]
+        self._attribution.forget(key)
 
     # ------------------------------------------------------------------------------------------- lifecycle
 
@@ -563,4 +345,4 @@ def _idle(queue: dict[int, ObjectState], horizon: float) -> list[int]:
     return idle
 
 
-__all__ = ["Engine", "EventError", "Stats", "native_available"]
+__all__ = ["Engine", "Stats"]

@@ -1,82 +1,13 @@
-"""Findings while they are open: the mutable record of a fight or hot loop, and its immutable snapshot.
-
-Also the words: the summary sentence and (through `hints`) the advice that go with every snapshot.
+"""What findings say: the immutable snapshot of an open finding (`state.OpenFinding`) that sinks get, with its
+summary sentence and (through `hints`) the advice that goes with it; and how a fight's record grows.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
 from watcher.detection import hints
-from watcher.detection.managed_fields import unpack_entries
-from watcher.detection.values import value_text
-from watcher.model import Finding, FindingState, FindingType, JSONObject, ObjectRef, Writer, WriterCount
-
-if TYPE_CHECKING:
-    from watcher.detection.attribution import ObjectState, Write
-    from watcher.detection.handovers import Handover
-
-
-class Rate:
-    """One writer's write rate on one object: exponentially decaying, with the current streak of writes."""
-
-    __slots__ = ("last", "rate", "start", "start_seq", "start_version", "streak")
-
-    def __init__(self) -> None:
-        self.rate = 0.0  # writes per minute, exponentially decaying
-        self.last = -math.inf
-        self.streak = 0  # writes without a gap longer than two time constants
-        self.start = 0.0
-        self.start_seq = 0
-        self.start_version = ""  # resourceVersion of the streak's first write: names a hot loop it opens
-
-
-class OpenFinding:
-    """A finding while it is tracked (active), mutable; `snapshot` makes the immutable `Finding`."""
-
-    __slots__ = (
-        "by_ownership",
-        "detected_at",
-        "fields",
-        "first_seen",
-        "first_seq",
-        "handovers",
-        "id",
-        "last_seen",
-        "ref",
-        "status_writes",
-        "timestamp_values",
-        "type",
-        "writer_writes",
-    )
-
-    def __init__(
-        self, kind: FindingType, ref: ObjectRef, *, first_seen: float, at: float, seq: int, version: str = ""
-    ) -> None:
-        self.type = kind
-        self.ref = ref  # (the object's state keeps only a hash of its uid: names are read from events)
-        self.id = finding_id(kind, ref, version=version, at=at)
-        self.first_seen = first_seen
-        self.detected_at = at
-        self.last_seen = at
-        self.first_seq = seq
-        self.handovers = 0
-        self.fields: set[str] = set()
-        self.writer_writes: dict[Writer, int] = {}
-        self.by_ownership = False
-        self.timestamp_values = False
-        self.status_writes = False
-
-
-def finding_id(kind: FindingType, ref: ObjectRef, *, version: str, at: float) -> str:
-    """Type, object and the resourceVersion of the write that opened the finding: the same on every replica and
-    in every replay that saw that write (the receive time, used only when an object has no resourceVersion,
-    is not)."""
-    opened_by = version or repr(at)
-    return hashlib.blake2b(f"{kind}/{ref.uid}/{opened_by}".encode(), digest_size=8).hexdigest()
+from watcher.detection.handovers import Handover
+from watcher.detection.state import ObjectState, OpenFinding
+from watcher.model import Finding, FindingState, FindingType, Writer, WriterCount
 
 
 def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, resolved_at: float | None) -> Finding:
@@ -113,39 +44,6 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
         flip_period=flip_period(finding),
         summary=_summary(finding, writers, fields, writes, rate),
         hint=hints.hint(evidence),
-    )
-
-
-def note_hot_evidence(
-    finding: OpenFinding,
-    obj: Callable[[], JSONObject],
-    owned: Callable[[Writer], frozenset[str] | None],
-    write: Write,
-    hot: list[Writer],
-) -> None:
-    """What the hot writes change, for the summary and the hint. `obj` gives the object written, `owned` the
-    fields a writer owns in it (both asked only when needed)."""
-    finding.fields.update(write.changed)
-    if not finding.timestamp_values and write.changed:
-        written = obj()
-        finding.timestamp_values = any(
-            hints.looks_like_timestamp(text) for p in write.changed if (text := value_text(written, p))
-        )
-    if not finding.status_writes:
-        finding.status_writes = any(w.subresource == "status" or _owns_only_status(owned(w)) for w in hot)
-
-
-def owned_fields(state: ObjectState, writer: Writer) -> frozenset[str] | None:
-    """The fields `writer` owns in the object's last version, as the Python engine keeps it."""
-    entry = unpack_entries(state.entries).get(writer)
-    return entry.fields if entry is not None else None
-
-
-def _owns_only_status(fields: frozenset[str] | None) -> bool:
-    return (
-        fields is not None
-        and all(p.startswith(("status", "metadata")) for p in fields)
-        and any(p.startswith("status") for p in fields)
     )
 
 

@@ -13,6 +13,9 @@ a false match has a probability of 2**-32 per pair of values), and the write cou
 
 from __future__ import annotations
 
+# Not used here, but imported by a compiled module: mypyc makes the subclasses of `Words` (an `array`) look up
+# `array.array` through a module reference it only declares for a compiled module that imports `array` itself.
+import array  # noqa: F401
 import struct
 from collections.abc import Iterable, Iterator
 from typing import Final, NamedTuple, TypeVar
@@ -22,7 +25,7 @@ from mypy_extensions import mypyc_attr
 from watcher.detection.words import Words
 from watcher.model import Writer
 
-REMOVED: Final = -1  # value hash of a leaf that disappeared (hash() never returns -1)
+REMOVED: Final = -1  # value hash of a leaf that disappeared (value hashes are 32-bit CRCs: never negative)
 
 
 class Handover(NamedTuple):

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from watcher.detection import paths
+from watcher.detection import hashing, paths
 from watcher.model import JSONObject, Writer, new_tuple, parse_time
 
 
@@ -144,7 +144,7 @@ class FieldSetCache:
     def get(self, fields_v1: JSONObject) -> frozenset[str]:
         # Keyed by a 64-bit hash of the serialised trie, not the bytes: orjson's output keeps a buffer of
         # several KiB per object, and the hash is all a lookup needs.
-        key = hash(orjson.dumps(fields_v1))
+        key = hashing.key(orjson.dumps(fields_v1))
         found = self._sets.get(key)
         if found is None:
             decoded = leaf_paths(fields_v1)

@@ -1,14 +1,15 @@
 """The values a watch event lets us see, flattened to readable leaf paths with a hash of each value.
 
 Metadata-only events (PartialObjectMetadata) show labels and annotations; full objects also show every other
-top-level section (spec, data, webhooks, ...), the *body*. `status` is left out: status values legitimately
-swing back and forth (conditions, phases), so they are no evidence of a fight; status fights are seen through
-ownership.
+top-level section (spec, data, webhooks, ...), the *body*, and `status`. Status values legitimately swing back
+and forth (conditions, phases), so they are no evidence of a fight (status fights are seen through ownership):
+they are read only to name the writer of a write that changes nothing else (see `reference.py`), and only for
+objects that had such a write (most objects never do, and their status costs no memory).
 
-Labels/annotations and the body are digested separately, so a write that changes only one of them flattens
-only that one. Only hashes are kept, never values: memory stays small and no Secret value is ever held. The
-hashes are cut to 32 bits (4 bytes a leaf): a change is missed only when old and new value share their cut
-hash, with a probability of 2**-32 per change.
+Labels/annotations, the body and the status are digested separately, so a write that changes only one of them
+flattens only that one. Only hashes are kept, never values: memory stays small and no Secret value is ever
+held. Value hashes are 32-bit and stable (`hashing.py`): a change is missed only when old and new value share
+their hash, with a probability of 2**-32 per change.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Final, Self
 import orjson
 from mypy_extensions import mypyc_attr
 
-from watcher.detection import paths
+from watcher.detection import hashing, paths
 from watcher.detection.words import Words
 from watcher.model import JSONObject
 
@@ -32,7 +33,7 @@ _LABELS: Final = paths.field("metadata", "labels")
 _ANNOTATIONS: Final = paths.field("metadata", "annotations")
 
 LeafHashes = dict[str, int]
-_LOW: Final = (1 << 32) - 1
+_STATUS: Final = "status"
 
 
 @mypyc_attr(native_class=False)  # a subclass of a built-in type: a plain Python class, also when compiled
@@ -111,15 +112,29 @@ class TableCache:
             found = self._tables[digest] = body_table(body_leaves(obj), digest)
         return found
 
+    def status(self, obj: JSONObject) -> BodyTable:
+        """The table of the object's status (`NO_BODY` without one), with the digest it was made from."""
+        status = obj.get(_STATUS)
+        if status is None:
+            return NO_BODY
+        digest = hashing.key(b"status\x00" + orjson.dumps(status)) or 1
+        found = self._tables.get(digest)
+        if found is None:
+            if len(self._tables) >= self._max:
+                self._tables.clear()
+            leaves: LeafHashes = {}
+            _flatten({_STATUS: status}, "", leaves)
+            found = self._tables[digest] = body_table(leaves, digest)
+        return found
+
 
 _META_SHAPES: Final[dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, int]]] = {}
 _NOTHING: Final[JSONObject] = {}
 
 
 def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
-    """Labels and annotations as a table, without a Python step per leaf: the key tuples find the shared path
-    index, and the value hashes are packed straight from the maps. `old` itself when nothing changed (most writes
-    leave them as they were: no table is made)."""
+    """Labels and annotations as a table: the key tuples find the shared path index, and the value hashes are
+    packed straight from the maps. `old` itself when nothing changed (most writes leave them as they were)."""
     labels = meta.get("labels") or _NOTHING
     annotations = meta.get("annotations") or _NOTHING
     if not labels and not annotations:
@@ -131,26 +146,19 @@ def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
             _META_SHAPES.clear()  # live tables keep their own index
         paths_ = [paths.field(_LABELS, key) for key in shape[0]] + [paths.field(_ANNOTATIONS, key) for key in shape[1]]
         positions = _META_SHAPES[shape] = {path: position for position, path in enumerate(paths_)}
-    try:
-        if positions is old.positions and _same(old, labels, annotations):
-            return old
-        hashes = [hash(value) & _LOW for value in labels.values()]
-        if annotations:
-            hashes += [hash(value) & _LOW for value in annotations.values()]
-    except TypeError:
-        raise ValueError("metadata.labels and metadata.annotations must map strings to strings") from None
-    return LeafTable.of(positions, hashes)
+    hashes = [_meta_hash(value) for value in labels.values()]
+    if annotations:
+        hashes += [_meta_hash(value) for value in annotations.values()]
+    new = LeafTable.of(positions, hashes)
+    return old if positions is old.positions and old == new else new
 
 
-def _same(old: LeafTable, labels: JSONObject, annotations: JSONObject) -> bool:
-    """Whether the values hash as in `old` (of the same keys), compared one by one: no table made to compare."""
-    i = 0
-    for section in (labels, annotations):
-        for value in section.values():
-            if hash(value) & _LOW != old[i]:
-                return False
-            i += 1
-    return True
+def _meta_hash(value: Any) -> int:
+    if type(value) is str:
+        return hashing.text_hash(value)
+    if type(value) is dict or type(value) is list:
+        raise ValueError("metadata.labels and metadata.annotations must map strings to strings")
+    return hashing.value_hash(value)
 
 
 def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
@@ -167,9 +175,9 @@ def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
 
 
 def body_digest(obj: JSONObject) -> int:
-    """Hash of the body sections; 0 for metadata-only objects."""
+    """A 64-bit digest of the body sections; 0 for metadata-only objects."""
     body = [(k, v) for k, v in obj.items() if k not in _NOT_BODY]
-    return hash((1, orjson.dumps(body))) if body else 0
+    return (hashing.key(orjson.dumps(body)) or 1) if body else 0
 
 
 def body_leaves(obj: JSONObject) -> LeafHashes:
@@ -206,13 +214,13 @@ def _flatten(node: JSONObject, prefix: str, out: LeafHashes) -> None:
         elif kind is list:
             _flatten_list(value, path, out)
         else:
-            out[path] = hash(value) & _LOW
+            out[path] = hashing.value_hash(value)
 
 
 def _flatten_list(items: list[Any], prefix: str, out: LeafHashes) -> None:
     list_key = _list_key(items)
     if list_key is None:
-        out[prefix] = hash(orjson.dumps(items)) & _LOW
+        out[prefix] = hashing.list_hash(items)
     else:
         for item in items:
             path = paths.keyed_item(prefix, {list_key: item[list_key]})
@@ -230,13 +238,25 @@ def _list_key(items: list[Any]) -> str | None:
     return None
 
 
-def value_text(obj: JSONObject, path: str) -> str | None:
-    """The text of a label or annotation value, for hints that look at what is written (e.g. timestamps)."""
-    meta = obj.get("metadata") or {}
-    for section, prefix in (("annotations", _ANNOTATIONS), ("labels", _LABELS)):
-        if path.startswith(prefix):
-            key = path[len(prefix) :]
-            key = key[1:-1] if key.startswith("[") else key.lstrip(".")
-            found = (meta.get(section) or {}).get(key)
-            return found if isinstance(found, str) else None
-    return None
+def leaf_texts(obj: JSONObject, section: str) -> dict[str, str]:
+    """The string values of the leaves of one top-level section of an object (`spec`, `status`, ...), named as
+    the tables name them: for hints that look at what a write wrote (e.g. a timestamp). Not on the hot path."""
+    out: dict[str, str] = {}
+    value = obj.get(section)
+    if value is not None:
+        _texts({section: value}, "", out)
+    return out
+
+
+def _texts(node: JSONObject, prefix: str, out: dict[str, str]) -> None:
+    for key, value in node.items():
+        path = paths.field(prefix, key)
+        if type(value) is dict:
+            _texts(value, path, out)
+        elif type(value) is list:
+            list_key = _list_key(value)
+            if list_key is not None:
+                for item in value:
+                    _texts(item, paths.keyed_item(path, {list_key: item[list_key]}), out)
+        elif type(value) is str:
+            out[path] = value

@@ -253,8 +253,9 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "fightwatch_build_info",
         "gauge",
-        "1, labelled with the fightwatch and Python versions.",
-        ("version", "python_version"),
+        "1, labelled with the fightwatch and Python versions and the engine's attribution implementation (`native`, "
+        "or `python` where the native engine is not built).",
+        ("version", "python_version", "engine"),
     ),
     Family(
         "fightwatch_shard_info",

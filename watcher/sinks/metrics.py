@@ -188,10 +188,12 @@ class Metrics:
         active: Callable[[], Iterable[Finding]] | None = None,
         shard: int = 0,
         total_shards: int = 1,
+        engine: str = "python",
     ) -> None:
         """`active`: where scrapes read the active findings, current to the last write (`Engine.active`); without
         it, the snapshots of the last changes passed to `on_changes`, which the engine only emits on notable
-        changes (so handovers and rates lag). `shard` labels the per-finding series."""
+        changes (so handovers and rates lag). `shard` labels the per-finding series; `engine` names the engine's
+        attribution implementation (`native` or `python`) in `fightwatch_build_info`."""
         self.registry = registry
         self.settings = settings or MetricsSettings()
         self.active = active
@@ -213,7 +215,7 @@ class Metrics:
         self._sent: Counter = self._direct["fightwatch_delivery_sent"]
         self._failures: Counter = self._direct["fightwatch_delivery_failures"]
         self._dropped: Counter = self._direct["fightwatch_delivery_dropped"]
-        self._direct["fightwatch_build_info"].labels(package_version(), platform.python_version()).set(1)
+        self._direct["fightwatch_build_info"].labels(package_version(), platform.python_version(), engine).set(1)
         self._direct["fightwatch_shard_info"].labels(self.shard, str(total_shards)).set(1)
         self._leader: Gauge = self._direct["fightwatch_leader"]
         self._leader_changes: Counter = self._direct["fightwatch_leader_changes"]

@@ -10,15 +10,17 @@ and flushed about once a second and on shutdown; a failing disk stops the record
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from pathlib import Path
-from typing import IO
+from typing import IO, Final
 
-import orjson
 import structlog
 
-from watcher.model import WatchEvent, format_observed
+from watcher.detection.events import ObjectEvent, encode, event_object
+from watcher.model import JSONObject
 
 BUFFER_BYTES = 2**20
+LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"  # holds a Secret's data, for `kubectl apply`
 
 log = structlog.get_logger("fightwatch.recording")
 
@@ -36,16 +38,15 @@ class Recording:
         self._size = 0
         self._open()
 
-    def write(self, event: WatchEvent) -> None:
+    def write(self, event: ObjectEvent, *, secret: bool = False) -> None:
+        """Append an event. A Secret's last-applied-configuration annotation (its data) is recorded as a digest
+        only (its changes stay visible to a replay)."""
         if self._file is None:
             return
-        line = orjson.dumps(
-            {
-                "type": event.type.value,
-                "object": event.object,
-                "observedAt": format_observed(event.observed_at or 0.0),
-            }
-        )
+        obj = event_object(event)
+        if secret:
+            obj = _redacted(obj)
+        line = encode(event.type, obj, event.observed_at or 0.0)
         try:
             self._file.write(line)
             self._file.write(b"\n")
@@ -100,3 +101,15 @@ class Recording:
             with contextlib.suppress(OSError):  # the file is given up either way; its error was logged above
                 self._file.close()
             self._file = None
+
+
+def _redacted(obj: JSONObject) -> JSONObject:
+    """A copy of a Secret's object without its data in the last-applied-configuration annotation."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict) or not isinstance(annotations.get(LAST_APPLIED), str):
+        return obj
+    digest = hashlib.sha256(annotations[LAST_APPLIED].encode()).hexdigest()
+    return obj | {"metadata": meta | {"annotations": annotations | {LAST_APPLIED: f"sha256:{digest}"}}}

@@ -1,1 +1,2 @@
-"""Sources turn wire data (recorded captures, later the live watch) into `model.WatchEvent`s."""
+"""Sources turn wire data (recorded captures, the live list-and-watch) into the engine's events: each event's JSON
+text goes to the engine's decoder (`detection.events`)."""

@@ -2,8 +2,10 @@
 
 kubectl prints each event as a pretty-printed JSON object whose closing brace is the only thing at column 0 of
 its last line; JSON Lines put one event on each line. Both are read line by line, so memory does not grow
-with the file, and every problem is reported with the file and line where the bad event starts.
-Files ending in `.gz` (or starting with the gzip magic) are decompressed on the fly; `-` is standard input.
+with the file, and each event's text goes to the engine's decoder (`Engine.decode`): every problem is reported
+with the file and line where the bad event starts. Files ending in `.gz` (or starting with the gzip magic) are
+decompressed on the fly; `-` is standard input. A file that breaks off (a truncated or corrupt gzip stream, a
+read error) is reported with how far it was read; the events before the break have been yielded.
 """
 
 from __future__ import annotations
@@ -12,21 +14,15 @@ import gzip
 import heapq
 import io
 import sys
-from collections.abc import Callable, Iterable, Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, Final, TypeVar, cast
+from typing import IO, BinaryIO, Final, cast
 
-import orjson
+from watcher.detection.attribution import Decoder
+from watcher.detection.events import ObjectEvent
 
-from watcher.model import EventType, WatchEvent, new_tuple, parse_time
-
-if TYPE_CHECKING:
-    from watcher._native import Front, Parsed
-
-_EVENT_TYPES: Final = {t.value: t for t in EventType}
-_SKIPPED_TYPES: Final = {"BOOKMARK", "ERROR"}
-_E = TypeVar("_E")  # an event as a reader yields it
 READ_BUFFER: Final = 1 << 20  # bytes read at a time: a line of a capture is a few KiB (8 KiB, the default, is slow)
 
 
@@ -47,6 +43,8 @@ class ReadStats:
     problems: list[str] = field(default_factory=list)  # first few skipped problems, for the report
     source: str = ""  # where the event yielded last starts: file ...
     line: int = 0  # ... and line
+    lines: int = 0  # lines read, in every file
+    file_lines: int = 0  # lines read of the file being read
 
     def note(self, problem: str) -> None:
         self.skipped_invalid += 1
@@ -54,149 +52,95 @@ class ReadStats:
             self.problems.append(problem)
 
 
-def read_capture(source: str, *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[WatchEvent]:
-    """Yield the events of one capture file (`-` for stdin) in file order."""
-    return _read(source, _to_event, stats=stats, skip_invalid=skip_invalid)
+def read_capture(
+    source: str, decode: Decoder, *, stats: ReadStats, skip_invalid: bool = False
+) -> Iterator[ObjectEvent]:
+    """Yield the events of one capture file (`-` for stdin) in file order, as `decode` makes them.
 
-
-def read_captures(sources: Iterable[str], *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[WatchEvent]:
-    """Yield the events of several captures merged by event time (each file is read in its own order)."""
-    streams = [read_capture(s, stats=stats, skip_invalid=skip_invalid) for s in sources]
-    return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=event_time)
-
-
-def read_parsed(source: str, front: Front, *, stats: ReadStats, skip_invalid: bool = False) -> Iterator[Parsed]:
-    """`read_capture` through the native front end: events parsed natively, for `Engine.process_parsed`.
-
-    What the native parser does not read goes to the reference reader (`to_event`), which names the problem."""
-
-    def parse(chunk: bytes, complete: bool) -> Parsed | None:
-        parsed = front.parse(chunk) if complete else "truncated"
-        if isinstance(parsed, str):
-            _refused(chunk, complete=complete, why=parsed)
-            return None
-        return parsed
-
-    return _read(source, parse, stats=stats, skip_invalid=skip_invalid)
-
-
-def read_parsed_captures(
-    sources: Iterable[str], front: Front, *, stats: ReadStats, skip_invalid: bool = False
-) -> Iterator[Parsed]:
-    """`read_captures` through the native front end."""
-    streams = [read_parsed(s, front, stats=stats, skip_invalid=skip_invalid) for s in sources]
-    return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=parsed_time)
-
-
-def _read(
-    source: str, decode: Callable[[bytes, bool], _E | None], *, stats: ReadStats, skip_invalid: bool
-) -> Iterator[_E]:
-    """The events of one capture as `decode(text, complete)` makes them (None: an event to skip, BOOKMARK or
-    ERROR); a `ValueError` it raises is reported with the file and line, or counted with `skip_invalid`."""
+    A `ValueError` of `decode` is reported as a `CaptureError` with the file and line, or (with `skip_invalid`)
+    counted and skipped; events it skips (None: BOOKMARK, ERROR) are counted."""
     with _open(source) as stream:
-        for line, chunk, complete in _chunks(stream):
-            try:
-                event = decode(chunk, complete)
-            except ValueError as exc:
-                if not skip_invalid:
-                    raise CaptureError(source, line, str(exc)) from None
-                stats.note(f"{source}:{line}: {exc}")
-                continue
-            if event is None:
-                stats.skipped_other += 1
-                continue
-            stats.events += 1
-            stats.source, stats.line = source, line
-            yield event
+        try:
+            for line, chunk, complete in _chunks(stream, stats):
+                try:
+                    event = decode(chunk) if complete else _incomplete()
+                except ValueError as exc:
+                    if not skip_invalid:
+                        raise CaptureError(source, line, str(exc)) from None
+                    stats.note(f"{source}:{line}: {exc}")
+                    continue
+                if event is None:
+                    stats.skipped_other += 1
+                    continue
+                stats.events += 1
+                stats.source, stats.line = source, line
+                yield event
+        except _BrokenFileError as exc:
+            raise CaptureError(source, None, str(exc)) from None
 
 
-def _to_event(chunk: bytes, complete: bool) -> WatchEvent | None:
-    return to_event(_loads(chunk, complete=complete))
+def read_captures(
+    sources: Iterable[str], decode: Decoder, *, stats: ReadStats, skip_invalid: bool = False
+) -> Iterator[ObjectEvent]:
+    """Yield the events of several captures merged by event time (each file is read in its own order)."""
+    streams = [read_capture(s, decode, stats=stats, skip_invalid=skip_invalid) for s in sources]
+    return streams[0] if len(streams) == 1 else _merged(streams)
 
 
-def _refused(chunk: bytes, *, complete: bool, why: str) -> None:
-    """An event the native parser did not read: the reference reader names what is wrong with it (None for the
-    events it skips too); one it reads after all is an error of its own, not passed over in silence."""
-    if to_event(_loads(chunk, complete=complete)) is not None:
-        raise ValueError(f"an event the native reader does not read ({why}): use --engine python")
+def _merged(streams: list[Iterator[ObjectEvent]]) -> Iterator[ObjectEvent]:
+    """The streams merged by event time; all of them closed (their files too) when one breaks off."""
+    try:
+        yield from heapq.merge(*streams, key=event_time)
+    finally:
+        for stream in streams:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
 
 
-def parsed_time(event: Parsed) -> float:
-    """`event_time` of a natively parsed event."""
+def event_time(event: ObjectEvent) -> float:
+    """When the event happened (see `ObjectEvent.time`), 0 when it cannot be told."""
     time = event.time
     return time if time is not None else 0.0
 
 
-def event_time(event: WatchEvent) -> float:
-    """When the event happened: its receive time, else the newest managedFields time of the object."""
-    if event.observed_at is not None:
-        return event.observed_at
-    entries = (event.object.get("metadata") or {}).get("managedFields") or ()
-    newest = max((e.get("time") or "" for e in entries if isinstance(e, dict)), default="")
-    return parse_time(newest) if newest else 0.0
+def _incomplete() -> ObjectEvent | None:
+    raise ValueError("the capture ends inside this event (truncated file?)")
 
 
-def to_event(doc: Any) -> WatchEvent | None:
-    """Validate one decoded document as a watch event; None for events that carry no object change."""
-    if not isinstance(doc, dict):
-        raise ValueError(f"expected a JSON object, got {type(doc).__name__}")
-    if "object" in doc or "type" in doc:
-        kind = doc.get("type")
-        if kind in _SKIPPED_TYPES:
-            return None
-        if kind not in _EVENT_TYPES:
-            raise ValueError(f"unknown watch event type {kind!r} (expected ADDED, MODIFIED, DELETED, BOOKMARK)")
-        obj = doc.get("object")
-        event_type = _EVENT_TYPES[kind]
-    elif "metadata" in doc and "kind" in doc:
-        if str(doc.get("kind", "")).endswith("List"):
-            raise ValueError(
-                "this is a List, not a watch stream: capture with "
-                "`kubectl get KIND -A --watch --output-watch-events -o json --show-managed-fields`"
-            )
-        obj, event_type = doc, EventType.MODIFIED  # `kubectl get -w -o json` without --output-watch-events
+class _BrokenFileError(Exception):
+    """A file that could not be read to its end (the message says why and how far it got)."""
+
+
+def _broken(exc: BaseException, lines: int) -> _BrokenFileError:
+    if isinstance(exc, EOFError):
+        what = "the compressed stream ends early (truncated file?)"
+    elif isinstance(exc, zlib.error | gzip.BadGzipFile):
+        what = f"the compressed stream is corrupt ({exc})"
     else:
-        raise ValueError('not a watch event: expected {"type": ..., "object": {...}}')
-    _check_object(obj)
-    obj = cast(dict[str, Any], obj)
-    observed = doc.get("observedAt")
-    if observed is None:
-        return new_tuple(WatchEvent, (event_type, obj, None))
-    if not isinstance(observed, str):
-        raise ValueError(f"observedAt must be an RFC 3339 string, got {observed!r}")
-    try:
-        return new_tuple(WatchEvent, (event_type, obj, parse_time(observed)))
-    except ValueError:
-        raise ValueError(f"observedAt {observed!r} is not an RFC 3339 time") from None
+        what = f"read error ({getattr(exc, 'strerror', None) or exc})"
+    return _BrokenFileError(f"{what}; read up to line {lines:,}")
 
 
-def _check_object(obj: Any) -> None:
-    # (`type(x) is`, not isinstance: decoded JSON has no subclasses, and this runs for every event)
-    if type(obj) is not dict:
-        raise ValueError("the event's object is not a JSON object")
-    meta = obj.get("metadata")
-    if type(meta) is not dict:
-        raise ValueError("the object has no metadata")
-    uid, name = meta.get("uid"), meta.get("name")
-    if type(uid) is not str or not uid:
-        raise ValueError("the object has no metadata.uid")
-    if type(name) is not str or not name:
-        raise ValueError("the object has no metadata.name")
-    if type(obj.get("kind")) is not str or type(obj.get("apiVersion")) is not str:
-        raise ValueError(f"object {name!r} has no kind or apiVersion")
-    managed = meta.get("managedFields")
-    if managed is not None and type(managed) is not list:
-        raise ValueError(f"metadata.managedFields of {name!r} is not a list")
-
-
-def _chunks(stream: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
+def _chunks(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bool]]:
     """Split a stream into JSON texts: one per line, or pretty-printed ones ending with `}` at column 0.
 
-    Yields (line where the text starts, text, whether it is complete); the text is decoded by the caller.
+    Yields (line where the text starts, text, whether it is complete); the text is decoded by the caller. Counts
+    the lines read in `stats.lines`; a stream that breaks off is a `_BrokenFileError`.
     """
+    try:
+        yield from _split(stream, stats)
+    except (OSError, EOFError, zlib.error) as exc:  # (gzip.BadGzipFile is an OSError)
+        raise _broken(exc, stats.file_lines) from None
+
+
+def _split(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bool]]:
     pending: list[bytes] = []
     start = 0
+    stats.file_lines = 0
     for number, line in enumerate(stream, 1):
+        stats.file_lines = number
+        stats.lines += 1
         if pending:
             pending.append(line)
             if line[:1] == b"}":
@@ -213,17 +157,6 @@ def _chunks(stream: IO[bytes]) -> Iterator[tuple[int, bytes, bool]]:
             yield number, text, True
     if pending:
         yield start, b"".join(pending), False
-
-
-def _loads(data: bytes, *, complete: bool) -> Any:
-    if not complete:
-        raise ValueError("the capture ends inside this event (truncated file?)")
-    if data[:1] != b"{":
-        raise ValueError(f"expected a JSON object, found {data[:40]!r}")
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON: {exc}") from None
 
 
 @contextmanager

@@ -20,11 +20,13 @@ from typing import Any
 import structlog
 
 from watcher.config import ShardingSettings, WatchSettings
+from watcher.detection.attribution import Decoder
 from watcher.sources.discovery import ApiResource, Target, discover, select
 from watcher.sources.kube import KubeApi
 from watcher.sources.watch import (
     Deliver,
     Failure,
+    Invalid,
     NamespaceFilter,
     ResourceKey,
     ResourceWatch,
@@ -57,20 +59,25 @@ class ClusterWatch:
         api: KubeApi,
         deliver: Deliver,
         *,
+        decode: Decoder,
+        on_invalid: Invalid | None = None,
         settings: WatchSettings,
         sharding: ShardingSettings | None = None,
         rng: random.Random | None = None,
         observer: WatchObserver | None = None,
         on_change: Callable[[], None] = lambda: None,
     ) -> None:
-        """`observer` is told of each watch's restarts and errors; `on_change` whenever a watch starts, stops or
-        changes state (what `resource_states` returns may have changed)."""
+        """`decode` reads each event (the engine's decoder); `on_invalid` is told of each event it refuses;
+        `observer` of each watch's restarts and errors; `on_change` whenever a watch starts, stops or changes state
+        (what `resource_states` returns may have changed)."""
         self.discovery = DiscoveryStatus()
         self._api = api
         self._observer = observer
         self._on_change = on_change
         self._reconciling = False  # (the set of watches is half-changed: tell on_change once it is done)
         self._deliver = deliver
+        self._decode = decode
+        self._on_invalid = on_invalid
         self._settings = settings
         self._sharding = sharding
         self._policy = RetryPolicy.of(settings)
@@ -206,6 +213,8 @@ class ClusterWatch:
                 target,
                 self._api,
                 self._deliver,
+                decode=self._decode,
+                on_invalid=self._on_invalid,
                 settings=self._settings,
                 namespaces=self._namespaces,
                 on_gone=self.request_refresh,

@@ -1,8 +1,9 @@
 """The list-and-watch loop of one resource, and the retry policy it follows when the API server does not answer.
 
 List (paginated), then watch from the list's resourceVersion with bookmarks, resuming from the last version
-seen whenever the server ends a watch. Watch lines are split and decoded with orjson straight from the socket's
-bytes: no client models on the hot path. Each object becomes a `WatchEvent` stamped with its receive time.
+seen whenever the server ends a watch. Watch lines are split straight from the socket's bytes and each goes to
+the engine's decoder (natively where the native engine is built): no client models, no Python object per JSON
+node on the hot path. Each event is stamped with its receive time; an invalid one is reported and skipped.
 
 What goes wrong is classified once (`Failure`) and retried by `retry_delay`, a plain function: `410 Gone`
 relists (the relisted objects reach the engine as ADDED events, which re-read known objects instead of
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import fnmatch
-import hashlib
 import random
 import sys
 import time
@@ -33,7 +33,9 @@ import orjson
 import structlog
 
 from watcher.config import WatchSettings
-from watcher.model import EventType, JSONObject, WatchEvent, observed_time
+from watcher.detection.attribution import Decoder
+from watcher.detection.events import DecodeError, EventError, ObjectEvent, encode
+from watcher.model import EventType, JSONObject, observed_time
 from watcher.sources.discovery import ApiResource, Target
 from watcher.sources.kube import ApiError, KubeApi
 
@@ -41,10 +43,9 @@ ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s
 ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 ACCEPT_FULL = "application/json"
 MAX_EVENT_BYTES = 64 * 2**20  # etcd stores at most 1.5 MiB per object: a longer line is a broken stream
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # a Secret's data, for `kubectl apply`
-_TYPES = {t.value: t for t in EventType}
 
-Deliver = Callable[[WatchEvent, ApiResource], None]
+Deliver = Callable[[ObjectEvent, ApiResource], None]
+Invalid = Callable[[ApiResource, EventError], None]  # an event the decoder refused (it is skipped)
 ResourceKey = tuple[str, str]
 """(group, plural): ("", "configmaps"), ("apps", "deployments")."""
 
@@ -244,6 +245,8 @@ class ResourceWatch:
         api: KubeApi,
         deliver: Deliver,
         *,
+        decode: Decoder,
+        on_invalid: Invalid | None = None,
         settings: WatchSettings,
         namespaces: NamespaceFilter,
         on_gone: Callable[[], None] = lambda: None,
@@ -260,6 +263,8 @@ class ResourceWatch:
         self._start_reason = "initial"
         self._api = api
         self._deliver = deliver
+        self._decode = decode
+        self._on_invalid = on_invalid or _ignored
         self._settings = settings
         self._policy = RetryPolicy.of(settings)
         self._namespaces = None if namespaces.everything or not resource.namespaced else namespaces
@@ -270,7 +275,6 @@ class ResourceWatch:
         self._watch_accept = ACCEPT_FULL if target.full_objects else ACCEPT_METADATA
         self._kind = resource.kind
         self._api_version = resource.api_version
-        self._secret = resource.group == "" and resource.plural == "secrets"
         self._rv: str | None = None
         self._known: dict[str, tuple[str | None, str]] = {}  # uid -> (namespace, name): to see what vanished
         self._path = target.path
@@ -363,12 +367,12 @@ class ResourceWatch:
             doc, size = await self._api.get(self._path, query=query, accept=self._list_accept)
             status.bytes += size
             now = observed_time(time.time())
-            items = doc.get("items") or ()
-            for obj in items:
-                meta = obj.get("metadata") if isinstance(obj, dict) else None
-                if isinstance(meta, dict) and meta.get("uid"):
-                    seen.add(meta["uid"])
-                    self._emit(EventType.ADDED, obj, meta, now)
+            for obj in doc.get("items") or ():
+                # (an item is encoded again for the decoder: lists are rare, watch events are many)
+                event = self._event(encode(EventType.ADDED, obj) if isinstance(obj, dict) else b"{}", now)
+                if event is not None:
+                    seen.add(event.uid)
+                    self._emit(event)
             metadata = doc.get("metadata") or {}
             token = metadata.get("continue") or ""
             if not token:
@@ -433,40 +437,48 @@ class ResourceWatch:
             raise WatchError(Failure.CONNECTION, "the server ended the watch at once")
 
     def _on_line(self, line: bytes, now: float) -> None:
-        try:
-            doc = orjson.loads(line)
-            kind: str = doc["type"]
-            obj: JSONObject = doc["object"]
-            if kind == "ERROR":  # a Status, with or without metadata
-                raise error_event(obj)
-            meta: JSONObject = obj["metadata"]
-        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-            raise WatchError(Failure.CONNECTION, f"malformed watch event: {line[:120]!r}") from None
-        if kind == "BOOKMARK":
-            self._rv = meta.get("resourceVersion") or self._rv
+        event = self._event(line, now)
+        if event is None:
             return
-        event_type = _TYPES.get(kind)
-        if event_type is None or not meta.get("uid"):
-            self._log.warning("skipped a watch event", type=kind, uid=meta.get("uid"))
-            return
-        self._rv = meta.get("resourceVersion") or self._rv
-        self._emit(event_type, obj, meta, now)
+        self._rv = event.resource_version or self._rv
+        self._emit(event)
 
-    def _emit(self, event_type: EventType, obj: JSONObject, meta: JSONObject, now: float) -> None:
-        namespace = meta.get("namespace")
+    def _event(self, data: bytes, now: float) -> ObjectEvent | None:
+        """The decoded event of a line (None: a BOOKMARK, handled here, or an invalid event, skipped)."""
+        try:
+            event = self._decode(data, observed_at=now, api_version=self._api_version, kind=self._kind)
+        except DecodeError:
+            raise WatchError(Failure.CONNECTION, f"malformed watch event: {data[:120]!r}") from None
+        except EventError as exc:
+            self._on_invalid(self.resource, exc)
+            return None
+        if event is None:
+            self._control(data)
+        return event
+
+    def _control(self, line: bytes) -> None:
+        """A BOOKMARK (remember its resourceVersion) or an ERROR (raise what it stands for)."""
+        doc = orjson.loads(line)
+        obj = doc.get("object")
+        if not isinstance(obj, dict):
+            raise WatchError(Failure.CONNECTION, f"malformed watch event: {line[:120]!r}")
+        if doc.get("type") == "ERROR":  # a Status, with or without metadata
+            raise error_event(obj)
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            self._rv = meta.get("resourceVersion") or self._rv
+
+    def _emit(self, event: ObjectEvent) -> None:
+        namespace = event.namespace
         if self._namespaces is not None and not self._namespaces.allows(namespace or ""):
             return
-        obj["kind"] = self._kind  # a PartialObjectMetadata (or a list item) names no kind of its own
-        obj["apiVersion"] = self._api_version
-        if self._secret:
-            _redact(meta)
-        uid: str = meta["uid"]
-        if event_type is EventType.DELETED:
+        uid = event.uid
+        if event.type == "DELETED":
             self._known.pop(uid, None)
-        elif event_type is EventType.ADDED or uid not in self._known:
+        elif event.type == "ADDED" or uid not in self._known:
             # (namespaces interned: thousands of objects share each, and this index holds every watched object)
-            self._known[uid] = (sys.intern(namespace) if namespace else None, meta.get("name") or "")
-        self._deliver(WatchEvent(event_type, obj, now), self.resource)
+            self._known[uid] = (sys.intern(namespace) if namespace else None, event.name)
+        self._deliver(event, self.resource)
 
     def _vanished(self, uid: str, now: float) -> None:
         namespace, name = self._known.pop(uid)
@@ -474,7 +486,13 @@ class ResourceWatch:
         if namespace is not None:
             metadata["namespace"] = namespace
         obj = {"apiVersion": self._api_version, "kind": self._kind, "metadata": metadata}
-        self._deliver(WatchEvent(EventType.DELETED, obj, now), self.resource)
+        event = self._event(encode(EventType.DELETED, obj), now)
+        if event is not None:
+            self._deliver(event, self.resource)
+
+
+def _ignored(resource: ApiResource, error: EventError) -> None:
+    """The default `on_invalid`: the event is skipped, and told to no one."""
 
 
 _FAILURE_EVENTS = {
@@ -483,11 +501,3 @@ _FAILURE_EVENTS = {
     Failure.UNAUTHORIZED: "watch unauthorized",
     Failure.THROTTLED: "watch throttled",
 }
-
-
-def _redact(meta: JSONObject) -> None:
-    """A Secret's last-applied-configuration annotation holds its data: keep only a digest (changes stay visible)."""
-    annotations = meta.get("annotations")
-    if isinstance(annotations, dict) and isinstance(annotations.get(LAST_APPLIED), str):
-        digest = hashlib.sha256(annotations[LAST_APPLIED].encode()).hexdigest()
-        annotations[LAST_APPLIED] = f"sha256:{digest}"

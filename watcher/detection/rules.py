@@ -1,0 +1,194 @@
+"""The detection rules: a write's handovers in, a fight opened or grown out; its writers in, a hot loop.
+
+- **Fight**: a field changed hands >= `min_handovers` times within the window and came *back* to an earlier owner
+  or value at least `min_handovers - 1` times (A->B->A->B): a single correction (A->B->A) or an ownership
+  migration (A->B->C) is not a fight.
+- **Hot loop**: a writer's exponentially decaying write rate on one object stays at or above
+  `min_writes_per_minute` for at least `min_writes` writes in a row (no gap longer than two time constants).
+
+Each rule is handed the object's state, the write and the event it came from, and returns the change of the
+finding it opened or updated (None when nothing notable happened). Resolution is the engine's (see `engine.py`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from watcher.config import DetectionSettings
+from watcher.detection import hints, values
+from watcher.detection.attribution import Attribution, Write
+from watcher.detection.events import ObjectEvent, event_object, object_ref
+from watcher.detection.findings import absorb, notable, snapshot
+from watcher.detection.handovers import Handover, HandoverLog
+from watcher.detection.state import ObjectState, OpenFinding, Rate
+from watcher.model import ChangeKind, FindingChange, FindingState, FindingType, Writer
+
+
+class FightRule:
+    """Log each object's handovers and call a fight when a field keeps coming back (see the module docstring)."""
+
+    def __init__(self, settings: DetectionSettings) -> None:
+        self._window = settings.fight.window
+        self._backs = settings.fight.min_handovers - 1
+        self._limit = settings.history
+
+    def observe(
+        self, state: ObjectState, handovers: list[Handover], write: Write, event: ObjectEvent
+    ) -> FindingChange | None:
+        """Log the handovers of one write (ignored fields already left out) and open or grow the fight."""
+        at = write.at
+        history = state.history
+        if history is None:
+            history = state.history = HandoverLog.empty()
+        # A field becomes contested only by coming back to an earlier owner or value: test that cheaply first.
+        candidates = [h for h in handovers if history.may_come_back(h)]
+        limit = self._limit
+        history.add(handovers[-limit:])  # (more could not stay: see `trim`)
+        history.trim(horizon=at - self._window, limit=limit)
+        contested = {h.path for h in candidates if history.backs(h.path) >= self._backs}
+        finding = state.fight
+        if finding is None:
+            if not contested:
+                return None
+            involved = history.of(contested)
+            finding = state.fight = OpenFinding(
+                FindingType.FIGHT,
+                object_ref(event),
+                first_seen=involved[0].at,
+                at=at,
+                seq=involved[0].seq,
+                version=write.version,
+            )
+            absorb(finding, involved)
+            return FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))
+        relevant = [h for h in handovers if h.path in contested or h.path in finding.fields]
+        if not relevant:
+            return None
+        before = (len(finding.fields), len(finding.writer_writes), finding.handovers)
+        absorb(finding, relevant)
+        finding.last_seen = at
+        if not notable(before, (len(finding.fields), len(finding.writer_writes), finding.handovers)):
+            return None
+        return FindingChange(ChangeKind.UPDATED, snapshot(finding, state, FindingState.ACTIVE, None))
+
+
+class HotLoopRule:
+    """Feed each writer's decaying write rate and call a hot loop when it stays high (see the module docstring)."""
+
+    def __init__(self, settings: DetectionSettings) -> None:
+        hot = settings.hot_loop
+        self._tau = hot.time_constant
+        self._unit = 60.0 / hot.time_constant  # one write, in writes per minute of the decaying rate
+        self._min_rate = hot.min_writes_per_minute
+        self._min_writes = hot.min_writes
+
+    def observe(
+        self, state: ObjectState, writers: list[Writer], write: Write, event: ObjectEvent, attribution: Attribution
+    ) -> FindingChange | None:
+        """Count a timed write of `writers` (ignored ones already left out) and open or grow the hot loop;
+        `attribution` tells which fields a writer owns (asked only when a hot loop needs it)."""
+        rates, hot = self._rates(state, writers, write)
+        finding = state.hot
+        if finding is None:
+            if not hot:
+                return None
+            first = min((rates[w] for w in hot), key=lambda r: r.start_seq)
+            # Named after the write that began the streak, not the one that crossed the threshold: the crossing
+            # depends on each replica's receive times, the streak's start (after a gap of two time constants) not.
+            finding = state.hot = OpenFinding(
+                FindingType.HOT_LOOP,
+                object_ref(event),
+                first_seen=first.start,
+                at=write.at,
+                seq=first.start_seq,
+                version=first.start_version or write.version,
+            )
+            before = None
+        else:
+            before = (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)
+        for writer in writers:
+            if writer in hot and writer not in finding.writer_writes:
+                finding.writer_writes[writer] = rates[writer].streak
+            elif writer in finding.writer_writes:
+                finding.writer_writes[writer] += 1
+        if hot:
+            finding.last_seen = write.at
+        _note_evidence(finding, state, write, event=event, attribution=attribution, hot=hot)
+        if before is None:
+            kind = ChangeKind.OPENED
+        elif notable(before, (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)):
+            kind = ChangeKind.UPDATED
+        else:
+            return None
+        return FindingChange(kind, snapshot(finding, state, FindingState.ACTIVE, None))
+
+    def _rates(
+        self, state: ObjectState, writers: list[Writer], write: Write
+    ) -> tuple[dict[Writer, Rate], list[Writer]]:
+        """Feed each writer's decaying rate; return the rates and the writers that are hot now."""
+        at = write.at
+        rates = state.rates
+        if rates is None:
+            rates = state.rates = {}
+        hot: list[Writer] = []
+        for writer in writers:
+            rate = rates.get(writer)
+            if rate is None:
+                rate = rates[writer] = Rate()
+            gap = at - rate.last
+            rate.rate = rate.rate * math.exp(-gap / self._tau) + self._unit
+            if gap > 2 * self._tau:  # a new streak
+                rate.streak, rate.start, rate.start_seq, rate.start_version = 0, at, state.seq, write.version
+            rate.streak += 1
+            rate.last = at
+            if rate.rate >= self._min_rate and rate.streak >= self._min_writes:
+                hot.append(writer)
+        return rates, hot
+
+
+def _note_evidence(
+    finding: OpenFinding,
+    state: ObjectState,
+    write: Write,
+    *,
+    event: ObjectEvent,
+    attribution: Attribution,
+    hot: list[Writer],
+) -> None:
+    """What the hot writes change, for the summary and the hint."""
+    new = [p for p in write.changed if p not in finding.fields]  # (each field's value is looked at once)
+    finding.fields.update(new)
+    if not finding.timestamp_values and new:
+        finding.timestamp_values = any(hints.looks_like_timestamp(text) for text in _texts(event, new))
+    if not finding.status_writes:
+        changed = write.changed
+        finding.status_writes = (bool(changed) and all(p.startswith("status.") for p in changed)) or any(
+            w.subresource == "status" or _owns_only_status(attribution.owned(state, event, w)) for w in hot
+        )
+
+
+def _texts(event: ObjectEvent, changed: list[str]) -> list[str]:
+    """The string values a write wrote at these paths (labels and annotations straight from the event; other
+    sections from its object, decoded only then)."""
+    texts = []
+    sections: dict[str, dict[str, str]] = {}
+    for path in changed:
+        if path.startswith("metadata."):
+            text = event.meta_value(path)
+        else:
+            section = path.split(".", 1)[0].split("[", 1)[0]
+            found = sections.get(section)
+            if found is None:
+                found = sections[section] = values.leaf_texts(event_object(event), section)
+            text = found.get(path)
+        if text:
+            texts.append(text)
+    return texts
+
+
+def _owns_only_status(fields: frozenset[str] | None) -> bool:
+    return (
+        fields is not None
+        and all(p.startswith(("status", "metadata")) for p in fields)
+        and any(p.startswith("status") for p in fields)
+    )

@@ -1,0 +1,91 @@
+"""Per-object state: what the engine keeps about one object between two of its versions, and the records of the
+findings open on it. The attribution implementations and the rules read and update it; it imports neither.
+
+Slotted classes, since there are as many states as tracked objects (see docs/scaling.md for the bounds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from watcher.detection.handovers import HandoverLog
+from watcher.detection.ignore import ObjectRules
+from watcher.model import FindingType, ObjectRef, Writer
+
+
+class Rate:
+    """One writer's write rate on one object: exponentially decaying, with the current streak of writes."""
+
+    __slots__ = ("last", "rate", "start", "start_seq", "start_version", "streak")
+
+    def __init__(self) -> None:
+        self.rate = 0.0  # writes per minute, exponentially decaying
+        self.last = -math.inf
+        self.streak = 0  # writes without a gap longer than two time constants
+        self.start = 0.0
+        self.start_seq = 0
+        self.start_version = ""  # resourceVersion of the streak's first write: names a hot loop it opens
+
+
+class OpenFinding:
+    """A finding while it is tracked (active), mutable; `findings.snapshot` makes the immutable `Finding`."""
+
+    __slots__ = (
+        "by_ownership",
+        "detected_at",
+        "fields",
+        "first_seen",
+        "first_seq",
+        "handovers",
+        "id",
+        "last_seen",
+        "ref",
+        "status_writes",
+        "timestamp_values",
+        "type",
+        "writer_writes",
+    )
+
+    def __init__(
+        self, kind: FindingType, ref: ObjectRef, *, first_seen: float, at: float, seq: int, version: str = ""
+    ) -> None:
+        self.type = kind
+        self.ref = ref  # (the object's state keeps only its key: names are read from events)
+        self.id = finding_id(kind, ref, version=version, at=at)
+        self.first_seen = first_seen
+        self.detected_at = at
+        self.last_seen = at
+        self.first_seq = seq
+        self.handovers = 0
+        self.fields: set[str] = set()
+        self.writer_writes: dict[Writer, int] = {}
+        self.by_ownership = False
+        self.timestamp_values = False
+        self.status_writes = False
+
+
+def finding_id(kind: FindingType, ref: ObjectRef, *, version: str, at: float) -> str:
+    """Type, object and the resourceVersion of the write that opened the finding: the same on every replica and
+    in every replay that saw that write (the receive time, used only when an object has no resourceVersion,
+    is not)."""
+    opened_by = version or repr(at)
+    return hashlib.blake2b(f"{kind}/{ref.uid}/{opened_by}".encode(), digest_size=8).hexdigest()
+
+
+class ObjectState:
+    """What detection keeps per object. An attribution implementation makes it (`Attribution.baseline`) and may
+    keep its own part of the object's state in a subclass (the Python reference does) or natively (the native
+    implementation, keyed by the object's key)."""
+
+    __slots__ = ("fight", "history", "hot", "last_write", "rates", "rules", "rv", "seq")
+
+    def __init__(self, rv: int, rules: ObjectRules) -> None:
+        self.rv = rv  # the version last seen (see `events.version_key`): a repeated one is a duplicate event
+        self.rules = rules
+        self.seq = 0  # writes seen: the engine counts them, handovers and findings name writes by it
+        self.history: HandoverLog | None = None  # bounded by `history` and the window
+        self.rates: dict[Writer, Rate] | None = None
+        self.fight: OpenFinding | None = None
+        self.hot: OpenFinding | None = None
+        self.last_write = 0.0
