@@ -7,13 +7,13 @@ ARG PYTHON_IMAGE=python:3.11.10-slim-bookworm
 
 # --- build: the project wheel plus the wheels of all its dependencies ----------------------------------------
 FROM ${PYTHON_IMAGE} AS build
-# mypyc compiles the per-event modules to C and cargo builds the native front end from Debian's packaged crates
+# mypyc compiles the per-event modules to C and cargo builds the native engine from Debian's packaged crates
 # (setup.py, native/.cargo/config.toml): this stage needs a C compiler, cargo and those crates; the runtime does not.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev cargo \
         librust-pyo3-dev librust-serde-json-dev librust-serde-derive-dev librust-indexmap-dev librust-ahash-dev \
-        librust-chrono-dev \
+        librust-chrono-dev librust-crc32fast-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./

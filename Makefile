@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint unit integration bench bench-live load-test record clean-build
 
-# The install compiles the per-event code (setup.py: mypyc, and the native front end in Rust): a change to it
+# The install compiles the per-event code (setup.py: mypyc, and the native engine in Rust): a change to it
 # installs again.
 COMPILED := watcher/model.py watcher/sources/capture.py $(wildcard watcher/detection/*.py) \
 	native/Cargo.toml $(wildcard native/src/*.rs)
@@ -39,12 +39,15 @@ test: $(BIN)/fightwatch lint
 	scripts/monitoring.sh >/dev/null
 	$(BIN)/pytest
 
+## Static checks; and the Rust-only logic's unit tests (cargo test without the extension-module feature, so that
+## its test binary links libpython).
 lint: $(BIN)/fightwatch
 	$(BIN)/ruff check watcher tests scripts harness setup.py
 	$(BIN)/ruff format --check watcher tests scripts harness setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	cd native && cargo fmt --check && cargo clippy --release --offline --quiet -- -D warnings
+	cd native && cargo fmt --check && cargo clippy --release --offline --quiet --all-targets -- -D warnings
+	cd native && PYO3_PYTHON=$(abspath $(BIN)/python) cargo test --offline --quiet --no-default-features
 
 unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit

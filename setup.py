@@ -1,12 +1,12 @@
 """Build steps beyond pyproject.toml: the per-event code is compiled, in two parts.
 
 - mypyc compiles the modules every watch event runs through to C. They are the same typed Python the tests and
-  `mypy --strict` check; compiled, they replay a capture about 1.4-1.5x as fast (README, "Benchmark").
-- setuptools-rust builds the native front end (native/, Rust) into `watcher._native`: it parses events and
-  attributes writes for `fightwatch replay`, about 1.7x as fast again. Its crates come from Debian's packages
-  (librust-*-dev, see native/.cargo/config.toml; `scripts/native.sh` installs them), never from crates.io.
-  It is optional: without cargo or those crates the build warns and the package replays with the Python engine,
-  with the same results.
+  `mypy --strict` check; compiled, they replay a capture about 1.4-1.5x as fast (docs/benchmarks.md).
+- setuptools-rust builds the native engine (native/, Rust) into `watcher._native`: it parses events and
+  attributes writes for `fightwatch run` and `replay`, about 1.7x as fast again (docs/benchmarks.md). Its crates
+  come from Debian's packages (librust-*-dev, see native/.cargo/config.toml; `scripts/native.sh` installs them),
+  never from crates.io. It is optional: without cargo or those crates the build warns and the package runs on the
+  Python engine, with the same results.
 
 Set FIGHTWATCH_PURE_PYTHON=1 to build a pure-Python package (same results, slowest); without a C compiler or
 Python's headers it is built so anyway, with a warning. `fightwatch --version` tells which build is installed.
@@ -62,7 +62,7 @@ def native_front_end() -> list[RustExtension]:
     cargo = os.environ.get("CARGO", "cargo")  # as setuptools-rust finds it
     if shutil.which(cargo) is None:
         print(
-            f"WARNING: fightwatch's native front end is not built (the Python engine replays instead): no {cargo} "
+            f"WARNING: fightwatch's native engine is not built (fightwatch runs on the Python engine instead): no {cargo} "
             "(scripts/native.sh installs Debian's cargo and crates)",
             file=sys.stderr,
         )

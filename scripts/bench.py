@@ -196,7 +196,7 @@ def measure(
         "stream": stream_summary(path, truth, floor.events),
         "generation_s": gen_seconds,
         "replay": {
-            "engine": "native front end" if args.engine == "native" else "python",
+            "engine": args.engine,
             "events_per_s": replayed.rate,
             "best_s": replayed.best,
             "runs_s": replayed.runs,

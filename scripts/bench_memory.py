@@ -5,7 +5,7 @@
     .venv/bin/python scripts/bench_memory.py --stream STREAM.jsonl --timeline N [--window SECONDS]
 
 The first measures the bytes the engine holds per tracked object after a replay: tracemalloc's count of Python's
-objects plus the native front end's allocator count, as shipped (objects idle for the fight window let go, the
+objects plus the native engine's allocator count, as shipped (objects idle for the fight window let go, the
 default cap) and with every object kept (no idle eviction, no cap: every object of the stream tracked), the
 latter also as the resident memory a fresh interpreter grows by; and what the live watcher's watch index holds
 per object besides. `--timeline N` instead replays at the defaults and samples, every N events, the simulated

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Say loudly when the installed fightwatch lacks its compiled parts (setup.py): the mypyc-compiled per-event modules
-# or the native front end (watcher._native, Rust). Both are optional to the install, which then goes on with pure
+# or the native engine (watcher._native, Rust). Both are optional to the install, which then goes on with pure
 # Python or the Python engine (same results, slower) and pip hides why; `make` runs this right after installing.
 #   scripts/check-build.sh PYTHON [INSTALL_LOG]
 # PYTHON: the environment's interpreter; INSTALL_LOG: the `pip install -v` output, from which the reasons are quoted.
@@ -25,7 +25,7 @@ if not engine.origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
 try:
     import watcher._native  # noqa: F401
 except ImportError as error:
-    print("the native front end (watcher._native, Rust):")
+    print("the native engine (watcher._native, Rust):")
     print(f"  {error}; `fightwatch replay` uses the Python engine, and tests/unit/test_native.py fails")
 PY
 ) || { echo "check-build: fightwatch is not importable with $python" >&2; exit 1; }

@@ -7,9 +7,10 @@
 #   2. Otherwise the cache ~/.cache/fightwatch/control-plane/v1.20.2, built once from Debian bookworm's
 #      `kubernetes` source package (which vendors every Go dependency), with etcd and etcdctl unpacked from
 #      Debian's etcd-server and etcd-client (scripts/deb-unpack.sh). Those two packages are not installed:
-#      etcd-server's maintainer scripts would enable (and under systemd start) etcd.service on the host. The
-#      packages this script does install (kubernetes-client, and for the one-off build golang-go, rsync, dpkg-dev,
-#      make, golang-github-modern-go-reflect2-dev) enable no service.
+#      etcd-server's maintainer scripts would enable (and under systemd start) etcd.service on the host; for the
+#      same reason the build's rsync is unpacked too. The packages this script does install (kubernetes-client,
+#      and for the one-off build golang-go, dpkg-dev, make, golang-github-modern-go-reflect2-dev) enable no
+#      service.
 # Everything else this script prints goes to stderr, so `dir=$(scripts/control-plane.sh)` works.
 set -euo pipefail
 
@@ -101,7 +102,16 @@ SRC
   as_root apt-get update -qq >&2
   apt_updated=1
 fi
-apt_install golang-go rsync dpkg-dev make golang-github-modern-go-reflect2-dev
+apt_install golang-go dpkg-dev make golang-github-modern-go-reflect2-dev
+# rsync, which the build scripts call, is unpacked, not installed: its package enables an rsync service (SysV).
+tools=$cache/build-tools
+"$(dirname "$0")/deb-unpack.sh" "$tools/root" rsync libpopt0 libxxhash0 >/dev/null
+mkdir -p "$tools/bin"
+libs=$tools/root/usr/lib/x86_64-linux-gnu:$tools/root/lib/x86_64-linux-gnu
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' \
+  "$libs" "$tools/root/usr/bin/rsync" >"$tools/bin/rsync"
+chmod 755 "$tools/bin/rsync"
+"$tools/bin/rsync" --version >/dev/null || die "the unpacked rsync does not run"
 
 work=$cache/build
 rm -rf "$work"
@@ -126,13 +136,13 @@ log "building kube-apiserver and kube-controller-manager (about 5-10 minutes on 
 (
   cd "$work/.go/src/k8s.io/kubernetes"
   export GOPATH=$work/.go GO111MODULE=off GOFLAGS=-mod=vendor CGO_ENABLED=0 GOCACHE=$cache/gocache
-  export KUBE_GIT_VERSION=$version KUBE_GIT_TREE_STATE=clean
+  export KUBE_GIT_VERSION=$version KUBE_GIT_TREE_STATE=clean PATH=$tools/bin:$PATH
   make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" >&2
 )
 out=$(find "$tree/_output" -type f -name kube-apiserver -path '*bin*' | head -n1)
 [[ -n $out ]] || die "the build produced no kube-apiserver"
 cp "$out" "$bin/kube-apiserver"
 cp "$(dirname "$out")/kube-controller-manager" "$bin/kube-controller-manager"
-rm -rf "$work" "$cache/gocache"
+rm -rf "$work" "$cache/gocache" "$tools"
 log "built $("$bin/kube-apiserver" --version 2>&1)"
 printf '%s\n' "$bin"

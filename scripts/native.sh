@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what the native front end (native/, Rust) is built and linted with, all from Debian: its packaged crates
+# Install what the native engine (native/, Rust) is built and linted with, all from Debian: its packaged crates
 # (librust-*-dev), which cargo reads as a local registry (native/.cargo/config.toml), so the build fetches nothing
 # from crates.io; cargo (Rust 1.63); and rustfmt and rust-clippy for `make lint` (`cargo fmt`, `cargo clippy`).
 # No rustup needed.
@@ -11,7 +11,7 @@ set -uo pipefail
 # Debian's cargo too: the image's build stage has only that one (Rust 1.63), and tests/deploy/test_image.py builds
 # with it as the image does. A newer cargo first on PATH (rustup) builds everything else.
 CRATES=(librust-pyo3-dev librust-serde-json-dev librust-serde-derive-dev librust-indexmap-dev librust-ahash-dev
-        librust-chrono-dev cargo)
+        librust-chrono-dev librust-crc32fast-dev cargo)
 # `cargo fmt` and `cargo clippy` (make lint) with Debian's toolchain: same 1.63 release as its rustc.
 LINT=(rustfmt rust-clippy)
 
@@ -30,9 +30,9 @@ if ((${#missing[@]})); then
     { as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends \
         "${missing[@]}"; } >/dev/null 2>&1 || true
     mapfile -t still < <(not_installed "${CRATES[@]}")
-    ((${#still[@]})) && echo "native.sh: could not install ${still[*]}: the native front end will not be built" >&2
+    ((${#still[@]})) && echo "native.sh: could not install ${still[*]}: the native engine will not be built" >&2
     mapfile -t still < <(not_installed "${LINT[@]}")
     ((${#still[@]})) && echo "native.sh: could not install ${still[*]}: make lint cannot check native/" >&2
 fi
-command -v cargo >/dev/null || echo "native.sh: no cargo (install Rust 1.63+): the native front end will not be built" >&2
+command -v cargo >/dev/null || echo "native.sh: no cargo (install Rust 1.63+): the native engine will not be built" >&2
 exit 0

@@ -21,13 +21,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Test what ships: the modules setup.py compiles with mypyc, and the native front end it builds from native/
+    """Test what ships: the modules setup.py compiles with mypyc, and the native engine it builds from native/
     (Rust), built from the sources as they are now.
 
     An editable install keeps its compiled modules beside their sources, and Python imports the compiled one:
     after an edit the tests would run the old code. So a compiled module older than its source stops the run
     (`make` rebuilds them), and so does a package built without them, unless FIGHTWATCH_PURE_PYTHON asks for
-    pure Python (then no compiled module may be there). test_native.py fails when the native front end is missing.
+    pure Python (then no compiled module may be there). test_native.py fails when the native engine is missing.
     """
     package = Path(watcher.__file__).parent
     native = sorted(package.glob("_native.*.so"))
@@ -39,7 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
     sources = [*REPO.glob("native/src/*.rs"), REPO / "native" / "Cargo.toml"]
     newest = max(source.stat().st_mtime for source in sources)
     if any(so.stat().st_mtime < newest for so in native):
-        pytest.exit("native/ changed after the native front end was built: run `make` to rebuild it", 2)
+        pytest.exit("native/ changed after the native engine was built: run `make` to rebuild it", 2)
     if not built:
         pytest.exit(
             "watcher was built without its compiled modules (setup.py needs a C compiler and Python's headers): "

@@ -42,13 +42,28 @@ def test_the_build_context_holds_what_the_dockerfile_copies() -> None:
     assert not missing, f"COPY of paths .dockerignore leaves out of the build context: {missing}"
 
 
+def test_the_build_stage_installs_every_crate_the_native_engine_is_built_from() -> None:
+    """The image's build stage and scripts/native.sh (what `make` runs) install the same Debian crates: one more
+    in native/Cargo.toml and only one of them would break the image's build."""
+    listed = re.search(r"CRATES=\(([^)]*)\)", (REPO / "scripts" / "native.sh").read_text())
+    assert listed is not None
+    crates = {word for word in listed.group(1).split() if word.startswith("librust-")}
+    build = DOCKERFILE.read_text().split("AS runtime")[0]
+    installed = set(re.findall(r"librust-[\w-]+", build))
+    assert crates == installed
+    dependencies = (REPO / "native" / "Cargo.toml").read_text().split("[dependencies]")[1].split("[")[0]
+    packages = {"serde": "librust-serde-derive-dev"}  # (serde with its derive feature; that package needs serde's)
+    for crate in re.findall(r"^(\w+) =", dependencies, re.MULTILINE):
+        assert packages.get(crate, f"librust-{crate.replace('_', '-')}-dev") in crates, crate
+
+
 def test_the_image_install_steps_build_a_working_fightwatch(tmp_path: Path) -> None:
     text = DOCKERFILE.read_text()
     assert "scripts/image-install.sh build /wheels" in text
     assert "image-install.sh install /wheels /opt/fightwatch" in text
     script = REPO / "scripts" / "image-install.sh"
     wheels, prefix = tmp_path / "wheels", tmp_path / "opt"
-    # Debian's own toolchain only, as in the image's build stage: its cargo (Rust 1.63) builds the native front end.
+    # Debian's own toolchain only, as in the image's build stage: its cargo (Rust 1.63) builds the native engine.
     env = {
         "PATH": "/usr/bin:/bin",
         "PYTHON": sys.executable,
@@ -66,11 +81,11 @@ def test_the_image_install_steps_build_a_working_fightwatch(tmp_path: Path) -> N
     )
     assert install.returncode == 0, install.stderr[-3000:]
     assert list(prefix.glob("lib/python*/site-packages/watcher/detection/engine.*.so")), "no compiled engine"
-    assert list(prefix.glob("lib/python*/site-packages/watcher/_native.*.so")), "no native front end"
+    assert list(prefix.glob("lib/python*/site-packages/watcher/_native.*.so")), "no native engine"
     version = subprocess.run(
         [str(prefix / "bin" / "fightwatch"), "--version"], capture_output=True, text=True, check=False
     )
-    assert "compiled with mypyc, native front end" in version.stdout, version.stdout + version.stderr
+    assert "compiled with mypyc, engine: native" in version.stdout, version.stdout + version.stderr
     demo = subprocess.run(
         [str(prefix / "bin" / "fightwatch"), "demo", "--output", "json"], capture_output=True, check=False
     )

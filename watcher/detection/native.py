@@ -43,7 +43,7 @@ def implementation(choice: str = "auto") -> Attribution:
 
 
 class NativeAttribution:
-    """The attribution protocol over the native front end."""
+    """The attribution protocol over the native engine."""
 
     name = "native"
 
@@ -91,5 +91,5 @@ class NativeAttribution:
 
 
 def _parsed(event: ObjectEvent) -> Parsed:
-    """The event as the native front end's own type (which its methods check: another is a TypeError)."""
+    """The event as the native engine's own type (which its methods check: another is a TypeError)."""
     return cast("Parsed", event)
