@@ -25,7 +25,10 @@ from harness.watcher import Watcher, recorded
 
 LIVE_WATCHER_CONFIG: dict[str, Any] = {
     "watch": {
-        "per_resource": {"deployments.apps": {"full_objects": True}},  # spec.replicas values: fight-scale-vs-apply
+        "per_resource": {
+            "deployments.apps": {"full_objects": True},  # spec.replicas values: fight-scale-vs-apply
+            "widgets.example.com": {"full_objects": True},  # status values: hot-loop-status names its writer
+        },
         "watch_timeout": "15s",  # each watch ends after 15-30 s and is resumed from its resourceVersion
         "discovery_interval": "5s",
         "backoff_max": "2s",
