@@ -190,26 +190,10 @@ impl Tables {
         if digest == 0 {
             return Ok(self.empty.clone());
         }
-        if let Some(found) = self.bodies.get(&digest) {
-            return Ok(found.clone());
-        }
-        let mut leaves = Leaves::new();
-        for (key, raw) in body {
-            let prefix = paths.field(ROOT, key);
-            let mut de = serde_json::Deserializer::from_str(raw);
-            Flatten { paths, prefix, out: &mut leaves }.deserialize(&mut de).map_err(|e| e.to_string())?;
-            de.end().map_err(|e| e.to_string())?;
-        }
-        let table = self.table(leaves, digest);
-        if self.bodies.len() >= self.max_bodies {
-            self.bodies.clear();
-        }
-        self.bodies.insert(digest, table.clone());
-        Ok(table)
+        let sections: Vec<(PathId, &str)> = body.iter().map(|(key, raw)| (paths.field(ROOT, key), *raw)).collect();
+        self.cached(paths, &sections, digest)
     }
-}
 
-impl Tables {
     /// The table of an object's status (`empty` without one), made once per digest while cached; the digest is
     /// the table's, so that the next version's tells whether the status changed at all.
     pub fn status(&mut self, paths: &mut Paths, status: Option<&str>) -> Fallible<Rc<Table>> {
@@ -220,15 +204,21 @@ impl Tables {
         let mut hasher = digest::hasher();
         hasher.write(b"status\0");
         hasher.write(raw.as_bytes());
-        let digest = hasher.finish().max(1);
+        let status = paths.field(ROOT, "status");
+        self.cached(paths, &[(status, raw)], hasher.finish().max(1))
+    }
+
+    /// The table of top-level sections (their path and JSON text) by its digest: from the cache, or flattened.
+    fn cached(&mut self, paths: &mut Paths, sections: &[(PathId, &str)], digest: u64) -> Fallible<Rc<Table>> {
         if let Some(found) = self.bodies.get(&digest) {
             return Ok(found.clone());
         }
         let mut leaves = Leaves::new();
-        let prefix = paths.field(ROOT, "status");
-        let mut de = serde_json::Deserializer::from_str(raw);
-        Flatten { paths, prefix, out: &mut leaves }.deserialize(&mut de).map_err(|e| e.to_string())?;
-        de.end().map_err(|e| e.to_string())?;
+        for &(prefix, raw) in sections {
+            let mut de = serde_json::Deserializer::from_str(raw);
+            Flatten { paths, prefix, out: &mut leaves }.deserialize(&mut de).map_err(|e| e.to_string())?;
+            de.end().map_err(|e| e.to_string())?;
+        }
         let table = self.table(leaves, digest);
         if self.bodies.len() >= self.max_bodies {
             self.bodies.clear();

@@ -33,15 +33,8 @@ def test_finds_the_fight_or_hot_loop_in_captures_derived_for_newer_servers(captu
 def test_the_writer_of_a_status_loop_is_named_from_its_second_write(engine: str) -> None:
     """hot-loop-status: 150 status writes by one controller that managedFields never show (its entry keeps its
     first write's time). The first is not attributed (the object's status is kept from then on), the rest are."""
-    named: list[tuple[str | None, ...]] = []
-    analysis = Engine(
-        Config().detection,
-        attribution=engine,
-        on_write=lambda _ref, writers: named.append(tuple(w.manager for w in writers)),
-    )
-    for event in events("hot-loop-status", analysis.decode):
-        analysis.process(event)
-    assert named.count(("widget-status-reconciler",)) == len(named) - 1 >= 140
+    named, analysis = _writes("hot-loop-status", engine)
+    assert [managers for _, _, managers in named].count(("widget-status-reconciler",)) == len(named) - 1 >= 140
     assert analysis.stats.unattributed_writes == 1
 
 
@@ -50,16 +43,9 @@ def test_the_controller_managers_ordinary_status_updates_are_named_and_no_findin
     """benign-status-vs-spec: kube-controller-manager updates the Deployment's and ReplicaSets' status as an
     image is rolled out (its entry's time moves only when its field set does): most of these writes are now named,
     and they make no finding."""
-    named: list[tuple[str, tuple[str | None, ...]]] = []
-    analysis = Engine(
-        Config().detection,
-        attribution=engine,
-        on_write=lambda ref, writers: named.append((ref.kind, tuple(w.manager for w in writers))),
-    )
-    for event in events("benign-status-vs-spec", analysis.decode):
-        analysis.process(event)
+    named, analysis = _writes("benign-status-vs-spec", engine)
     assert analysis.active() + analysis.resolved() == []
-    assert named.count(("Deployment", ("kube-controller-manager",))) >= 10
+    assert [(kind, managers) for kind, _, managers in named].count(("Deployment", ("kube-controller-manager",))) >= 10
     assert analysis.stats.unattributed_writes < analysis.stats.writes // 3
 
 
@@ -111,16 +97,9 @@ def test_newer_servers_name_the_scale_subresource_writer(engine: str) -> None:
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_every_write_is_reported_to_on_write_with_its_writers(implementation: str) -> None:
-    seen: list[tuple[str, tuple[str | None, ...]]] = []
-    engine = Engine(
-        Config().detection,
-        attribution=implementation,
-        on_write=lambda ref, writers: seen.append((ref.name, tuple(w.manager for w in writers))),
-    )
-    for event in events("fight-update-vs-update-label", engine.decode):
-        engine.process(event)
+    seen, engine = _writes("fight-update-vs-update-label", implementation)
     assert len(seen) == engine.stats.writes
-    managers = {m for _, writers in seen for m in writers}
+    managers = {m for _, _, writers in seen for m in writers}
     assert {"team-a-operator", "team-b-operator"} <= managers
 
 
@@ -153,3 +132,16 @@ def test_every_event_has_exactly_one_outcome(scenario: str, implementation: str)
     assert s.duplicate_events >= 1
     assert s.untracked_deletions == 1
     assert s.resynced_objects == 1
+
+
+def _writes(capture: str, implementation: str) -> tuple[list[tuple[str, str, tuple[str | None, ...]]], Engine]:
+    """Every write of a capture as `on_write` is told of it (kind, name, managers), and the engine."""
+    seen: list[tuple[str, str, tuple[str | None, ...]]] = []
+    engine = Engine(
+        Config().detection,
+        attribution=implementation,
+        on_write=lambda ref, writers: seen.append((ref.kind, ref.name, tuple(w.manager for w in writers))),
+    )
+    for event in events(capture, engine.decode):
+        engine.process(event)
+    return seen, engine
