@@ -1,7 +1,7 @@
 //! Write attribution over native state (reference.py is the reference, line for line): per object the
 //! managedFields entries (writer, time in whole seconds, shared field set) and the value tables (labels and
-//! annotations, body, and status once needed). Only what the detectors read crosses into Python: each write's
-//! `Write` (writers, changed paths, handovers).
+//! annotations, body; and the status of the few objects that need it, by object key). Only what the detectors
+//! read crosses into Python: each write's `Write` (writers, changed paths, handovers).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hasher;
@@ -30,7 +30,6 @@ struct ObjectState {
     entries: Vec<Entry>,
     meta: Rc<Table>,
     body: Rc<Table>,
-    status: Option<Rc<Table>>, // kept once a write changed nothing visible (see `status_changes`)
     controlled: bool,
 }
 
@@ -81,6 +80,8 @@ struct Shared {
     tables: Tables,
     writers: Writers,
     times: HashMap<String, f64>,
+    /// The status tables of the few objects that need one, by object key (see `status_changes`).
+    statuses: HashMap<i64, Rc<Table>>,
     untraced: PathId,
     writer_class: PyObject,
     handover_class: PyObject,
@@ -186,20 +187,14 @@ impl Shared {
 
     /// The status leaves a write changed when it changed nothing else visible (`quiet`); see reference.py's
     /// `_status`: the status is kept only from the first quiet write that no managedFields entry explains.
-    fn status_changes(
-        &mut self,
-        state: &mut ObjectState,
-        p: &Parsed,
-        data: &[u8],
-        quiet: bool,
-        explained: bool,
-    ) -> PyResult<Vec<PathId>> {
+    fn status_changes(&mut self, p: &Parsed, data: &[u8], quiet: bool, explained: bool) -> PyResult<Vec<PathId>> {
         let raw = p.status.clone().map(|r| text(data, r));
-        let old = match &state.status {
+        let old = match self.statuses.get(&p.key) {
             Some(old) => old.clone(),
             None => {
                 if quiet && !explained && raw.is_some() {
-                    state.status = Some(self.tables.status(&mut self.paths, raw).map_err(invalid)?);
+                    let table = self.tables.status(&mut self.paths, raw).map_err(invalid)?;
+                    self.statuses.insert(p.key, table);
                 }
                 return Ok(Vec::new());
             }
@@ -208,7 +203,7 @@ impl Shared {
         if Rc::ptr_eq(&new, &old) || new.digest == old.digest {
             return Ok(Vec::new());
         }
-        state.status = Some(new.clone());
+        self.statuses.insert(p.key, new.clone());
         let mut changed = Vec::new();
         if quiet {
             changed_leaves(&old, &new, &mut changed);
@@ -290,6 +285,7 @@ impl Front {
                 tables,
                 writers: Writers { ids: HashMap::new(), keys: Vec::new(), py: Vec::new() },
                 times: HashMap::new(),
+                statuses: HashMap::new(),
                 untraced,
                 writer_class,
                 handover_class,
@@ -323,8 +319,7 @@ impl Front {
     /// Take an object first seen: its baseline, no write.
     fn baseline(&mut self, py: Python<'_>, p: &Parsed) -> PyResult<()> {
         let empty = self.shared.tables.empty.clone();
-        let mut state =
-            ObjectState { entries: Vec::new(), meta: empty.clone(), body: empty, status: None, controlled: false };
+        let mut state = ObjectState { entries: Vec::new(), meta: empty.clone(), body: empty, controlled: false };
         self.take(py, &mut state, p)?;
         self.objects.insert(p.key, state);
         Ok(())
@@ -385,7 +380,7 @@ impl Front {
         }
         let (meta_before, body_before) = (state.meta.clone(), state.body.clone());
         let changed = shared.changed_values(state, p, data, true)?;
-        let status = shared.status_changes(state, p, data, changed.is_empty(), !writers.is_empty())?;
+        let status = shared.status_changes(p, data, changed.is_empty(), !writers.is_empty())?;
         let owned = if changed.is_empty() { &status } else { &changed };
         if writers.is_empty() && !owned.is_empty() && !(owned.len() == 1 && owned[0] == shared.untraced) {
             // The one writer that owns every changed field (see `_owner_of_changes`).
@@ -482,6 +477,7 @@ impl Front {
     /// Forget an object (deleted, or let go by the engine).
     fn forget(&mut self, key: i64) {
         self.objects.remove(&key);
+        self.shared.statuses.remove(&key);
     }
 
     /// The paths a writer owns in the object's last version (None when it owns none there).
@@ -517,9 +513,9 @@ impl Front {
         }
         state.entries = entries;
         shared.changed_values(state, p, data, false)?;
-        if state.status.is_some() {
+        if let std::collections::hash_map::Entry::Occupied(mut kept) = shared.statuses.entry(p.key) {
             let raw = p.status.clone().map(|r| text(data, r));
-            state.status = Some(shared.tables.status(&mut shared.paths, raw).map_err(invalid)?);
+            kept.insert(shared.tables.status(&mut shared.paths, raw).map_err(invalid)?);
         }
         state.controlled = p.controlled;
         Ok(())

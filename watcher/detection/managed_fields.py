@@ -144,7 +144,7 @@ class FieldSetCache:
     def get(self, fields_v1: JSONObject) -> frozenset[str]:
         # Keyed by a 64-bit hash of the serialised trie, not the bytes: orjson's output keeps a buffer of
         # several KiB per object, and the hash is all a lookup needs.
-        key = hashing.key(orjson.dumps(fields_v1))
+        key = hashing.digest(orjson.dumps(fields_v1))
         found = self._sets.get(key)
         if found is None:
             decoded = leaf_paths(fields_v1)

@@ -1,8 +1,9 @@
 """The reference implementation of write attribution (the protocol in `attribution.py`), in Python.
 
 Per object it keeps (in `TrackedObject`, the engine's state extended) the managedFields entries by writer with
-their decoded, shared field sets, and tables of value hashes: labels/annotations, the body, and the status once
-the object had a write that nothing else explains. The native implementation ports this module line for line.
+their decoded, shared field sets, and tables of value hashes: labels/annotations and the body; and, for the few
+objects that had a write nothing else explains, a table of their status (beside the states, by object key: most
+objects never need one). The native implementation ports this module line for line.
 """
 
 from __future__ import annotations
@@ -36,14 +37,13 @@ _UNTRACED: Final = "spec.replicas"  # written through the scale subresource with
 class TrackedObject(ObjectState):
     """The engine's state of an object, with what the reference attribution keeps of it."""
 
-    __slots__ = ("body_values", "controlled", "entries", "meta_values", "status_values")
+    __slots__ = ("body_values", "controlled", "entries", "meta_values")
 
     def __init__(self, rv: int, rules: ObjectRules) -> None:
         super().__init__(rv, rules)
         self.entries: PackedEntries = ()  # (see `pack_entries`)
         self.meta_values: LeafTable = values.NO_LEAVES
         self.body_values: BodyTable = values.NO_BODY  # (with the digest of the body it was made from)
-        self.status_values: BodyTable | None = None  # kept once a write changed nothing visible (see `_status`)
         self.controlled = False  # has a controller ownerReference (see `controlled`)
 
 
@@ -90,6 +90,7 @@ class PythonAttribution:
     def __init__(self) -> None:
         self._fields = FieldSetCache()
         self._tables = values.TableCache()
+        self._statuses: dict[int, BodyTable] = {}  # object key -> status table (see `_status`)
         self.decode = events.decode
 
     def baseline(self, event: ObjectEvent, rules: ObjectRules) -> ObjectState:
@@ -102,12 +103,12 @@ class PythonAttribution:
         raw = read.raw
         tracked.entries = pack_entries(keep_entry(w, stamp(t), decode(self._fields, f)) for w, (t, f) in raw.items())
         self._changed_values(tracked, read.object, compare=False)
-        if tracked.status_values is not None:
-            tracked.status_values = self._tables.status(read.object)
+        if read.key in self._statuses:
+            self._statuses[read.key] = self._tables.status(read.object)
         tracked.controlled = controlled(read.object["metadata"])
 
     def forget(self, key: int) -> None:
-        pass  # (everything this implementation keeps of an object is in its state)
+        self._statuses.pop(key, None)
 
     def owned(
         self,
@@ -125,7 +126,7 @@ class PythonAttribution:
         entries, writers, gained = self._entries(prev, raw, read.newest)
         before = Values(tracked.meta_values, tracked.body_values)
         changed = self._changed_values(tracked, obj)
-        status = self._status(tracked, obj, quiet=not changed, explained=bool(writers))
+        status = self._status(read, quiet=not changed, explained=bool(writers))
         if not writers and (changed or status):
             writers = self._owner_of_changes(entries, changed or status, raw)
         tracked.controlled = controlled(obj["metadata"])  # (as of this version: a controller may adopt or orphan)
@@ -216,7 +217,7 @@ class PythonAttribution:
             if compare:
                 changed = values.changed_leaves(old, new)
             state.meta_values = new
-        digest = values.body_digest(obj)
+        digest = values.body_digest(obj, state.body_values.digest)
         if digest != state.body_values.digest:
             body = self._tables.body(digest, obj)
             if compare:
@@ -224,22 +225,23 @@ class PythonAttribution:
             state.body_values = body
         return changed
 
-    def _status(self, state: TrackedObject, obj: JSONObject, *, quiet: bool, explained: bool) -> list[str]:
+    def _status(self, event: Event, *, quiet: bool, explained: bool) -> list[str]:
         """The status leaves a write changed, when it changed nothing else visible (`quiet`); else none.
 
         The status is kept only from the first quiet write that no managedFields entry explains (the writer of the
         next ones is then the one owner of the status values they change); until then an object's status costs
         nothing. Metadata-only objects have none.
         """
-        old = state.status_values
+        obj = event.object
+        old = self._statuses.get(event.key)
         if old is None:
             if quiet and not explained and obj.get("status") is not None:
-                state.status_values = self._tables.status(obj)
+                self._statuses[event.key] = self._tables.status(obj)
             return []
         new = self._tables.status(obj)
         if new is old or new.digest == old.digest:
             return []
-        state.status_values = new
+        self._statuses[event.key] = new
         return values.changed_leaves(old, new) if quiet else []
 
     def _ownership_handovers(

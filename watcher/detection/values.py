@@ -17,6 +17,7 @@ from __future__ import annotations
 # Not used here, but imported by a compiled module: mypyc makes the subclasses of `Words` (an `array`) look up
 # `array.array` through a module reference it only declares for a compiled module that imports `array` itself.
 import array  # noqa: F401
+import zlib
 from collections.abc import Iterable
 from typing import Any, Final, Self
 
@@ -117,7 +118,7 @@ class TableCache:
         status = obj.get(_STATUS)
         if status is None:
             return NO_BODY
-        digest = hashing.key(b"status\x00" + orjson.dumps(status)) or 1
+        digest = hashing.digest(b"status\x00" + orjson.dumps(status)) or 1
         found = self._tables.get(digest)
         if found is None:
             if len(self._tables) >= self._max:
@@ -134,7 +135,8 @@ _NOTHING: Final[JSONObject] = {}
 
 def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
     """Labels and annotations as a table: the key tuples find the shared path index, and the value hashes are
-    packed straight from the maps. `old` itself when nothing changed (most writes leave them as they were)."""
+    packed straight from the maps. `old` itself when nothing changed (most writes leave them as they were: no
+    table is made)."""
     labels = meta.get("labels") or _NOTHING
     annotations = meta.get("annotations") or _NOTHING
     if not labels and not annotations:
@@ -146,16 +148,28 @@ def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
             _META_SHAPES.clear()  # live tables keep their own index
         paths_ = [paths.field(_LABELS, key) for key in shape[0]] + [paths.field(_ANNOTATIONS, key) for key in shape[1]]
         positions = _META_SHAPES[shape] = {path: position for position, path in enumerate(paths_)}
+    if positions is old.positions and _same(old, labels, annotations):
+        return old
     hashes = [_meta_hash(value) for value in labels.values()]
     if annotations:
         hashes += [_meta_hash(value) for value in annotations.values()]
-    new = LeafTable.of(positions, hashes)
-    return old if positions is old.positions and old == new else new
+    return LeafTable.of(positions, hashes)
+
+
+def _same(old: LeafTable, labels: JSONObject, annotations: JSONObject) -> bool:
+    """Whether the values hash as in `old` (of the same keys), compared one by one: no table made to compare."""
+    i = 0
+    for section in (labels, annotations):
+        for value in section.values():
+            if _meta_hash(value) != old[i]:
+                return False
+            i += 1
+    return True
 
 
 def _meta_hash(value: Any) -> int:
     if type(value) is str:
-        return hashing.text_hash(value)
+        return zlib.crc32(value.encode(), hashing.STRING)  # (`hashing.text_hash`, inline: it runs for every value)
     if type(value) is dict or type(value) is list:
         raise ValueError("metadata.labels and metadata.annotations must map strings to strings")
     return hashing.value_hash(value)
@@ -174,10 +188,11 @@ def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
     return changed_paths(before, after)
 
 
-def body_digest(obj: JSONObject) -> int:
-    """A 64-bit digest of the body sections; 0 for metadata-only objects."""
+def body_digest(obj: JSONObject, previous: int = 0) -> int:
+    """A 64-bit digest of the body sections (`previous` itself when they are as it was made from: see
+    `hashing.digest`); 0 for metadata-only objects."""
     body = [(k, v) for k, v in obj.items() if k not in _NOT_BODY]
-    return (hashing.key(orjson.dumps(body)) or 1) if body else 0
+    return (hashing.digest(orjson.dumps(body), previous) or 1) if body else 0
 
 
 def body_leaves(obj: JSONObject) -> LeafHashes:
