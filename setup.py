@@ -62,8 +62,8 @@ def native_front_end() -> list[RustExtension]:
     cargo = os.environ.get("CARGO", "cargo")  # as setuptools-rust finds it
     if shutil.which(cargo) is None:
         print(
-            f"WARNING: fightwatch's native engine is not built (fightwatch runs on the Python engine instead): no {cargo} "
-            "(scripts/native.sh installs Debian's cargo and crates)",
+            f"WARNING: fightwatch's native engine is not built (fightwatch runs on the Python engine instead): no "
+            f"{cargo} (scripts/native.sh installs Debian's cargo and crates)",
             file=sys.stderr,
         )
         return []
