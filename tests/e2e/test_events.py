@@ -153,7 +153,7 @@ async def _old_server() -> AsyncIterator[tuple[ApiClient, list[tuple[str, Any]]]
 async def test_auto_falls_back_to_core_v1_events_where_events_k8s_io_v1_is_not_served() -> None:
     engine = Engine(Config().detection)
     changes: list[FindingChange] = []
-    for event in capture_events("fight-data"):
+    for event in capture_events("fight-data", engine.decode):
         changes += engine.process(event)
     async with _old_server() as (client, received):
         sink = KubeEventsSink(client, EventsSettings(api="auto"))
