@@ -91,27 +91,16 @@ def _offline(args: argparse.Namespace, config: Config) -> int:
 def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> int:
     tune_gc()
     stats = ReadStats()
-    error: str | None = None
-    per_event = True
-    first = last = None
+    span: list[float] = []  # the times of the first and the last event analysed
+    error = None
     try:
-        for event in read_captures(files, engine.decode, stats=stats, skip_invalid=args.skip_invalid):
-            try:
-                engine.process(event)
-            except ValueError as exc:  # malformed managedFields and the like, found while analysing
-                if not args.skip_invalid:
-                    raise CaptureError(stats.source, stats.line, str(exc)) from None
-                stats.note(f"{stats.source}:{stats.line}: {exc}")
-                continue
-            if first is None:
-                first = engine.now
-            last = engine.now
+        _analyse(files, engine, stats, span, skip_invalid=args.skip_invalid)
     except CaptureError as exc:
         if stats.events == 0 and not stats.skipped_invalid:  # nothing analysed: the error is all there is to say
             print(f"fightwatch: {exc}", file=sys.stderr)
             return EXIT_ERROR
-        error = str(exc)
-        per_event = exc.line is not None  # (else the file itself broke off: no skipping gets past that)
+        error = exc
+    first, last = (span[0], span[-1]) if span else (None, None)
     findings = engine.active() + engine.resolved()
     if args.output == "json":
         write_json(findings, sys.stdout.buffer)
@@ -128,7 +117,8 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
         )
     if error is not None:
         print(f"fightwatch: {error}", file=sys.stderr)
-        advice = "; use --skip-invalid to skip bad events" if per_event else ""
+        # (a file that broke off, with no line, is past what skipping can help)
+        advice = "; use --skip-invalid to skip bad events" if error.line is not None else ""
         print(
             f"fightwatch: the findings above cover the {stats.events:,} events read before this point{advice}",
             file=sys.stderr,
@@ -137,6 +127,26 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
     if args.fail_on_findings and findings:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _analyse(files: list[str], engine: Engine, stats: ReadStats, span: list[float], *, skip_invalid: bool) -> None:
+    """Feed the captures' events to the engine, keeping in `span` the times of the first and the last analysed. A
+    `CaptureError` ends it: a bad event (unless skipped), or a file that broke off."""
+    events = read_captures(files, engine.decode, stats=stats, skip_invalid=skip_invalid)
+    try:
+        for event in events:
+            try:
+                engine.process(event)
+            except ValueError as exc:  # values the engine cannot read, found while analysing
+                if not skip_invalid:
+                    raise CaptureError(stats.source, stats.line, str(exc)) from None
+                stats.note(f"{stats.source}:{stats.line}: {exc}")
+                continue
+            if not span:
+                span.append(engine.now)
+            span[1:] = [engine.now]
+    finally:
+        events.close()
 
 
 def tune_gc() -> None:

@@ -30,7 +30,7 @@ import structlog
 from watcher import __version__
 from watcher.config import Config
 from watcher.detection.engine import Engine
-from watcher.detection.events import EventError, ObjectEvent
+from watcher.detection.events import ObjectEvent
 from watcher.detection.native import implementation, native_available
 from watcher.model import ChangeKind, Finding, FindingChange, format_observed
 from watcher.sinks.credentials import CredentialError
@@ -267,7 +267,7 @@ class Service:
             changes = self.engine.process(event)
         except ValueError as exc:  # values the engine cannot read (labels that are not strings, ...): this event only
             changes = []
-            self._count_invalid(resource, str(exc), namespace=event.namespace, name=event.name)
+            self._invalid(resource, exc, namespace=event.namespace, name=event.name)
         self._hand_over(changes)
         received = event.observed_at
         written = event.written_at
@@ -281,16 +281,15 @@ class Service:
             received_at=received,
         )
 
-    def _invalid(self, resource: ApiResource, error: EventError) -> None:
-        """An event the decoder refused: skipped, counted, and logged (the first few)."""
-        self._count_invalid(resource, str(error))
-
-    def _count_invalid(
-        self, resource: ApiResource, error: str, *, namespace: str | None = None, name: str | None = None
+    def _invalid(
+        self, resource: ApiResource, error: ValueError, *, namespace: str | None = None, name: str | None = None
     ) -> None:
+        """An event the decoder refused, or the engine could not read: skipped, counted, logged (the first few)."""
         self.invalid_events += 1
         if self.invalid_events <= LOGGED_INVALID_EVENTS:
-            log.warning("invalid event skipped", resource=resource.name, namespace=namespace, name=name, error=error)
+            log.warning(
+                "invalid event skipped", resource=resource.name, namespace=namespace, name=name, error=str(error)
+            )
 
     def _hand_over(self, changes: list[FindingChange]) -> None:
         """Finding changes to every sink: the log, the metrics, delivery (queued, never waited for)."""

@@ -161,10 +161,10 @@ def decode(
     metadata-only watch sends PartialObjectMetadata). Raises `DecodeError` for text that is not a JSON object and
     `EventError` for a document that is not an event the engine can analyse.
     """
-    return document_event(loads(data), data, observed_at=observed_at, api_version=api_version, kind=kind)
+    return _document_event(_loads(data), data, observed_at=observed_at, api_version=api_version, kind=kind)
 
 
-def loads(data: bytes) -> Any:
+def _loads(data: bytes) -> Any:
     """The JSON document of an event's text."""
     if data[:1] != b"{":
         raise DecodeError(f"expected a JSON object, found {data.strip()[:40]!r}")
@@ -174,10 +174,10 @@ def loads(data: bytes) -> Any:
         raise DecodeError(f"invalid JSON: {exc}") from None
 
 
-def document_event(
-    doc: Any, data: bytes, *, observed_at: float | None = None, api_version: str | None = None, kind: str | None = None
+def _document_event(
+    doc: Any, data: bytes, *, observed_at: float | None, api_version: str | None, kind: str | None
 ) -> Event | None:
-    """`decode` of a document already decoded from `data`."""
+    """`decode` of the document decoded from `data`."""
     found = _event_of(doc)
     if found is None:
         return None
@@ -291,10 +291,8 @@ __all__ = [
     "EventError",
     "ObjectEvent",
     "decode",
-    "document_event",
     "encode",
     "event_object",
-    "loads",
     "meta_value",
     "object_key",
     "object_ref",

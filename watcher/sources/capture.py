@@ -15,7 +15,7 @@ import heapq
 import io
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, BinaryIO, Final, cast
@@ -54,7 +54,7 @@ class ReadStats:
 
 def read_capture(
     source: str, decode: Decoder, *, stats: ReadStats, skip_invalid: bool = False
-) -> Iterator[ObjectEvent]:
+) -> Generator[ObjectEvent, None, None]:
     """Yield the events of one capture file (`-` for stdin) in file order, as `decode` makes them.
 
     A `ValueError` of `decode` is reported as a `CaptureError` with the file and line, or (with `skip_invalid`)
@@ -81,21 +81,20 @@ def read_capture(
 
 def read_captures(
     sources: Iterable[str], decode: Decoder, *, stats: ReadStats, skip_invalid: bool = False
-) -> Iterator[ObjectEvent]:
-    """Yield the events of several captures merged by event time (each file is read in its own order)."""
+) -> Generator[ObjectEvent, None, None]:
+    """Yield the events of several captures merged by event time (each file is read in its own order). Close it
+    when leaving it early: its files are closed then (a compiled generator is not closed when collected)."""
     streams = [read_capture(s, decode, stats=stats, skip_invalid=skip_invalid) for s in sources]
     return streams[0] if len(streams) == 1 else _merged(streams)
 
 
-def _merged(streams: list[Iterator[ObjectEvent]]) -> Iterator[ObjectEvent]:
-    """The streams merged by event time; all of them closed (their files too) when one breaks off."""
+def _merged(streams: list[Generator[ObjectEvent, None, None]]) -> Generator[ObjectEvent, None, None]:
+    """The streams merged by event time; all of them closed (their files too) when this one is, or one breaks."""
     try:
         yield from heapq.merge(*streams, key=event_time)
     finally:
         for stream in streams:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
+            stream.close()
 
 
 def event_time(event: ObjectEvent) -> float:
