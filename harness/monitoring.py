@@ -79,23 +79,13 @@ def start_alertmanager(workdir: Path, *, name: str, webhook_url: str) -> Monitor
     }
     (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    proc = _spawn(
-        name,
-        [
-            str(monitoring_bin_dir() / "alertmanager"),
-            f"--config.file={workdir / 'alertmanager.yml'}",
-            f"--storage.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",  # no gossip port: instances would find each other otherwise
-        ],
-        workdir,
-    )
-    try:
-        _wait_healthy(proc, port=port, path="/-/ready", tls=None)
-    except BaseException:
-        proc.stop()
-        raise
-    return Monitor(name, f"http://127.0.0.1:{port}", workdir, proc)
+    args = [
+        f"--config.file={workdir / 'alertmanager.yml'}",
+        f"--storage.path={workdir / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",  # no gossip port: instances would find each other otherwise
+    ]
+    return _start(name, "alertmanager", args, workdir, port)
 
 
 def start_prometheus(workdir: Path, *, scrape_target: str, rule_files: list[Path], interval: str = "1s") -> Monitor:
@@ -108,21 +98,22 @@ def start_prometheus(workdir: Path, *, scrape_target: str, rule_files: list[Path
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    proc = _spawn(
-        "prometheus",
-        [
-            str(monitoring_bin_dir() / "prometheus"),
-            f"--config.file={workdir / 'prometheus.yml'}",
-            f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--web.console.templates=/dev/null",
-            "--web.console.libraries=/dev/null",
-        ],
-        workdir,
-    )
+    args = [
+        f"--config.file={workdir / 'prometheus.yml'}",
+        f"--storage.tsdb.path={workdir / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--web.console.templates=/dev/null",
+        "--web.console.libraries=/dev/null",
+    ]
+    return _start("prometheus", "prometheus", args, workdir, port)
+
+
+def _start(name: str, binary: str, args: list[str], workdir: Path, port: int) -> Monitor:
+    """Spawn one of the unpacked binaries and wait until it answers /-/ready; stop it if it never does."""
+    proc = _spawn(name, [str(monitoring_bin_dir() / binary), *args], workdir)
     try:
         _wait_healthy(proc, port=port, path="/-/ready", tls=None)
     except BaseException:
         proc.stop()
         raise
-    return Monitor("prometheus", f"http://127.0.0.1:{port}", workdir, proc)
+    return Monitor(name, f"http://127.0.0.1:{port}", workdir, proc)
