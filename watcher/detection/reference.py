@@ -217,7 +217,7 @@ class PythonAttribution:
             if compare:
                 changed = values.changed_leaves(old, new)
             state.meta_values = new
-        digest = values.body_digest(obj, state.body_values.digest)
+        digest = values.body_digest(obj)
         if digest != state.body_values.digest:
             body = self._tables.body(digest, obj)
             if compare:

@@ -188,11 +188,10 @@ def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
     return changed_paths(before, after)
 
 
-def body_digest(obj: JSONObject, previous: int = 0) -> int:
-    """A 64-bit digest of the body sections (`previous` itself when they are as it was made from: see
-    `hashing.digest`); 0 for metadata-only objects."""
+def body_digest(obj: JSONObject) -> int:
+    """A 64-bit digest of the body sections (`hashing.digest`); 0 for metadata-only objects."""
     body = [(k, v) for k, v in obj.items() if k not in _NOT_BODY]
-    return (hashing.digest(orjson.dumps(body), previous) or 1) if body else 0
+    return (hashing.digest(orjson.dumps(body)) or 1) if body else 0
 
 
 def body_leaves(obj: JSONObject) -> LeafHashes:
