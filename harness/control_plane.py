@@ -31,9 +31,10 @@ import ssl
 import subprocess
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import yaml
 
@@ -249,6 +250,8 @@ class ControlPlane:
     _pki: _Pki = field(repr=False)
     _processes: list[_Process] = field(default_factory=list, repr=False)
     controller_manager_url: str | None = None  # https://127.0.0.1:<port> once started
+    audit_log: Path | None = None  # the log backend's file, when started with an audit policy
+    user_tokens: dict[str, str] = field(default_factory=dict, repr=False)  # user name -> static bearer token
     _apiserver_argv: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -318,6 +321,12 @@ class ControlPlane:
         _wait_healthy(proc, port=port, path="/healthz", tls=self.tls_context(), expect_body=b"ok")
         self.controller_manager_url = f"https://127.0.0.1:{port}"
 
+    def kubeconfig_for(self, user: str) -> Path:
+        """A kubeconfig that authenticates as `user` (one of `users` at start) with its own static token."""
+        path = self.workdir / f"kubeconfig-{user}"
+        _write_kubeconfig(path, url=self.url, token=self.user_tokens[user], ca_file=self.ca_file, user=user)
+        return path
+
     def stop_apiserver(self) -> None:
         """Stop kube-apiserver (SIGTERM, wait); etcd and its data stay."""
         proc = self._process("kube-apiserver")
@@ -358,20 +367,22 @@ class ControlPlane:
         self.stop()
 
 
-def _write_kubeconfig(path: Path, *, url: str, token: str, ca_file: Path) -> None:
+def _write_kubeconfig(path: Path, *, url: str, token: str, ca_file: Path, user: str = ADMIN_USER) -> None:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "fightwatch-test", "cluster": {"server": url, "certificate-authority": str(ca_file)}}],
-        "users": [{"name": ADMIN_USER, "user": {"token": token}}],
-        "contexts": [{"name": "fightwatch-test", "context": {"cluster": "fightwatch-test", "user": ADMIN_USER}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "fightwatch-test", "context": {"cluster": "fightwatch-test", "user": user}}],
         "current-context": "fightwatch-test",
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     path.chmod(0o600)
 
 
-def _start_once(workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token: str) -> ControlPlane:
+def _start_once(
+    workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token: str, *, audit_flags: list[str]
+) -> ControlPlane:
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     etcd_url = f"http://127.0.0.1:{etcd_port}"
     peer_url = f"http://127.0.0.1:{peer_port}"
@@ -432,6 +443,7 @@ def _start_once(workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token
             # the `kubernetes` Service's endpoint cannot be the loopback --advertise-address: skip it
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            *audit_flags,
         ]
         apiserver = _spawn("kube-apiserver", cp._apiserver_argv, workdir)
         cp._processes.append(apiserver)
@@ -442,21 +454,43 @@ def _start_once(workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token
     return cp
 
 
-def start_control_plane(workdir: Path) -> ControlPlane:
-    """Start etcd + kube-apiserver in workdir and wait until /readyz answers 200 for the admin token."""
+def start_control_plane(
+    workdir: Path, *, audit_policy: Mapping[str, Any] | None = None, users: Sequence[str] = ()
+) -> ControlPlane:
+    """Start etcd + kube-apiserver in workdir and wait until /readyz answers 200 for the admin token.
+
+    `audit_policy` (an audit.k8s.io/v1 Policy) turns on the log backend, JSON Lines in `audit_log`; `users` get
+    static tokens of their own (`user_tokens`), no groups and no permissions until bound."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     bin_dir = control_plane_bin_dir()
     pki = _make_pki(workdir / "pki")
     token = secrets.token_urlsafe(32)
+    user_tokens = {user: secrets.token_urlsafe(32) for user in users}
     token_file = workdir / "tokens.csv"
-    token_file.write_text(f'{token},{ADMIN_USER},{ADMIN_USER}-uid,"system:masters"\n')
+    lines = [f'{token},{ADMIN_USER},{ADMIN_USER}-uid,"system:masters"']
+    lines += [f"{secret},{user},{user}-uid" for user, secret in user_tokens.items()]
+    token_file.write_text("\n".join(lines) + "\n")
     token_file.chmod(0o600)
+    audit_flags: list[str] = []
+    audit_log = None
+    if audit_policy is not None:
+        policy_file, audit_log = workdir / "audit-policy.yaml", workdir / "audit.log"
+        policy_file.write_text(yaml.safe_dump(dict(audit_policy), sort_keys=False))
+        audit_flags = [
+            f"--audit-policy-file={policy_file}",
+            f"--audit-log-path={audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",  # written as requests complete, not batched
+        ]
     attempts = 3  # a port picked free can be taken by someone else before the component binds it
     for attempt in range(1, attempts + 1):
         try:
-            return _start_once(workdir, bin_dir, pki, token_file, token)
+            cp = _start_once(workdir, bin_dir, pki, token_file, token, audit_flags=audit_flags)
         except RuntimeError as exc:
             if attempt == attempts or "address already in use" not in str(exc):
                 raise
+        else:
+            cp.audit_log, cp.user_tokens = audit_log, user_tokens
+            return cp
     raise AssertionError("unreachable")

@@ -59,9 +59,9 @@ def read_capture(
 
     A `ValueError` of `decode` is reported as a `CaptureError` with the file and line, or (with `skip_invalid`)
     counted and skipped; events it skips (None: BOOKMARK, ERROR) are counted."""
-    with _open(source) as stream:
+    with open_source(source) as stream:
         try:
-            for line, chunk, complete in _chunks(stream, stats):
+            for line, chunk, complete in json_texts(stream, stats):
                 try:
                     event = decode(chunk) if complete else _incomplete()
                 except ValueError as exc:
@@ -75,7 +75,7 @@ def read_capture(
                 stats.events += 1
                 stats.source, stats.line = source, line
                 yield event
-        except _BrokenFileError as exc:
+        except BrokenFileError as exc:
             raise CaptureError(source, None, str(exc)) from None
 
 
@@ -107,25 +107,25 @@ def _incomplete() -> ObjectEvent | None:
     raise ValueError("the capture ends inside this event (truncated file?)")
 
 
-class _BrokenFileError(Exception):
-    """A file that could not be read to its end (the message says why and how far it got)."""
+class BrokenFileError(Exception):
+    """A file that could not be read to its end (the message says why and how far it got): raised by `json_texts`."""
 
 
-def _broken(exc: BaseException, lines: int) -> _BrokenFileError:
+def _broken(exc: BaseException, lines: int) -> BrokenFileError:
     if isinstance(exc, EOFError):
         what = "the compressed stream ends early (truncated file?)"
     elif isinstance(exc, zlib.error | gzip.BadGzipFile):
         what = f"the compressed stream is corrupt ({exc})"
     else:
         what = f"read error ({getattr(exc, 'strerror', None) or exc})"
-    return _BrokenFileError(f"{what}; read up to line {lines:,}")
+    return BrokenFileError(f"{what}; read up to line {lines:,}")
 
 
-def _chunks(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bool]]:
+def json_texts(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bool]]:
     """Split a stream into JSON texts: one per line, or pretty-printed ones ending with `}` at column 0.
 
     Yields (line where the text starts, text, whether it is complete); the text is decoded by the caller. Counts
-    the lines read in `stats.lines`; a stream that breaks off is a `_BrokenFileError`.
+    the lines read in `stats.lines`; a stream that breaks off is a `BrokenFileError`.
     """
     try:
         yield from _split(stream, stats)
@@ -159,15 +159,16 @@ def _split(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bo
 
 
 @contextmanager
-def _open(source: str) -> Iterator[BinaryIO]:
-    """The capture's bytes: stdin for `-`, gunzipped when the content starts with the gzip magic."""
+def open_source(source: str, error: type[CaptureError] = CaptureError) -> Iterator[BinaryIO]:
+    """A capture's (or an audit log's) bytes: stdin for `-`, gunzipped when the content starts with the gzip
+    magic. A file that cannot be opened is an `error` (a `CaptureError`)."""
     if source == "-":
         raw = io.BufferedReader(io.FileIO(sys.stdin.fileno(), "rb", closefd=False), READ_BUFFER)
     else:
         try:
             raw = io.BufferedReader(io.FileIO(source, "rb"), READ_BUFFER)
         except OSError as exc:
-            raise CaptureError(source, None, f"cannot open: {exc.strerror or exc}") from None
+            raise error(source, None, f"cannot open: {exc.strerror or exc}") from None
     try:
         if raw.peek(2)[:2] == b"\x1f\x8b":
             with gzip.GzipFile(fileobj=raw) as unpacked:

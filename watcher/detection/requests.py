@@ -1,0 +1,87 @@
+"""API requests as the kube-apiserver's audit events record them, normalised for detection.
+
+An audit event says who made a request (the authenticated user, its User-Agent, and for writes the field
+manager the write is recorded under), on what (verb and object), and how it ended (the response code; for a
+409, the API server's message, which names fields and managers, never values). That is all a `Request` keeps:
+nothing of a request or response body, so no value of a Secret or of any object gets further than the decoder.
+
+The watch shows only the writes that succeeded; requests also show the ones that failed (409 Conflict), writes
+that changed nothing (the API server does not bump the resourceVersion, so no watch event), and the user
+behind a manager name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+# Verbs that write an object (server-side apply is a `patch`).
+WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# The longest field manager name the API server accepts (k8s.io/apimachinery validation.FieldManagerMaxLength).
+FIELD_MANAGER_MAX_BYTES: Final = 128
+
+
+@dataclass(frozen=True, slots=True)
+class RequestObject:
+    """The object a request was about (the audit event's `objectRef`): by resource, as requests address it."""
+
+    api_group: str  # "" for the core group
+    api_version: str  # e.g. "v1"; "" when the event does not say
+    resource: str  # plural, e.g. "deployments"
+    subresource: str  # e.g. "status", "scale"; "" for the object itself
+    namespace: str  # "" for cluster-scoped objects
+    name: str  # "" for collections (list, create without a name)
+    uid: str  # "" unless the event recorded it (from a request body at Request level and above)
+
+    def display(self) -> str:
+        resource = f"{self.resource}.{self.api_group}" if self.api_group else self.resource
+        where = f"{self.namespace}/" if self.namespace else ""
+        sub = f" ({self.subresource})" if self.subresource else ""
+        return f"{resource} {where}{self.name}{sub}"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One completed API request (an audit event at stage `ResponseComplete` or `Panic`)."""
+
+    audit_id: str
+    time: float  # when the response completed (the event's stageTimestamp), seconds since the epoch
+    verb: str  # get, list, watch, create, update, patch, delete, deletecollection
+    user: str  # the user the request acted as: the impersonated user where there is one, else the authenticated
+    impersonator: str  # the authenticated user when it impersonated `user`, else ""
+    user_agent: str
+    manager: str  # writes: the fieldManager query parameter, else what the API server derives from the User-Agent
+    object: RequestObject
+    resource_version: str  # the objectRef's: for an update, the version the client sent (a stale one fails)
+    code: int  # the response's HTTP status code; 0 when the event has none
+    reason: str  # the failure's reason (Conflict, NotFound, ...); "" for success
+    message: str  # the API server's message for a 409 Conflict, else ""
+    dry_run: bool  # a dry-run request (persisted nothing)
+
+    @property
+    def is_write(self) -> bool:
+        return self.verb in WRITE_VERBS and not self.dry_run
+
+    @property
+    def conflicted(self) -> bool:
+        return self.code == 409
+
+
+def manager_from_user_agent(user_agent: str) -> str:
+    """The field manager the API server records a write under when the request names none: the User-Agent up to its
+    first `/`, without unprintable characters, cut to 128 bytes (k8s.io/apiserver's `prefixFromUserAgent`).
+    `kubectl/v1.20.2 (linux/amd64) kubernetes/faddb5b` gives `kubectl`."""
+    out: list[str] = []
+    size = 0
+    for char in user_agent.split("/", 1)[0]:
+        if not char.isprintable():  # Go's unicode.IsPrint: letters, marks, numbers, punctuation, symbols, ASCII space
+            continue
+        width = len(char.encode())
+        if size + width > FIELD_MANAGER_MAX_BYTES:
+            break
+        out.append(char)
+        size += width
+    return "".join(out)
+
+
+__all__ = ["FIELD_MANAGER_MAX_BYTES", "WRITE_VERBS", "Request", "RequestObject", "manager_from_user_agent"]

@@ -1,0 +1,231 @@
+"""Read kube-apiserver audit logs: the `audit.k8s.io/v1` events of the log backend (`--audit-log-path`, JSON Lines),
+`EventList` documents (what the webhook backend posts, or `kubectl get --raw` of a saved list), pretty-printed
+or one a line, `.gz` or plain, `-` for standard input; several files (rotated parts included) merged by time.
+
+Each event becomes a `detection.requests.Request` at once; its request and response bodies (present at the
+`Request` and `RequestResponse` levels) are never kept, logged or counted. Only stage `ResponseComplete` (and
+`Panic`) describes a finished request: events of other stages are skipped and counted by stage, as are events
+without an `objectRef` (non-resource URLs such as /healthz). Memory does not grow with the file: it is read line
+by line, like a capture (`capture.json_texts`), and a problem is reported with the file and line where the
+event starts; a file that breaks off is reported with how far it was read, after the events before the break.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+
+from watcher.detection.requests import Request, RequestObject, manager_from_user_agent
+from watcher.model import parse_time
+from watcher.sources.capture import BrokenFileError, CaptureError, ReadStats, json_texts, open_source
+
+AUDIT_API_VERSIONS: Final = frozenset({"audit.k8s.io/v1", "audit.k8s.io/v1beta1"})
+COMPLETE_STAGES: Final = frozenset({"ResponseComplete", "Panic"})
+KNOWN_STAGES: Final = frozenset({"RequestReceived", "ResponseStarted", "ResponseComplete", "Panic"})
+MESSAGE_MAX: Final = 2048  # a 409's message names the object, managers and field paths: longer ones are cut
+
+
+class AuditError(CaptureError):
+    """An audit log that cannot be read; the message starts with `file:line:`."""
+
+
+@dataclass(slots=True)
+class AuditStats:
+    """What reading audit logs found, beyond the requests it yielded."""
+
+    requests: int = 0  # requests yielded
+    events: int = 0  # audit events read (every stage)
+    stages_skipped: Counter[str] = field(default_factory=Counter)  # events of other stages, by stage
+    without_object: int = 0  # events without an objectRef (non-resource URLs)
+    invalid: int = 0  # events skipped as invalid (with skip_invalid)
+    problems: list[str] = field(default_factory=list)  # the first few invalid ones, for the report
+    lines: ReadStats = field(default_factory=ReadStats)  # lines read (in every file, and in the current one)
+
+    def note(self, problem: str) -> None:
+        self.invalid += 1
+        if len(self.problems) < 5:
+            self.problems.append(problem)
+
+
+def read_audit_log(source: str, *, stats: AuditStats, skip_invalid: bool = False) -> Generator[Request, None, None]:
+    """Yield the completed requests of one audit log (`-` for stdin) in file order.
+
+    An event that is not valid JSON or not an audit event is an `AuditError` naming the file and line, or (with
+    `skip_invalid`) counted and skipped."""
+    with open_source(source, AuditError) as stream:
+        try:
+            for line, text, complete in json_texts(stream, stats.lines):
+                try:
+                    requests = decode_audit(text, stats) if complete else _incomplete()
+                except ValueError as exc:
+                    if not skip_invalid:
+                        raise AuditError(source, line, str(exc)) from None
+                    stats.note(f"{source}:{line}: {exc}")
+                    continue
+                for request in requests:
+                    stats.requests += 1
+                    yield request
+        except BrokenFileError as exc:
+            raise AuditError(source, None, str(exc)) from None
+
+
+def read_audit_logs(
+    sources: Iterable[str], *, stats: AuditStats, skip_invalid: bool = False
+) -> Generator[Request, None, None]:
+    """The requests of several audit logs merged by time (each file read in its own order: the log backend writes
+    events as requests complete). Close it when leaving early: its files are closed then."""
+    streams = [read_audit_log(s, stats=stats, skip_invalid=skip_invalid) for s in sources]
+    try:
+        yield from (streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_time))
+    finally:
+        for stream in streams:
+            stream.close()
+
+
+def _incomplete() -> list[Request]:
+    raise ValueError("the log ends inside this event (truncated file?)")
+
+
+def _time(request: Request) -> float:
+    return request.time
+
+
+def decode_audit(text: bytes, stats: AuditStats) -> list[Request]:
+    """The completed requests in one JSON text: an audit `Event` or an `EventList`. Raises ValueError for text that
+    is neither."""
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise ValueError(f"not an audit event: a JSON {type(document).__name__}")
+    kind = document.get("kind")
+    if kind == "EventList":
+        _check_api_version(document)
+        items = document.get("items")
+        if not isinstance(items, list):
+            raise ValueError("an EventList without a list of items")
+        out = []
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise ValueError(f"item {index} of the EventList is not an object")
+            try:
+                request = _request(item, stats)
+            except ValueError as exc:
+                raise ValueError(f"item {index} of the EventList: {exc}") from None
+            if request is not None:
+                out.append(request)
+        return out
+    if kind != "Event":
+        raise ValueError(f"not an audit event (kind {kind!r}; expected Event or EventList)")
+    _check_api_version(document)
+    request = _request(document, stats)
+    return [request] if request is not None else []
+
+
+def _check_api_version(document: dict[str, Any]) -> None:
+    version = document.get("apiVersion")
+    if version not in AUDIT_API_VERSIONS:
+        raise ValueError(f"not an audit event (apiVersion {version!r}; expected audit.k8s.io/v1)")
+
+
+def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
+    """The request an audit event describes, or None for an event that describes none (counted in `stats`)."""
+    stats.events += 1
+    stage = _text(event, "stage")
+    if not stage:
+        raise ValueError("no stage")
+    if stage not in COMPLETE_STAGES:
+        if stage not in KNOWN_STAGES:
+            raise ValueError(f"unknown stage {stage!r}")
+        stats.stages_skipped[stage] += 1
+        return None
+    ref = event.get("objectRef")
+    if ref is None:
+        stats.without_object += 1
+        return None
+    if not isinstance(ref, dict):
+        raise ValueError("objectRef is not an object")
+    verb = _text(event, "verb")
+    if not verb:
+        raise ValueError("no verb")
+    when = _text(event, "stageTimestamp") or _text(event, "requestReceivedTimestamp")
+    if not when:
+        raise ValueError("no stageTimestamp")
+    try:
+        time = parse_time(when)
+    except ValueError:
+        raise ValueError(f"stageTimestamp {when!r} is not an RFC 3339 time") from None
+    user, impersonator = _user(event)
+    user_agent = _text(event, "userAgent")
+    query = parse_qs(urlsplit(_text(event, "requestURI")).query)
+    code, reason, message = _status(event)
+    return Request(
+        audit_id=_text(event, "auditID"),
+        time=time,
+        verb=verb,
+        user=user,
+        impersonator=impersonator,
+        user_agent=user_agent,
+        manager=(query.get("fieldManager") or [""])[0] or manager_from_user_agent(user_agent),
+        object=RequestObject(
+            api_group=_text(ref, "apiGroup"),
+            api_version=_text(ref, "apiVersion"),
+            resource=_text(ref, "resource"),
+            subresource=_text(ref, "subresource"),
+            namespace=_text(ref, "namespace"),
+            name=_text(ref, "name"),
+            uid=_text(ref, "uid"),
+        ),
+        resource_version=_text(ref, "resourceVersion"),
+        code=code,
+        reason=reason,
+        message=message,
+        dry_run="dryRun" in query,
+    )
+
+
+def _user(event: dict[str, Any]) -> tuple[str, str]:
+    """(the user the request acted as, the impersonator or "")."""
+    user = event.get("user")
+    name = _text(user, "username") if isinstance(user, dict) else ""
+    impersonated = event.get("impersonatedUser")
+    if isinstance(impersonated, dict) and _text(impersonated, "username"):
+        return _text(impersonated, "username"), name
+    return name, ""
+
+
+def _status(event: dict[str, Any]) -> tuple[int, str, str]:
+    """(response code, failure reason, a 409's message) of an event; (0, "", "") when it records no response."""
+    status = event.get("responseStatus")
+    if not isinstance(status, dict):
+        return 0, "", ""
+    code = status.get("code")
+    code = code if isinstance(code, int) and not isinstance(code, bool) else 0
+    if code < 300:
+        return code, "", ""
+    reason = _text(status, "reason")
+    if code != 409:
+        # Only a 409's message is kept: it names the object, managers and field paths. Other failures' messages
+        # (422 Invalid, 403) can quote values, which must not get past the decoder.
+        return code, reason, ""
+    message = _text(status, "message")
+    if not message:  # the API server puts the Status whole in the response body (Request level and above)
+        body = event.get("responseObject")
+        if isinstance(body, dict) and body.get("kind") == "Status":
+            message = _text(body, "message")
+    return code, reason, message[:MESSAGE_MAX]
+
+
+def _text(mapping: dict[str, Any], key: str) -> str:
+    value = mapping.get(key)
+    return value if isinstance(value, str) else ""
+
+
+__all__ = ["AuditError", "AuditStats", "decode_audit", "read_audit_log", "read_audit_logs"]
