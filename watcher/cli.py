@@ -142,9 +142,10 @@ def _analyse(files: list[str], engine: Engine, stats: ReadStats, span: list[floa
                     raise CaptureError(stats.source, stats.line, str(exc)) from None
                 stats.note(f"{stats.source}:{stats.line}: {exc}")
                 continue
-            if not span:
-                span.append(engine.now)
-            span[1:] = [engine.now]
+            if span:
+                span[1] = engine.now
+            else:
+                span += (engine.now, engine.now)
     finally:
         events.close()
 

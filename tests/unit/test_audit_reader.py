@@ -125,8 +125,8 @@ def test_a_bad_event_names_file_and_line_and_keeps_what_was_read(tmp_path: Path,
     stats = AuditStats()
     skipped = list(read_audit_log(str(path), stats=stats, skip_invalid=True))
     assert len(skipped) == len(events) - 1
-    assert stats.invalid == 1
-    assert stats.problems[0].startswith(f"{path}:4: ")
+    assert stats.read.skipped_invalid == 1
+    assert stats.read.problems[0].startswith(f"{path}:4: ")
 
 
 def test_a_truncated_gzip_log_says_how_far_it_was_read(tmp_path: Path) -> None:

@@ -5,14 +5,13 @@ or one a line, `.gz` or plain, `-` for standard input; several files (rotated pa
 Each event becomes a `detection.requests.Request` at once; its request and response bodies (present at the
 `Request` and `RequestResponse` levels) are never kept, logged or counted. Only stage `ResponseComplete` (and
 `Panic`) describes a finished request: events of other stages are skipped and counted by stage, as are events
-without an `objectRef` (non-resource URLs such as /healthz). Memory does not grow with the file: it is read line
-by line, like a capture (`capture.json_texts`), and a problem is reported with the file and line where the
-event starts; a file that breaks off is reported with how far it was read, after the events before the break.
+without an `objectRef` (non-resource URLs such as /healthz). The file is read by the capture reader
+(`capture.read_capture`), so memory does not grow with it, a problem is reported with the file and line where
+the event starts, and a file that breaks off is reported with how far it was read, after the events before it.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ import orjson
 
 from watcher.detection.requests import Request, RequestObject, manager_from_user_agent
 from watcher.model import parse_time
-from watcher.sources.capture import BrokenFileError, CaptureError, ReadStats, json_texts, open_source
+from watcher.sources.capture import CaptureError, ReadStats, merged, read_capture
 
 AUDIT_API_VERSIONS: Final = frozenset({"audit.k8s.io/v1", "audit.k8s.io/v1beta1"})
 COMPLETE_STAGES: Final = frozenset({"ResponseComplete", "Panic"})
@@ -34,6 +33,8 @@ MESSAGE_MAX: Final = 2048  # a 409's message names the object, managers and fiel
 class AuditError(CaptureError):
     """An audit log that cannot be read; the message starts with `file:line:`."""
 
+    noun = "log"
+
 
 @dataclass(slots=True)
 class AuditStats:
@@ -43,14 +44,9 @@ class AuditStats:
     events: int = 0  # audit events read (every stage)
     stages_skipped: Counter[str] = field(default_factory=Counter)  # events of other stages, by stage
     without_object: int = 0  # events without an objectRef (non-resource URLs)
-    invalid: int = 0  # events skipped as invalid (with skip_invalid)
-    problems: list[str] = field(default_factory=list)  # the first few invalid ones, for the report
-    lines: ReadStats = field(default_factory=ReadStats)  # lines read (in every file, and in the current one)
-
-    def note(self, problem: str) -> None:
-        self.invalid += 1
-        if len(self.problems) < 5:
-            self.problems.append(problem)
+    # The reading itself, by JSON text (an event, or an EventList): lines read, texts skipped as invalid (with
+    # skip_invalid: `skipped_invalid`, the first few in `problems`).
+    read: ReadStats = field(default_factory=ReadStats)
 
 
 def read_audit_log(source: str, *, stats: AuditStats, skip_invalid: bool = False) -> Generator[Request, None, None]:
@@ -58,21 +54,16 @@ def read_audit_log(source: str, *, stats: AuditStats, skip_invalid: bool = False
 
     An event that is not valid JSON or not an audit event is an `AuditError` naming the file and line, or (with
     `skip_invalid`) counted and skipped."""
-    with open_source(source, AuditError) as stream:
-        try:
-            for line, text, complete in json_texts(stream, stats.lines):
-                try:
-                    requests = decode_audit(text, stats) if complete else _incomplete()
-                except ValueError as exc:
-                    if not skip_invalid:
-                        raise AuditError(source, line, str(exc)) from None
-                    stats.note(f"{source}:{line}: {exc}")
-                    continue
-                for request in requests:
-                    stats.requests += 1
-                    yield request
-        except BrokenFileError as exc:
-            raise AuditError(source, None, str(exc)) from None
+    texts = read_capture(
+        source, lambda text: decode_audit(text, stats), stats=stats.read, skip_invalid=skip_invalid, error=AuditError
+    )
+    try:
+        for requests in texts:
+            for request in requests:
+                stats.requests += 1
+                yield request
+    finally:
+        texts.close()  # (its file: a compiled generator is not closed when collected)
 
 
 def read_audit_logs(
@@ -81,15 +72,7 @@ def read_audit_logs(
     """The requests of several audit logs merged by time (each file read in its own order: the log backend writes
     events as requests complete). Close it when leaving early: its files are closed then."""
     streams = [read_audit_log(s, stats=stats, skip_invalid=skip_invalid) for s in sources]
-    try:
-        yield from (streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_time))
-    finally:
-        for stream in streams:
-            stream.close()
-
-
-def _incomplete() -> list[Request]:
-    raise ValueError("the log ends inside this event (truncated file?)")
+    return streams[0] if len(streams) == 1 else merged(streams, _time)
 
 
 def _time(request: Request) -> float:

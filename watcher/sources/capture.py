@@ -15,19 +15,23 @@ import heapq
 import io
 import sys
 import zlib
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, BinaryIO, Final, cast
+from typing import IO, BinaryIO, ClassVar, Final, NoReturn, TypeVar, cast
 
 from watcher.detection.attribution import Decoder
 from watcher.detection.events import ObjectEvent
+
+T = TypeVar("T")
 
 READ_BUFFER: Final = 1 << 20  # bytes read at a time: a line of a capture is a few KiB (8 KiB, the default, is slow)
 
 
 class CaptureError(ValueError):
     """A capture that cannot be read; the message starts with `file:line:`."""
+
+    noun: ClassVar[str] = "capture"  # what the file is, in messages
 
     def __init__(self, source: str, line: int | None, message: str) -> None:
         super().__init__(f"{source}:{line}: {message}" if line is not None else f"{source}: {message}")
@@ -53,20 +57,26 @@ class ReadStats:
 
 
 def read_capture(
-    source: str, decode: Decoder, *, stats: ReadStats, skip_invalid: bool = False
-) -> Generator[ObjectEvent, None, None]:
-    """Yield the events of one capture file (`-` for stdin) in file order, as `decode` makes them.
+    source: str,
+    decode: Callable[[bytes], T | None],
+    *,
+    stats: ReadStats,
+    skip_invalid: bool = False,
+    error: type[CaptureError] = CaptureError,
+) -> Generator[T, None, None]:
+    """Yield the events of one capture file (`-` for stdin) in file order, as `decode` makes them (an engine's
+    decoder, `Engine.decode`; or another reader's, e.g. of audit logs, with its own `error` class).
 
-    A `ValueError` of `decode` is reported as a `CaptureError` with the file and line, or (with `skip_invalid`)
+    A `ValueError` of `decode` is reported as an `error` with the file and line, or (with `skip_invalid`)
     counted and skipped; events it skips (None: BOOKMARK, ERROR) are counted."""
-    with open_source(source) as stream:
+    with _open(source, error) as stream:
         try:
-            for line, chunk, complete in json_texts(stream, stats):
+            for line, chunk, complete in _chunks(stream, stats):
                 try:
-                    event = decode(chunk) if complete else _incomplete()
+                    event = decode(chunk) if complete else _incomplete(error)
                 except ValueError as exc:
                     if not skip_invalid:
-                        raise CaptureError(source, line, str(exc)) from None
+                        raise error(source, line, str(exc)) from None
                     stats.note(f"{source}:{line}: {exc}")
                     continue
                 if event is None:
@@ -75,8 +85,8 @@ def read_capture(
                 stats.events += 1
                 stats.source, stats.line = source, line
                 yield event
-        except BrokenFileError as exc:
-            raise CaptureError(source, None, str(exc)) from None
+        except _BrokenFileError as exc:
+            raise error(source, None, str(exc)) from None
 
 
 def read_captures(
@@ -85,13 +95,13 @@ def read_captures(
     """Yield the events of several captures merged by event time (each file is read in its own order). Close it
     when leaving it early: its files are closed then (a compiled generator is not closed when collected)."""
     streams = [read_capture(s, decode, stats=stats, skip_invalid=skip_invalid) for s in sources]
-    return streams[0] if len(streams) == 1 else _merged(streams)
+    return streams[0] if len(streams) == 1 else merged(streams, event_time)
 
 
-def _merged(streams: list[Generator[ObjectEvent, None, None]]) -> Generator[ObjectEvent, None, None]:
-    """The streams merged by event time; all of them closed (their files too) when this one is, or one breaks."""
+def merged(streams: list[Generator[T, None, None]], key: Callable[[T], float]) -> Generator[T, None, None]:
+    """The streams merged by time (`key`); all of them closed (their files too) when this one is, or one breaks."""
     try:
-        yield from heapq.merge(*streams, key=event_time)
+        yield from heapq.merge(*streams, key=key)
     finally:
         for stream in streams:
             stream.close()
@@ -103,29 +113,29 @@ def event_time(event: ObjectEvent) -> float:
     return time if time is not None else 0.0
 
 
-def _incomplete() -> ObjectEvent | None:
-    raise ValueError("the capture ends inside this event (truncated file?)")
+def _incomplete(error: type[CaptureError]) -> NoReturn:
+    raise ValueError(f"the {error.noun} ends inside this event (truncated file?)")
 
 
-class BrokenFileError(Exception):
-    """A file that could not be read to its end (the message says why and how far it got): raised by `json_texts`."""
+class _BrokenFileError(Exception):
+    """A file that could not be read to its end (the message says why and how far it got)."""
 
 
-def _broken(exc: BaseException, lines: int) -> BrokenFileError:
+def _broken(exc: BaseException, lines: int) -> _BrokenFileError:
     if isinstance(exc, EOFError):
         what = "the compressed stream ends early (truncated file?)"
     elif isinstance(exc, zlib.error | gzip.BadGzipFile):
         what = f"the compressed stream is corrupt ({exc})"
     else:
         what = f"read error ({getattr(exc, 'strerror', None) or exc})"
-    return BrokenFileError(f"{what}; read up to line {lines:,}")
+    return _BrokenFileError(f"{what}; read up to line {lines:,}")
 
 
-def json_texts(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bool]]:
+def _chunks(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bool]]:
     """Split a stream into JSON texts: one per line, or pretty-printed ones ending with `}` at column 0.
 
     Yields (line where the text starts, text, whether it is complete); the text is decoded by the caller. Counts
-    the lines read in `stats.lines`; a stream that breaks off is a `BrokenFileError`.
+    the lines read in `stats.lines`; a stream that breaks off is a `_BrokenFileError`.
     """
     try:
         yield from _split(stream, stats)
@@ -159,9 +169,9 @@ def _split(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bo
 
 
 @contextmanager
-def open_source(source: str, error: type[CaptureError] = CaptureError) -> Iterator[BinaryIO]:
-    """A capture's (or an audit log's) bytes: stdin for `-`, gunzipped when the content starts with the gzip
-    magic. A file that cannot be opened is an `error` (a `CaptureError`)."""
+def _open(source: str, error: type[CaptureError]) -> Iterator[BinaryIO]:
+    """The file's bytes: stdin for `-`, gunzipped when the content starts with the gzip magic. A file that cannot
+    be opened is an `error`."""
     if source == "-":
         raw = io.BufferedReader(io.FileIO(sys.stdin.fileno(), "rb", closefd=False), READ_BUFFER)
     else:
