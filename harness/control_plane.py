@@ -323,7 +323,8 @@ class ControlPlane:
 
     def kubeconfig_for(self, user: str) -> Path:
         """A kubeconfig that authenticates as `user` (one of `users` at start) with its own static token."""
-        path = self.workdir / f"kubeconfig-{user}"
+        # (no ":" in the file name, as a service account's user name has: kubeconfig paths are ":"-separated lists)
+        path = self.workdir / f"kubeconfig-{user.replace(':', '_')}"
         _write_kubeconfig(path, url=self.url, token=self.user_tokens[user], ca_file=self.ca_file, user=user)
         return path
 

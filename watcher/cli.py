@@ -12,20 +12,27 @@ import argparse
 import gc
 import re
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Generator, Sequence
 from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
+from typing import Final
 
 from pydantic import ValidationError
 
 from watcher import __version__
 from watcher.config import Config, ConfigError, ShardingSettings, load_config
 from watcher.detection.engine import Engine
+from watcher.detection.events import ObjectEvent
+from watcher.detection.join import Joined
 from watcher.detection.native import CHOICES, native_available
-from watcher.model import FindingType, format_time
+from watcher.detection.request_engine import RequestEngine
+from watcher.detection.requests import Request
+from watcher.model import Finding, FindingState, FindingType, format_time
 from watcher.sinks.report import write_json, write_table
-from watcher.sources.capture import CaptureError, ReadStats, read_captures
+from watcher.sources.audit import AuditStats, read_audit_logs
+from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -68,7 +75,9 @@ def _run(args: argparse.Namespace, config: Config) -> int:
 
 
 def _offline(args: argparse.Namespace, config: Config) -> int:
-    """`fightwatch replay` and `fightwatch demo`."""
+    """`fightwatch replay`, `fightwatch demo` and `fightwatch audit`."""
+    if args.command == "audit":
+        return _analyse(Analysis(config, requests=args.files), args)
     try:
         engine = Engine(config.detection, attribution=args.engine)
     except ImportError:
@@ -84,35 +93,153 @@ def _offline(args: argparse.Namespace, config: Config) -> int:
             )
         else:
             files = args.files
-        return _replay(files, engine=engine, args=args)
+        return _analyse(
+            Analysis(config, watch=engine, captures=files, requests=getattr(args, "audit", None) or []), args
+        )
     return EXIT_OK  # pragma: no cover - ExitStack does not swallow exceptions
 
 
-def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> int:
+class Analysis:
+    """An offline analysis: captures of watch events, audit logs, or both (joined), fed in time order."""
+
+    def __init__(
+        self, config: Config, *, watch: Engine | None = None, captures: Sequence[str] = (), requests: Sequence[str] = ()
+    ) -> None:
+        self.captures, self.audit_logs = list(captures), list(requests)
+        self.watch = watch
+        self.requests = RequestEngine(config.detection) if requests else None
+        self.joined = Joined(watch, self.requests) if watch is not None and self.requests is not None else None
+        self.read = ReadStats()
+        self.audit = AuditStats()
+        self.first: float | None = None
+        self.last: float | None = None
+
+    @property
+    def files(self) -> list[str]:
+        return self.captures + self.audit_logs
+
+    @property
+    def events(self) -> int:
+        """Events analysed (watch events and audit events)."""
+        return self.read.events + self.audit.events
+
+    @property
+    def skipped_invalid(self) -> int:
+        return self.read.skipped_invalid + self.audit.read.skipped_invalid
+
+    def findings(self) -> list[Finding]:
+        if self.joined is not None:
+            return self.joined.active() + self.joined.resolved()
+        engine = self.watch or self.requests
+        assert engine is not None
+        return engine.active() + engine.resolved()
+
+    def run(self, *, skip_invalid: bool) -> None:
+        """Feed everything to the engines, keeping the times of the first and the last event analysed. A
+        `CaptureError` ends it: a bad event (unless skipped), or a file that broke off."""
+        streams: list[Generator[ObjectEvent | Request, None, None]] = []
+        if self.watch is not None and self.captures:
+            streams.append(read_captures(self.captures, self.watch.decode, stats=self.read, skip_invalid=skip_invalid))
+        if self.requests is not None:
+            streams.append(read_audit_logs(self.audit_logs, stats=self.audit, skip_invalid=skip_invalid))
+        items = streams[0] if len(streams) == 1 else merged(streams, _time)
+        try:
+            for item in items:
+                if isinstance(item, Request):
+                    self._request(item)
+                else:
+                    self._event(item, skip_invalid=skip_invalid)
+        finally:
+            items.close()
+
+    def _event(self, event: ObjectEvent, *, skip_invalid: bool) -> None:
+        assert self.watch is not None
+        try:
+            if self.joined is not None:
+                self.joined.process_event(event)
+            else:
+                self.watch.process(event)
+        except ValueError as exc:  # values the engine cannot read, found while analysing
+            if not skip_invalid:
+                raise CaptureError(self.read.source, self.read.line, str(exc)) from None
+            self.read.note(f"{self.read.source}:{self.read.line}: {exc}")
+            return
+        self._saw(self.watch.now)
+
+    def _request(self, request: Request) -> None:
+        assert self.requests is not None
+        if self.joined is not None:
+            self.joined.process_request(request)
+        else:
+            self.requests.process(request)
+        self._saw(self.requests.now)
+
+    def _saw(self, now: float) -> None:
+        if self.first is None:
+            self.first = now
+        self.last = now if self.last is None else max(self.last, now)
+
+    def nothing_found(self) -> str:
+        kinds = ["controller fights", "hot loops"] if self.watch is not None else []
+        kinds += ["conflict storms", "stuck appliers", "no-op write loops"] if self.requests is not None else []
+        return f"No {', '.join(kinds[:-1])} or {kinds[-1]} found."
+
+    def problems(self) -> list[str]:
+        return self.read.problems + self.audit.read.problems
+
+    def totals(self) -> str:
+        findings = self.findings()
+        counts = Counter(f.type for f in findings)
+        active = sum(f.state is FindingState.ACTIVE for f in findings)
+        kinds = [FindingType.FIGHT, FindingType.HOT_LOOP] if self.watch is not None else []
+        kinds += list(REQUEST_TYPES) if self.requests is not None else []
+        found = ", ".join(k.counted(counts[k]) for k in kinds)
+        timed = self.first is not None and self.last is not None and self.first > 0
+        span = (
+            f" from {format_time(self.first)} to {format_time(self.last)}" if timed and self.first and self.last else ""
+        )
+        lines = [f"{found} ({active} active).", f"{self.events:,} events{span}."]
+        if self.watch is not None:
+            lines += _watch_totals(self.watch, self.read)
+        if self.requests is not None:
+            lines += _request_totals(self.requests, self.audit)
+        if self.skipped_invalid:
+            lines.append(f"{self.skipped_invalid:,} invalid events skipped.")
+        return "\n".join(lines)
+
+
+REQUEST_TYPES: Final = (FindingType.CONFLICT_STORM, FindingType.APPLY_CONFLICT, FindingType.NOOP_WRITES)
+
+
+def _time(item: ObjectEvent | Request) -> float:
+    time = item.time
+    return time if time is not None else 0.0
+
+
+def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
     tune_gc()
-    stats = ReadStats()
-    span: list[float] = []  # the times of the first and the last event analysed
     error = None
     try:
-        _analyse(files, engine, stats, span, skip_invalid=args.skip_invalid)
+        analysis.run(skip_invalid=args.skip_invalid)
     except CaptureError as exc:
-        if stats.events == 0 and not stats.skipped_invalid:  # nothing analysed: the error is all there is to say
+        if analysis.events == 0 and not analysis.skipped_invalid:  # nothing analysed: the error is all there is
             print(f"fightwatch: {exc}", file=sys.stderr)
             return EXIT_ERROR
         error = exc
-    first, last = (span[0], span[-1]) if span else (None, None)
-    findings = engine.active() + engine.resolved()
+    findings = analysis.findings()
     if args.output == "json":
         write_json(findings, sys.stdout.buffer)
         sys.stdout.flush()
     else:
-        write_table(findings, sys.stdout, totals=_totals(engine, stats, first, last))
-    for problem in stats.problems:
+        write_table(findings, sys.stdout, totals=analysis.totals(), empty=analysis.nothing_found())
+    for problem in analysis.problems():
         print(f"fightwatch: skipped {problem}", file=sys.stderr)
-    if stats.events == 0 and error is None:
+    if analysis.events == 0 and error is None:
+        lines = analysis.read.lines + analysis.audit.read.lines
+        invalid = ", all invalid" if analysis.skipped_invalid else ""
         print(
-            f"fightwatch: warning: no events were read from {', '.join(files)} "
-            f"({stats.lines:,} lines{', all invalid' if stats.skipped_invalid else ''}): nothing was analysed",
+            f"fightwatch: warning: no events were read from {', '.join(analysis.files)} "
+            f"({lines:,} lines{invalid}): nothing was analysed",
             file=sys.stderr,
         )
     if error is not None:
@@ -120,34 +247,13 @@ def _replay(files: list[str], *, engine: Engine, args: argparse.Namespace) -> in
         # (a file that broke off, with no line, is past what skipping can help)
         advice = "; use --skip-invalid to skip bad events" if error.line is not None else ""
         print(
-            f"fightwatch: the findings above cover the {stats.events:,} events read before this point{advice}",
+            f"fightwatch: the findings above cover the {analysis.events:,} events read before this point{advice}",
             file=sys.stderr,
         )
         return EXIT_ERROR
     if args.fail_on_findings and findings:
         return EXIT_FINDINGS
     return EXIT_OK
-
-
-def _analyse(files: list[str], engine: Engine, stats: ReadStats, span: list[float], *, skip_invalid: bool) -> None:
-    """Feed the captures' events to the engine, keeping in `span` the times of the first and the last analysed. A
-    `CaptureError` ends it: a bad event (unless skipped), or a file that broke off."""
-    events = read_captures(files, engine.decode, stats=stats, skip_invalid=skip_invalid)
-    try:
-        for event in events:
-            try:
-                engine.process(event)
-            except ValueError as exc:  # values the engine cannot read, found while analysing
-                if not skip_invalid:
-                    raise CaptureError(stats.source, stats.line, str(exc)) from None
-                stats.note(f"{stats.source}:{stats.line}: {exc}")
-                continue
-            if span:
-                span[1] = engine.now
-            else:
-                span += (engine.now, engine.now)
-    finally:
-        events.close()
 
 
 def tune_gc() -> None:
@@ -160,21 +266,12 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float | None) -> str:
-    findings = engine.active() + engine.resolved()
-    fights = sum(f.type is FindingType.FIGHT for f in findings)
-    hot = len(findings) - fights
+def _watch_totals(engine: Engine, read: ReadStats) -> list[str]:
     s = engine.stats
-    timed = first is not None and last is not None and s.untimed_events < s.events
-    span = f" from {format_time(first)} to {format_time(last)}" if timed and first and last else ""
     lines = [
-        f"{fights} fight{'s' * (fights != 1)}, {hot} hot loop{'s' * (hot != 1)} ({len(engine.active())} active).",
-        f"{stats.events:,} events{span}: {s.writes:,} writes to {engine.tracked_objects:,} objects "
-        f"({s.unattributed_writes:,} unattributed), {s.ignored_events:,} ignored, "
-        f"{s.duplicate_events:,} duplicates.",
+        f"Watch: {read.events:,} events, {s.writes:,} writes to {engine.tracked_objects:,} objects "
+        f"({s.unattributed_writes:,} unattributed), {s.ignored_events:,} ignored, {s.duplicate_events:,} duplicates."
     ]
-    if stats.skipped_invalid:
-        lines.append(f"{stats.skipped_invalid:,} invalid events skipped.")
     if s.without_managed_fields:
         lines.append(
             f"Warning: {s.without_managed_fields:,} events carried no managedFields, so their writers cannot be "
@@ -185,7 +282,20 @@ def _totals(engine: Engine, stats: ReadStats, first: float | None, last: float |
             f"Warning: {s.untimed_events:,} events had neither observedAt nor a managedFields time; hot loops "
             "cannot be measured on them."
         )
-    return "\n".join(lines)
+    return lines
+
+
+def _request_totals(engine: RequestEngine, audit: AuditStats) -> list[str]:
+    s = engine.stats
+    skipped = ", ".join(f"{n:,} {stage}" for stage, n in sorted(audit.stages_skipped.items()))
+    analysed = s.writes + s.conflicts + s.apply_conflicts + s.failed
+    return [
+        f"Audit: {audit.events:,} events, {s.requests:,} completed requests: {analysed:,} writes analysed "
+        f"({s.conflicts:,} conflicts, {s.apply_conflicts:,} apply conflicts, {s.noop_writes:,} no-op writes), "
+        f"{s.reads:,} reads, {s.ignored:,} ignored; {audit.without_object:,} without an object"
+        + (f"; other stages skipped: {skipped}" if skipped else "")
+        + "."
+    ]
 
 
 NOT_BUILT = "the native engine is not built in this installation (see `fightwatch --version`)"
@@ -208,7 +318,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fightwatch {__version__} ({build()})")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def common(sub: argparse.ArgumentParser) -> None:
+    def common(sub: argparse.ArgumentParser, *, engine: bool = True) -> None:
         sub.add_argument("--config", type=Path, help="YAML config file (thresholds, ignore rules)")
         sub.add_argument(
             "--output",
@@ -222,7 +332,8 @@ def _parser() -> argparse.ArgumentParser:
             action="store_true",
             help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)",
         )
-        engine_option(sub)
+        if engine:
+            engine_option(sub)
         sub.add_argument(
             "--skip-invalid",
             action="store_true",
@@ -238,7 +349,26 @@ def _parser() -> argparse.ArgumentParser:
         "Several files are merged by event time; `-` reads standard input; .gz files are decompressed.",
     )
     replay.add_argument("files", nargs="+", metavar="FILE")
+    replay.add_argument(
+        "--audit",
+        nargs="+",
+        metavar="LOG",
+        help="kube-apiserver audit logs of the same time, joined with the captures: the users behind managers, "
+        "conflicts, stuck appliers and writes that changed nothing (see `fightwatch audit`)",
+    )
     common(replay)
+    audit = commands.add_parser(
+        "audit",
+        help="analyse kube-apiserver audit logs: conflict storms, stuck appliers, no-op writes",
+        description="Analyse kube-apiserver audit logs (--audit-log-path JSON Lines, or EventList documents; any "
+        "audit level, Metadata included) for what the watch cannot show: objects whose writes keep failing with "
+        "409 Conflict (conflict_storm), server-side applies rejected again and again (apply_conflict), and clients "
+        "rewriting objects with writes that change nothing (noop_writes), naming each client by user, User-Agent "
+        "and field manager. Several files (rotated parts) are merged by time; `-` reads standard input; .gz files "
+        "are decompressed. Request and response bodies are read only for object metadata and a 409's message.",
+    )
+    audit.add_argument("files", nargs="+", metavar="LOG")
+    common(audit, engine=False)
     demo = commands.add_parser("demo", help="analyse the bundled capture of real controller fights")
     common(demo)
     run = commands.add_parser(

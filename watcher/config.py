@@ -99,6 +99,31 @@ class HotLoopSettings(_Strict):
     time_constant: Seconds = Field(60.0, description="Time constant of the exponentially decaying rate.")
 
 
+class ConflictStormSettings(_Strict):
+    """An object whose writes keep failing with 409 Conflict (audit events): a decaying rate of its conflicts, so
+    that the occasional conflict every controller sees (and retries once) is not one."""
+
+    min_conflicts_per_minute: float = Field(6.0, gt=0, description="Decaying conflict rate that counts as a storm.")
+    min_conflicts: int = Field(10, ge=1, description="Conflicts in the current streak before a storm is raised.")
+    time_constant: Seconds = Field(60.0, description="Time constant of the exponentially decaying rate.")
+
+
+class ApplyConflictSettings(_Strict):
+    """A server-side applier whose applies are rejected with field conflicts again and again (audit events)."""
+
+    min_rejections: int = Field(
+        3, ge=1, description="Applies by one client rejected in a row (no success between) to call it stuck."
+    )
+
+
+class NoopWritesSettings(_Strict):
+    """A client rewriting an object with writes that change nothing, at a sustained rate (audit events)."""
+
+    min_writes_per_minute: float = Field(6.0, gt=0, description="Decaying rate of no-op writes that counts as hot.")
+    min_writes: int = Field(10, ge=1, description="No-op writes in the current streak before it is raised.")
+    time_constant: Seconds = Field(60.0, description="Time constant of the exponentially decaying rate.")
+
+
 class ResolveSettings(_Strict):
     """A finding resolves after a quiet period: the longer of `after` and `flip_periods` x the flip period."""
 
@@ -149,7 +174,13 @@ DEFAULT_MAX_OBJECTS = 100_000  # at most ~0.5 GB resident, even when every objec
 class DetectionSettings(_Strict):
     fight: FightSettings = FightSettings()
     hot_loop: HotLoopSettings = HotLoopSettings()
+    conflict_storm: ConflictStormSettings = ConflictStormSettings()
+    apply_conflict: ApplyConflictSettings = ApplyConflictSettings()
+    noop_writes: NoopWritesSettings = NoopWritesSettings()
     resolve: ResolveSettings = ResolveSettings()
+    max_clients: int = Field(
+        16, ge=1, le=1000, description="API clients counted per object (audit events); the rest are counted together."
+    )
     history: int = Field(32, ge=4, le=1024, description="Recent handovers and changes kept per object.")
     default_ignores: bool = Field(True, description="Apply the built-in ignore rules (Leases, Events, ...).")
     ignore: tuple[IgnoreRule, ...] = ()

@@ -18,21 +18,31 @@ class EventType(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
-    api_version: str
-    kind: str
+    """An object as a finding names it. The watch knows its kind and uid; an API request (audit event) addresses it
+    by resource (and subresource), and knows its kind only where the watch or discovery tells."""
+
+    api_version: str  # "group/version", or "version" for the core group; "" when a request did not say
+    kind: str  # "" when only the resource is known
     namespace: str | None
     name: str
-    uid: str
+    uid: str  # "" when unknown
+    resource: str = ""  # plural resource name ("deployments"), where known
+    subresource: str = ""  # the subresource requests were about ("status", "scale"), "" for the object itself
+    api_group: str | None = None  # the group when api_version does not say (a request without apiVersion)
 
     @property
     def group(self) -> str:
+        if self.api_group is not None:
+            return self.api_group
         group, _, version = self.api_version.rpartition("/")
         return group if version else ""
 
     def display(self) -> str:
-        kind = f"{self.kind}.{self.group}" if self.group else self.kind
+        what = self.kind or self.resource
+        kind = f"{what}.{self.group}" if self.group else what
         where = f"{self.namespace}/" if self.namespace else ""
-        return f"{kind} {where}{self.name}"
+        sub = f" ({self.subresource})" if self.subresource else ""
+        return f"{kind} {where}{self.name}{sub}"
 
 
 class Writer(NamedTuple):
@@ -60,8 +70,28 @@ new_tuple: Final = tuple.__new__
 
 
 class FindingType(enum.StrEnum):
+    # From the watch (successful writes, attributed by managedFields)
     FIGHT = "fight"
     HOT_LOOP = "hot_loop"
+    # From API requests (audit events: failed writes, writes that changed nothing)
+    CONFLICT_STORM = "conflict_storm"
+    APPLY_CONFLICT = "apply_conflict"
+    NOOP_WRITES = "noop_writes"
+
+    @property
+    def label(self) -> str:
+        """For people: `hot loop`, `conflict storm`, `no-op writes`."""
+        return "no-op writes" if self is FindingType.NOOP_WRITES else self.value.replace("_", " ")
+
+    def counted(self, number: int) -> str:
+        """`1 fight`, `2 hot loops`, `3 no-op write loops`."""
+        noun = "no-op write loop" if self is FindingType.NOOP_WRITES else self.label
+        return f"{number} {noun}{'s' * (number != 1)}"
+
+    @property
+    def from_requests(self) -> bool:
+        """Found in API requests (audit events) rather than in the watch."""
+        return self not in (FindingType.FIGHT, FindingType.HOT_LOOP)
 
 
 class FindingState(enum.StrEnum):
@@ -79,6 +109,22 @@ class ChangeKind(enum.StrEnum):
 class WriterCount:
     writer: Writer
     writes: int
+    users: tuple[str, ...] = ()  # the authenticated users seen writing as this manager (from audit events)
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """An API client as audit events name it, and what its write requests to one object came to."""
+
+    user: str  # the authenticated user (a service account: system:serviceaccount:NAMESPACE:NAME)
+    user_agent: str
+    manager: str  # the field manager its writes are recorded under (fieldManager, else the User-Agent prefix)
+    conflicts: int = 0  # writes rejected with 409 Conflict
+    writes: int = 0  # writes that succeeded
+    noop_writes: int = 0  # successful writes that changed nothing (counted in `writes` too)
+
+    def display(self) -> str:
+        return f"{self.manager or '?'} ({self.user or 'anonymous'})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +147,11 @@ class Finding:
     flip_period: float | None
     summary: str
     hint: str
+    # From API requests (audit events), where they were read: the clients that wrote the object (most conflicts
+    # first) and the writes rejected with 409 Conflict among them.
+    clients: tuple[Client, ...] = ()
+    conflicts: int = 0
+    related: str | None = None  # the id of the finding this one follows from (a cascade), where linked
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ def test_completed_resource_requests_are_read_and_other_stages_counted() -> None
 
 
 def test_a_conflict_is_read_at_both_levels_with_the_message_where_logged() -> None:
-    conflicts = [r for r in read_audit_log(str(FIXTURE), stats=AuditStats()) if r.conflicted]
+    conflicts = [r for r in read_audit_log(str(FIXTURE), stats=AuditStats()) if r.code == 409]
     assert {r.object.namespace for r in conflicts} == {"audit-metadata", "audit-bodies"}
     for request in conflicts:
         assert (request.user, request.manager, request.verb, request.reason) == (

@@ -57,8 +57,11 @@ def test_json_output_is_one_object_per_finding_with_the_documented_fields() -> N
     assert finding["type"] == "fight"
     assert finding["state"] == "active"
     assert finding["object"] | {"uid": None} == {
+        "apiGroup": "apps",
         "apiVersion": "apps/v1",
         "kind": "Deployment",
+        "resource": None,  # (known from discovery live, from audit events when joined)
+        "subresource": None,
         "namespace": "fight-scale-vs-apply",
         "name": "api",
         "uid": None,

@@ -75,7 +75,10 @@ async def test_findings_filters(client: TestClient[Any, Any], query: str, names:
 @pytest.mark.parametrize(
     ("query", "message"),
     [
-        ("?type=fights", "type: unknown value ['fights'] (one of fight, hot_loop)"),
+        (
+            "?type=fights",
+            "type: unknown value ['fights'] (one of apply_conflict, conflict_storm, fight, hot_loop, noop_writes)",
+        ),
         ("?state=open", "state: unknown value ['open']"),
         ("?name=web", "unknown query parameter 'name'"),
     ],

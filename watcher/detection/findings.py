@@ -104,3 +104,27 @@ def _summary(
     target = f" ({what})" if what else ""
     verb = "rewrites" if len(names) == 1 else "rewrite"
     return f"{who} {verb} the object{target} at {rate:.0f} writes/min: {writes} writes in {span}"
+
+
+def request_summary(e: hints.RequestEvidence, count: int, span: float) -> str:
+    """The sentence of a finding over API requests: who, how many, in what time."""
+    when = _duration(span)
+    rate = count * 60.0 / max(span, 1.0)
+    if e.type is FindingType.CONFLICT_STORM:
+        losers = [c for c in e.clients if c.conflicts]
+        won = [c for c in e.clients if c.writes and not c.conflicts]
+        winners = f"; meanwhile {hints.clients_text(won)} wrote it {sum(c.writes for c in won)} times" if won else ""
+        verb = "keeps" if len(losers) == 1 else "keep"
+        return (
+            f"{hints.clients_text(losers)} {verb} failing to write it with 409 Conflict: {count} conflicts in {when} "
+            f"({rate:.0f}/min){winners}"
+        )
+    if e.type is FindingType.APPLY_CONFLICT:
+        against = f", conflicting with {', '.join(repr(o) for o in e.owners)}" if e.owners else ""
+        over = f" over {', '.join(e.fields[:3])}" if e.fields and e.owners else ""
+        who = hints.clients_text(e.clients)
+        return f"{who} keeps failing to apply it: {count} applies rejected in {when}{against}{over}"
+    return (
+        f"{hints.clients_text(e.clients)} keeps writing it without changing anything: {count} no-op writes in {when} "
+        f"({rate:.0f}/min)"
+    )

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from watcher.model import FindingType, Writer
+from watcher.model import Client, FindingType, Writer
 
 _TIMESTAMP: Final = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?|\A\d{10}(\d{3})?(\.\d+)?\Z")
 _AUTOSCALERS: Final = ("horizontal-pod-autoscaler", "kube-controller-manager", "keda", "autoscaler", "vpa")
@@ -25,6 +25,19 @@ class Evidence:
     by_ownership: bool  # handovers were seen in managedFields (distinct managers), not only as value flips
     timestamp_values: bool = False  # the hot writes changed values that look like timestamps
     status_writes: bool = False  # the hot writer writes status
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEvidence:
+    """What the request engine knows of a finding over API requests (audit events)."""
+
+    type: FindingType
+    clients: tuple[Client, ...]
+    fields: tuple[str, ...]  # apply: the conflicting fields; storm: the fields a fight contests (from the watch)
+    owners: tuple[str, ...] = ()  # apply: the managers the API server named as the fields' owners
+    contested: tuple[str, ...] | None = None  # from the watch: a fight's fields, () none, None: not joined
+    updates: bool = False  # conflicting writes were full-object updates (PUT)
+    stale: bool = False  # a client kept sending the same stale resourceVersion
 
 
 def looks_like_timestamp(value: str) -> bool:
@@ -139,3 +152,81 @@ def _generic_hot_loop(_e: Evidence) -> str:
 
 _FIGHT_RULES: Final = (_replicas, _ca_bundle, _shared_manager, _apply_force, _generic_fight)
 _HOT_LOOP_RULES: Final = (_timestamps, _status, _generic_hot_loop)
+
+
+def clients_text(clients: Iterable[Client]) -> str:
+    names = [c.display() for c in clients]
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else (names[0] if names else "?")
+
+
+def request_hint(e: RequestEvidence) -> str:
+    """How to stop a conflict storm, a stuck applier or a no-op write loop."""
+    if e.type is FindingType.APPLY_CONFLICT:
+        return _apply_hint(e)
+    if e.type is FindingType.NOOP_WRITES:
+        return (
+            f"{clients_text(e.clients)} writes the object without changing anything; the API server persists "
+            "nothing, but every write still costs an admission, a storage round trip and the client's own "
+            "reconcile. Compare the desired object with the current one and skip the write when they are equal "
+            "(equality.Semantic.DeepEqual; controller-runtime's CreateOrPatch does), and do not write on every "
+            "periodic resync."
+        )
+    return _storm_hint(e)
+
+
+def _storm_hint(e: RequestEvidence) -> str:
+    losing = clients_text(c for c in e.clients if c.conflicts)
+    if e.contested:
+        verb = "keeps" if len(e.contested) == 1 else "keep"
+        return (
+            f"This is a fight: {', '.join(e.contested)} {verb} changing hands (see the fight on this object), and the "
+            f"conflicts of {losing} are its failed half. Decide which writer owns these fields and remove them from "
+            "the others' desired state; the conflicts stop with the fight."
+        )
+    advice = []
+    if e.stale:
+        advice.append(
+            f"{losing} retr{'y' if ' and ' in losing else 'ies'} with the same stale resourceVersion again and "
+            "again: its cache does not catch up, or it retries without re-reading. Re-read before retrying "
+            "(client-go retry.RetryOnConflict around a fresh Get) and check that its informer is synced."
+        )
+    if e.updates:
+        advice.append(
+            "The failing writes replace the whole object (update) with a copy read earlier: patch only the fields "
+            "each client owns (a merge or JSON patch), or use server-side apply, which does not conflict on the "
+            "resourceVersion."
+        )
+    if not advice:
+        advice.append(
+            "Re-read the object before retrying a conflicting write, and patch only the fields each client owns "
+            "instead of writing whole objects read earlier."
+        )
+    if e.contested is not None:
+        advice.insert(
+            0, "The watch sees no field changing hands: this is read-modify-write contention over different fields."
+        )
+    else:
+        advice.append(
+            "Whether it is a fight over a field shows in the watch: replay a capture with --audit, or run the "
+            "watcher with the audit webhook."
+        )
+    return " ".join(advice)
+
+
+def _apply_hint(e: RequestEvidence) -> str:
+    applier = clients_text(e.clients)
+    if e.owners and e.fields:
+        owners = " and ".join(f"{o!r}" for o in e.owners)
+        fields = ", ".join(e.fields)
+        return (
+            f"{applier} applies without force, and {owners} own{'s' if len(e.owners) == 1 else ''} {fields}, so every "
+            "apply of it is rejected whole. Decide the owner: if the applier should own the fields, apply once with "
+            "--force-conflicts (force=true) after the other manager stops setting them; otherwise drop them from "
+            "the applied manifest."
+        )
+    return (
+        f"{applier} applies without force and is rejected every time. This audit level does not record which "
+        "manager owns the conflicting fields: log this resource at the Request level, or run the same apply with "
+        "--server-side --dry-run=server to see them; then drop those fields from the manifest or take them over "
+        "once with --force-conflicts."
+    )

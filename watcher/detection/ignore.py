@@ -42,6 +42,20 @@ class ObjectRules:
 NO_RULES: Final = ObjectRules((), ())
 
 
+def resource_of(kind: str) -> str:
+    """The resource a kind is served as, by the API server's own guess for kinds it does not know better
+    (apimachinery's `UnsafeGuessKindToResource`): `Deployment` -> `deployments`, `Ingress` -> `ingresses`,
+    `NetworkPolicy` -> `networkpolicies`. Discovery knows the exceptions (`Endpoints` is `endpoints`)."""
+    singular = kind.lower()
+    if not singular:
+        return ""
+    if singular.endswith("s"):
+        return singular + "es"
+    if singular.endswith("y"):
+        return singular[:-1] + "ies"
+    return singular + "s"
+
+
 class RuleBook:
     """Ignore rules, matched once per object against group/kind/namespace/name."""
 
@@ -82,6 +96,35 @@ class RuleBook:
         except KeyError:
             found = self._cache[key] = self._match(group, kind, namespace, None)
             return found
+
+    def for_request(self, group: str, resource: str, namespace: str, name: str) -> ObjectRules | None:
+        """`for_ref` for an object an API request addresses by resource: a rule's kind matches the resource it
+        maps to (`resource_of`), or the resource itself (`kind: endpoints`)."""
+        key = (group, "/" + resource, namespace)  # ("/": no kind begins with one)
+        if not self._by_name:
+            try:
+                return self._cache[key]
+            except KeyError:
+                pass
+        applicable: list[IgnoreRule] = []
+        whole = False
+        for rule, ns_pattern, name_pattern in self._patterns:
+            if rule.group is not None and rule.group != group:
+                continue
+            if rule.kind is not None and resource not in (rule.kind.lower(), resource_of(rule.kind)):
+                continue
+            if ns_pattern is not None and not ns_pattern.match(namespace):
+                continue
+            if name_pattern is not None and not name_pattern.match(name):
+                continue
+            if rule.whole_objects:
+                whole = True
+                break
+            applicable.append(rule)
+        found = None if whole else self._compile(tuple(applicable))
+        if not self._by_name:
+            self._cache[key] = found
+        return found
 
     def _match(self, group: str, kind: str, namespace: str | None, name: str | None) -> ObjectRules | None:
         applicable = []

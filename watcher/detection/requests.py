@@ -57,14 +57,40 @@ class Request:
     reason: str  # the failure's reason (Conflict, NotFound, ...); "" for success
     message: str  # the API server's message for a 409 Conflict, else ""
     dry_run: bool  # a dry-run request (persisted nothing)
+    manager_given: bool = False  # the request named its field manager (`fieldManager`): server-side apply must
+    force: bool = False  # `force=true`: a server-side apply that takes fields over from their owners
+    # The resourceVersion of the object the response carried (Request level and above log it with the body; only
+    # this is read from it): a write whose response version is the version it started from changed nothing.
+    response_version: str = ""
+
+    @property
+    def apply_conflict(self) -> bool:
+        """A 409 that rejected a server-side apply because of field conflicts (not a stale resourceVersion). The
+        message says so where the audit level records it; at `Metadata` level, a patch that named its manager and
+        failed with 409 is taken for one (a merge patch without a resourceVersion precondition cannot conflict)."""
+        if self.code != 409 or self.verb != "patch" or self.reason not in ("Conflict", ""):
+            return False
+        if self.message:
+            return self.message.startswith("Apply failed")
+        return self.manager_given
+
+    @property
+    def version_conflict(self) -> bool:
+        """A write rejected with 409 because it carried a stale resourceVersion (optimistic concurrency)."""
+        return (
+            self.code == 409
+            and self.verb in ("update", "patch", "delete")
+            and self.reason in ("Conflict", "")
+            and not self.apply_conflict
+        )
 
     @property
     def is_write(self) -> bool:
         return self.verb in WRITE_VERBS and not self.dry_run
 
     @property
-    def conflicted(self) -> bool:
-        return self.code == 409
+    def succeeded(self) -> bool:
+        return 200 <= self.code < 300
 
 
 def manager_from_user_agent(user_agent: str) -> str:

@@ -35,13 +35,28 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         "type": finding.type.value,
         "state": finding.state.value,
         "object": {
-            "apiVersion": ref.api_version,
-            "kind": ref.kind,
+            "apiGroup": ref.group,
+            "apiVersion": ref.api_version or None,
+            "kind": ref.kind or None,
+            "resource": ref.resource or None,
+            "subresource": ref.subresource or None,
             "namespace": ref.namespace,
             "name": ref.name,
-            "uid": ref.uid,
+            "uid": ref.uid or None,
         },
         "writers": [_writer_json(c) for c in finding.writers],
+        "clients": [
+            {
+                "user": c.user,
+                "user_agent": c.user_agent,
+                "manager": c.manager,
+                "conflicts": c.conflicts,
+                "writes": c.writes,
+                "noop_writes": c.noop_writes,
+            }
+            for c in finding.clients
+        ],
+        "conflicts": finding.conflicts,
         "fields": list(finding.fields),
         "handovers": finding.handovers,
         "writes": finding.writes,
@@ -63,6 +78,7 @@ def _writer_json(count: WriterCount) -> dict[str, Any]:
         "operation": w.operation or None,
         "subresource": w.subresource or None,
         "writes": count.writes,
+        "users": list(count.users),
     }
 
 
@@ -71,18 +87,20 @@ def write_json(findings: Iterable[Finding], out: IO[bytes]) -> None:
         out.write(orjson.dumps(finding_json(finding)) + b"\n")
 
 
-def write_table(findings: Iterable[Finding], out: IO[str], *, totals: str) -> None:
+def write_table(
+    findings: Iterable[Finding], out: IO[str], *, totals: str, empty: str = "No controller fights or hot loops found."
+) -> None:
     ordered = severity_order(findings)
     if not ordered:
-        out.write("No controller fights or hot loops found.\n")
+        out.write(empty + "\n")
     else:
         width = shutil.get_terminal_size((160, 24)).columns
-        rows = [("#", "TYPE", "STATE", "OBJECT", "WRITERS", "FIELDS", "HANDOVERS", "WRITES/MIN", "SINCE")]
+        rows = [("#", "TYPE", "STATE", "OBJECT", "WRITERS", "FIELDS", "HANDOVERS", "RATE/MIN", "SINCE")]
         for number, f in enumerate(ordered, 1):
             rows.append(
                 (
                     str(number),
-                    "fight" if f.type is FindingType.FIGHT else "hot loop",
+                    f.type.label,
                     f.state.value,
                     f.object.display(),
                     ", ".join(c.writer.display() for c in f.writers),

@@ -149,6 +149,7 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
     user_agent = _text(event, "userAgent")
     query = parse_qs(urlsplit(_text(event, "requestURI")).query)
     code, reason, message = _status(event)
+    manager = (query.get("fieldManager") or [""])[0]
     return Request(
         audit_id=_text(event, "auditID"),
         time=time,
@@ -156,7 +157,7 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         user=user,
         impersonator=impersonator,
         user_agent=user_agent,
-        manager=(query.get("fieldManager") or [""])[0] or manager_from_user_agent(user_agent),
+        manager=manager or manager_from_user_agent(user_agent),
         object=RequestObject(
             api_group=_text(ref, "apiGroup"),
             api_version=_text(ref, "apiVersion"),
@@ -171,6 +172,9 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         reason=reason,
         message=message,
         dry_run="dryRun" in query,
+        manager_given=bool(manager),
+        force=(query.get("force") or [""])[0] == "true",
+        response_version=_response_version(event),
     )
 
 
@@ -204,6 +208,15 @@ def _status(event: dict[str, Any]) -> tuple[int, str, str]:
         if isinstance(body, dict) and body.get("kind") == "Status":
             message = _text(body, "message")
     return code, reason, message[:MESSAGE_MAX]
+
+
+def _response_version(event: dict[str, Any]) -> str:
+    """The resourceVersion of the object a response returned (only in events at `RequestResponse` level)."""
+    body = event.get("responseObject")
+    if not isinstance(body, dict) or body.get("kind") == "Status":
+        return ""
+    meta = body.get("metadata")
+    return _text(meta, "resourceVersion") if isinstance(meta, dict) else ""
 
 
 def _text(mapping: dict[str, Any], key: str) -> str:

@@ -1,0 +1,279 @@
+"""Scenarios of API requests for the audit analysis: real clients, each with an identity (a static token for a
+user named like the service account it stands for) and a User-Agent of its own, racing over objects the way
+controllers do. Each scenario runs in a namespace of its own, once per audit level (see `namespace`).
+
+- `rmw-fight`: two controllers with stale reads rewrite ConfigMap `settings` whole (update), each setting
+  `data.mode` to its own value: a fight, whose failed half is a conflict storm.
+- `storm-fields`: two controllers update different fields of ConfigMap `app` (a label, an annotation) from
+  stale reads; one retries with the same stale copy before re-reading: conflicts, no field changes hands.
+- `apply-stuck`: Helm owns `data.mode` of ConfigMap `flags` (an update); a server-side applier sets another value
+  without force, and is rejected every time.
+- `noop-loop`: a sync controller rewrites ConfigMap `cache` with the very object it read: nothing changes.
+- `benign`: traffic that must not be reported: a few conflicts each retried once, a job labelling many
+  ConfigMaps once, two writers on objects of their own, and a Secret written by Helm (its value must not leak).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from kubernetes_asyncio.client import ApiClient
+
+from .control_plane import ControlPlane
+from .kube import CONFIGMAPS, JSON, ApiError, Kube, Resource, new_api_client
+from .recorder import Recorder
+
+SECRETS = Resource("/api/v1", "secrets", "Secret")
+ROLES = Resource("/apis/rbac.authorization.k8s.io/v1", "roles", "Role")
+ROLEBINDINGS = Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding")
+HARNESS_MANAGER = "fightwatch-harness"
+FULL_SUFFIX = "-full"  # a scenario's namespace logged at RequestResponse level; the plain name: Metadata level
+# A value that no output of fightwatch may hold (the Secret of `benign`), plain or base64-encoded.
+SECRET_VALUE = "s3cr3t-fixture-value-5d1e9b"  # noqa: S105 - a test value, there to be looked for
+END_MARKER = "end-of-recording"
+
+
+@dataclass(frozen=True)
+class Identity:
+    user: str
+    user_agent: str
+
+
+GITOPS = Identity("system:serviceaccount:argocd:argocd-application-controller", "argocd-application-controller/v2.9.3")
+LABELER = Identity("system:serviceaccount:ops:labeler", "labeler/0.3.1 (linux/amd64)")
+ANNOTATOR = Identity("system:serviceaccount:ops:annotator", "annotator/1.2.0")
+HELM = Identity("system:serviceaccount:ci:helm", "Helm/3.13.2")
+DEPLOYER = Identity("system:serviceaccount:ci:deployer", "kubectl/v1.28.4 (linux/amd64) kubernetes/bae2c62")
+SYNC = Identity("system:serviceaccount:ops:settings-sync", "settings-sync/2.0.0")
+JOB = Identity("system:serviceaccount:ops:relabel-job", "relabel-job/1.0")
+IDENTITIES = (GITOPS, LABELER, ANNOTATOR, HELM, DEPLOYER, SYNC, JOB)
+
+Clients = dict[Identity, Kube]
+Scenario = Callable[[Clients, str], Awaitable[None]]
+
+
+def namespaces(names: Sequence[str]) -> list[str]:
+    return [ns for name in names for ns in (name, name + FULL_SUFFIX)]
+
+
+def policy(names: Sequence[str]) -> JSON:
+    """An audit policy: the scenarios' `-full` namespaces at RequestResponse level, everything else at Metadata."""
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [
+            {"level": "RequestResponse", "namespaces": [n + FULL_SUFFIX for n in names]},
+            {"level": "Metadata"},
+        ],
+    }
+
+
+async def grant(admin: Kube, names: Sequence[str]) -> None:
+    """The scenarios' namespaces, with every identity allowed to write ConfigMaps and Secrets there."""
+    for ns in namespaces(names):
+        await admin.ensure_namespace(ns)
+        role = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "writer", "namespace": ns},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["*"]}],
+        }
+        await admin.ensure(ROLES.path(ns), role, manager=HARNESS_MANAGER)
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "writers", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "writer"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": i.user} for i in IDENTITIES],
+        }
+        await admin.ensure(ROLEBINDINGS.path(ns), binding, manager=HARNESS_MANAGER)
+
+
+def _configmap(ns: str, name: str, data: dict[str, str] | None = None) -> JSON:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data or {}}
+
+
+async def _update(kube: Kube, path: str, obj: JSON) -> bool:
+    """PUT without a fieldManager (the API server derives it from the User-Agent); False on 409 Conflict."""
+    try:
+        await kube.request("PUT", path, body=obj)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        return False
+    return True
+
+
+async def rmw_fight(clients: Clients, ns: str) -> None:
+    gitops, labeler = clients[GITOPS], clients[LABELER]
+    path = CONFIGMAPS.path(ns, "settings")
+    await labeler.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, "settings", {"mode": "b"}))
+    for _ in range(12):
+        mine, stale = await gitops.get(path), await labeler.get(path)
+        mine["data"]["mode"], stale["data"]["mode"] = "a", "b"
+        assert await _update(gitops, path, mine)
+        assert not await _update(labeler, path, stale)  # read before gitops wrote: 409
+        fresh = await labeler.get(path)
+        fresh["data"]["mode"] = "b"
+        assert await _update(labeler, path, fresh)
+
+
+async def storm_fields(clients: Clients, ns: str) -> None:
+    labeler, annotator = clients[LABELER], clients[ANNOTATOR]
+    path = CONFIGMAPS.path(ns, "app")
+    await labeler.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, "app", {"k": "v"}))
+    for round_ in range(15):
+        mine, theirs = await labeler.get(path), await annotator.get(path)
+        mine["metadata"].setdefault("labels", {})["revision"] = str(round_)
+        theirs["metadata"].setdefault("annotations", {})["checked"] = str(round_)
+        assert await _update(labeler, path, mine)
+        attempts = 0
+        while not await _update(annotator, path, theirs):
+            attempts += 1
+            if attempts >= 2:  # a stale cache: the same copy sent twice before reading again
+                theirs = await annotator.get(path)
+                theirs["metadata"].setdefault("annotations", {})["checked"] = str(round_)
+
+
+async def apply_stuck(clients: Clients, ns: str) -> None:
+    helm, deployer = clients[HELM], clients[DEPLOYER]
+    path = CONFIGMAPS.path(ns, "flags")
+    await helm.create(CONFIGMAPS.path(ns), _configmap(ns, "flags", {"mode": "blue"}), manager="helm")
+    manifest = _configmap(ns, "flags", {"mode": "green"})
+    for _ in range(6):
+        try:
+            await deployer.apply(path, manifest, manager="kubectl", force=False)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        else:
+            raise AssertionError("the apply without force was expected to conflict")
+
+
+async def noop_loop(clients: Clients, ns: str) -> None:
+    sync = clients[SYNC]
+    path = CONFIGMAPS.path(ns, "cache")
+    await sync.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, "cache", {"ttl": "60"}))
+    for _ in range(15):
+        current = await sync.get(path)
+        await sync.request("PUT", path, body=current)
+
+
+async def benign(clients: Clients, ns: str) -> None:
+    gitops, labeler, helm, job = clients[GITOPS], clients[LABELER], clients[HELM], clients[JOB]
+    # a few conflicts, each retried once with a fresh read
+    path = CONFIGMAPS.path(ns, "shared")
+    await gitops.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, "shared", {"a": "0", "b": "0"}))
+    for round_ in range(3):
+        mine, theirs = await gitops.get(path), await labeler.get(path)
+        mine["data"]["a"], theirs["data"]["b"] = str(round_), str(round_)
+        assert await _update(gitops, path, mine)
+        if not await _update(labeler, path, theirs):
+            fresh = await labeler.get(path)
+            fresh["data"]["b"] = str(round_)
+            assert await _update(labeler, path, fresh)
+    # a job labelling many objects once
+    for index in range(20):
+        await job.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, f"batch-{index}", {"i": str(index)}))
+    for index in range(20):
+        await job.merge_patch(
+            CONFIGMAPS.path(ns, f"batch-{index}"),
+            {"metadata": {"labels": {"relabelled": "yes"}}},
+            manager="relabel-job",
+        )
+    # two writers on objects of their own
+    for who, name in ((gitops, "own-a"), (labeler, "own-b")):
+        await who.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, name, {"n": "0"}))
+    for n in range(1, 11):
+        for who, name in ((gitops, "own-a"), (labeler, "own-b")):
+            await who.merge_patch(CONFIGMAPS.path(ns, name), {"data": {"n": str(n)}}, manager="own")
+    # a Secret: its value is in the RequestResponse log, and must be nowhere else
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "credentials", "namespace": ns},
+        "data": {"password": base64.b64encode(SECRET_VALUE.encode()).decode()},
+    }
+    await helm.create(SECRETS.path(ns), secret, manager="helm")
+    secret["data"]["token"] = secret["data"]["password"]
+    await helm.apply(SECRETS.path(ns, "credentials"), secret, manager="helm", force=True)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "rmw-fight": rmw_fight,
+    "storm-fields": storm_fields,
+    "apply-stuck": apply_stuck,
+    "noop-loop": noop_loop,
+    "benign": benign,
+}
+
+
+async def run(clients: Clients, names: Sequence[str]) -> None:
+    """Each scenario in both of its namespaces, all at once."""
+    await asyncio.gather(*(SCENARIOS[name](clients, ns) for name in names for ns in (name, name + FULL_SUFFIX)))
+
+
+async def connect(cp: ControlPlane) -> tuple[Kube, Clients, list[ApiClient]]:
+    """An admin client and one client per identity (its token, its User-Agent); close the ApiClients after."""
+    made: list[ApiClient] = []
+    admin = Kube(await new_api_client(cp.kubeconfig))
+    made.append(admin.api_client)
+    clients: Clients = {}
+    for identity in IDENTITIES:
+        api_client = await new_api_client(cp.kubeconfig_for(identity.user))
+        api_client.user_agent = identity.user_agent
+        made.append(api_client)
+        clients[identity] = Kube(api_client)
+    return admin, clients, made
+
+
+async def record(cp: ControlPlane, names: Sequence[str]) -> tuple[list[JSON], JSON]:
+    """Run the scenarios with a Recorder watching ConfigMaps; return its watch events and the server's /version.
+    Read the audit events from `cp.audit_log` after `wait_for_log`."""
+    admin, clients, made = await connect(cp)
+    watcher_client = await new_api_client(cp.kubeconfig)
+    made.append(watcher_client)
+    try:
+        version = await admin.get("/version")
+        await grant(admin, names)
+        async with Recorder(watcher_client, (CONFIGMAPS,)) as recorder:
+            await run(clients, names)
+            await recorder.sync()
+        await admin.create(CONFIGMAPS.path(names[0]), _configmap(names[0], END_MARKER), manager=HARNESS_MANAGER)
+        return recorder.events, version
+    finally:
+        for api_client in made:
+            await api_client.close()
+
+
+def wait_for_log(log: Path, names: Sequence[str], *, deadline: float = 30.0) -> list[bytes]:
+    """The audit log's lines once it holds the end marker `record` writes last (the log backend writes an event
+    when its request completes, which can be after the client has its answer)."""
+    give_up = time.monotonic() + deadline
+    needle = f'"namespace":"{names[0]}","name":"{END_MARKER}"'.encode()
+    while True:
+        data = log.read_bytes() if log.exists() else b""
+        if needle in data:
+            return data.splitlines()
+        if time.monotonic() > give_up:
+            raise TimeoutError(f"{log}: the end marker was not logged within {deadline:g}s")
+        time.sleep(0.05)  # poll interval while the log catches up, not a readiness guess
+
+
+def scenario_lines(lines: Sequence[bytes], namespace: str) -> list[bytes]:
+    """The log's events of the scenario identities in one namespace."""
+    users = {i.user for i in IDENTITIES}
+    out = []
+    for line in lines:
+        event = orjson.loads(line)
+        ref = event.get("objectRef") or {}
+        if ref.get("namespace") == namespace and (event.get("user") or {}).get("username") in users:
+            out.append(line)
+    return out

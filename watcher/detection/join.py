@@ -1,0 +1,141 @@
+"""The watch and API requests (audit events) of one cluster, joined: each side's findings told what the other knows.
+
+- A watch finding (fight, hot loop) gets the clients that wrote its object as audit events name them (user,
+  User-Agent, manager, conflicts, successful writes), the users behind each of its writers, and its conflicts.
+  Its unattributed writer gets the users of the clients whose writes the watch could not attribute: those that
+  wrote the object under a manager no managedFields entry of the finding names (the scale subresource on servers
+  before 1.22, managedFields reset by a client).
+- A conflict storm is told the fields a fight on the same object contests (it is the fight's failed half), or that
+  the watch saw the object written without a fight (contention over different fields).
+
+Objects are matched by API group, resource, namespace and name: the watch knows an object's kind, a request its
+resource; `resource_of` maps one to the other (discovery, live; the API server's own guess offline).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+
+from watcher.detection.engine import Engine
+from watcher.detection.events import ObjectEvent, object_ref
+from watcher.detection.ignore import resource_of
+from watcher.detection.request_engine import ObjectKey, RequestEngine
+from watcher.detection.requests import Request
+from watcher.model import ChangeKind, Client, Finding, FindingChange, FindingType, ObjectRef, WriterCount
+
+MAX_SEEN = 100_000  # objects the watch saw written, remembered for the hint of a storm on them (oldest go first)
+
+
+def guessed_resource(ref: ObjectRef) -> str:
+    return ref.resource or resource_of(ref.kind)
+
+
+class Joined:
+    """Both engines fed in time order; their findings, each told what the other side knows."""
+
+    def __init__(
+        self,
+        watch: Engine,
+        requests: RequestEngine,
+        *,
+        resource: Callable[[ObjectRef], str] = guessed_resource,
+        max_resolved: int = 10_000,
+    ) -> None:
+        self.watch = watch
+        self.requests = requests
+        self._resource = resource
+        self._fields: dict[ObjectKey, tuple[str, ...]] = {}  # objects the watch saw written -> fields fought over
+        self._refs: dict[ObjectKey, ObjectRef] = {}  # and how the watch names them (kind, uid)
+        self._resolved: deque[Finding] = deque(maxlen=max_resolved)
+        requests.watch = self._fields.get
+
+    def key(self, ref: ObjectRef) -> ObjectKey:
+        return (ref.group, self._resource(ref), ref.namespace or "", ref.name)
+
+    def process_event(self, event: ObjectEvent) -> list[FindingChange]:
+        writes = self.watch.stats.writes
+        changes = self.watch.process(event)
+        if self.watch.stats.writes != writes:
+            ref = object_ref(event)
+            self._saw(self.key(ref), (), ref)
+        out = []
+        for change in changes:
+            finding = change.finding
+            if finding.type is FindingType.FIGHT:
+                self._saw(self.key(finding.object), finding.fields, finding.object)
+            out.append(self._told(change))
+        return out
+
+    def process_request(self, request: Request) -> list[FindingChange]:
+        return self.requests.process(request)
+
+    def advance(self, now: float) -> list[FindingChange]:
+        return [self._told(c) for c in self.watch.advance(now)] + self.requests.advance(now)
+
+    def active(self) -> list[Finding]:
+        return [self.enrich(f) for f in self.watch.active()] + [self.named(f) for f in self.requests.active()]
+
+    def resolved(self) -> list[Finding]:
+        return list(self._resolved) + [self.named(f) for f in self.requests.resolved()]
+
+    def named(self, finding: Finding) -> Finding:
+        """A finding over requests with the object's kind, apiVersion and uid, where the watch saw it."""
+        ref = finding.object
+        seen = self._refs.get(self.key(ref))
+        if seen is None or ref.kind:
+            return finding
+        named = replace(ref, kind=seen.kind, api_version=seen.api_version, uid=seen.uid, api_group=None)
+        return replace(finding, object=named)
+
+    def enrich(self, finding: Finding) -> Finding:
+        """A watch finding with what requests tell of its object: clients, the users behind its writers,
+        conflicts. Unchanged when no request to it was seen."""
+        key = self.key(finding.object)
+        clients = self.requests.clients(key)
+        if not clients:
+            return finding
+        named = {c.writer.manager for c in finding.writers if c.writer.manager is not None}
+        writers = tuple(_with_users(c, clients, named) for c in finding.writers)
+        conflicts = sum(c.conflicts for c in clients)
+        summary = finding.summary
+        if conflicts:
+            losers = ", ".join(sorted({c.manager for c in clients if c.conflicts}))
+            summary += f"; {conflicts} of their writes failed with 409 Conflict ({losers})"
+        return replace(
+            finding,
+            object=replace(finding.object, resource=key[1]),
+            writers=writers,
+            clients=clients,
+            conflicts=conflicts,
+            summary=summary,
+        )
+
+    def _told(self, change: FindingChange) -> FindingChange:
+        finding = self.enrich(change.finding)
+        if change.kind is ChangeKind.RESOLVED:
+            self._resolved.append(finding)
+        return replace(change, finding=finding)
+
+    def _saw(self, key: ObjectKey, fields: tuple[str, ...], ref: ObjectRef) -> None:
+        known = self._fields.pop(key, None)
+        self._fields[key] = tuple(sorted(set(fields) | set(known or ())))
+        self._refs.pop(key, None)
+        self._refs[key] = ref
+        if len(self._fields) > MAX_SEEN:
+            oldest = next(iter(self._fields))
+            del self._fields[oldest]
+            self._refs.pop(oldest, None)
+
+
+def _with_users(count: WriterCount, clients: tuple[Client, ...], named: set[str]) -> WriterCount:
+    manager = count.writer.manager
+    if manager is None:  # the writes the watch could not attribute: clients under a manager it never names
+        users = {c.user for c in clients if c.writes and c.manager not in named}
+    else:
+        users = {c.user for c in clients if c.manager == manager}
+    return replace(count, users=tuple(sorted(users))) if users else count
+
+
+__all__ = ["Joined", "guessed_resource"]

@@ -1,0 +1,629 @@
+"""Detection over API requests (kube-apiserver audit events): the failed half of a fight. Pure and deterministic;
+time is the requests'.
+
+The watch shows only writes that succeeded and changed something. Requests show what it cannot:
+
+- **`conflict_storm`**: an object whose writes keep failing with 409 Conflict because they carry a stale
+  resourceVersion. The object's conflicts feed an exponentially decaying rate; a storm is called when it stays at
+  or above `conflict_storm.min_conflicts_per_minute` for `min_conflicts` conflicts in a row (no gap longer than two
+  time constants), so the occasional conflict every controller sees and retries once is not one. It names every
+  client that wrote the object (user, User-Agent, field manager, conflicts, successful writes): the ones that keep
+  losing and the ones that won meanwhile.
+- **`apply_conflict`**: a server-side applier (one client) whose applies are rejected with field conflicts
+  `apply_conflict.min_rejections` times in a row, without a success between: stuck. Where the audit level records
+  the API server's message, the finding names the managers that own the fields and the fields.
+- **`noop_writes`**: a client writing an object at a sustained rate with writes that change nothing. The API server
+  does not bump the resourceVersion of a write that changes nothing, so no watch event shows it; requests do: two
+  successful updates that carry the same resourceVersion (the first changed nothing, or the second would have
+  failed), or, where responses are logged, a write answered with the version it started from. Its no-op writes feed
+  a decaying rate per client, with the thresholds of `noop_writes`.
+
+Findings resolve after the quiet period of `resolve.after`; a stuck applier's finding also when its apply succeeds.
+Only write requests to named objects are analysed (reads and collections are counted and skipped), after the ignore
+rules (a rule's kind matches the resource it is served as). State is per object, bounded like the watch engine's:
+an object without an open finding is let go after `idle_after` without requests, or, beyond `max_objects`, the
+least recently requested first; each object counts at most `max_clients` clients by name (the rest together).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from watcher.config import DetectionSettings
+from watcher.detection import hints
+from watcher.detection.findings import notable, request_summary
+from watcher.detection.ignore import ObjectRules, RuleBook
+from watcher.detection.requests import Request
+from watcher.model import (
+    ChangeKind,
+    Client,
+    Finding,
+    FindingChange,
+    FindingState,
+    FindingType,
+    ObjectRef,
+    Writer,
+    WriterCount,
+)
+
+ObjectKey = tuple[str, str, str, str]  # (API group, resource, namespace, name)
+ClientKey = tuple[str, str, str]  # (user, User-Agent, field manager)
+OTHER_CLIENTS: Final[ClientKey] = ("(other clients)", "", "")
+
+# `Apply failed with 1 conflict: conflict with "helm" using v1: .data.mode`, or with several:
+# `Apply failed with 2 conflicts: conflicts with "helm" using v1:\n- .data.a\n- .data.b` (apimachinery's
+# fieldmanager `NewConflictError`; an Update manager is printed with `using APIVERSION [at TIME]`).
+_OWNER: Final = re.compile(r'conflicts? with "((?:[^"\\]|\\.)*)"(?: using [^\s:]+(?: at \S+)?)?:')
+_PATH: Final = re.compile(r"(?:^|[:\n]\s*-?\s*)(\.[^\s]+)", re.MULTILINE)
+
+
+def parse_apply_conflict(message: str) -> tuple[list[str], list[str]]:
+    """(the managers named as owners, the conflicting field paths without their leading dot) of an apply
+    conflict's message; empty lists for a message of another form (or none)."""
+    owners = [m.group(1).replace('\\"', '"') for m in _OWNER.finditer(message)]
+    paths = [m.group(1)[1:] for m in _PATH.finditer(message.partition(":")[2])]
+    return owners, [p for p in paths if p]
+
+
+class Tally:
+    """What one client's write requests to one object came to."""
+
+    __slots__ = (
+        "conflicts",
+        "noop_last",
+        "noop_rate",
+        "noop_start",
+        "noop_streak",
+        "noops",
+        "rejections",
+        "stale",
+        "stale_version",
+        "writes",
+    )
+
+    def __init__(self) -> None:
+        self.conflicts = 0  # writes rejected with 409 (version or apply conflicts)
+        self.writes = 0  # writes that succeeded
+        self.noops = 0  # successful writes that changed nothing
+        self.rejections = 0  # applies rejected in a row (since its last successful write)
+        self.stale_version = ""  # the resourceVersion its last version conflict carried
+        self.stale = 0  # version conflicts that carried the same version as the one before (a stale cache)
+        self.noop_rate = 0.0  # no-op writes per minute, exponentially decaying
+        self.noop_last = -math.inf
+        self.noop_streak = 0
+        self.noop_start = 0.0
+
+
+class RequestFinding:
+    """A finding over requests while it is open (mutable); `snapshot` makes the immutable `Finding`."""
+
+    __slots__ = (
+        "client",
+        "conflicts",
+        "detected_at",
+        "fields",
+        "first_seen",
+        "id",
+        "last_seen",
+        "owners",
+        "ref",
+        "requests",
+        "stale",
+        "type",
+        "updates",
+    )
+
+    def __init__(
+        self,
+        kind: FindingType,
+        ref: ObjectRef,
+        *,
+        client: ClientKey | None,
+        first_seen: float,
+        at: float,
+        opened_by: str,
+    ) -> None:
+        self.type = kind
+        self.ref = ref
+        self.client = client  # the one client an apply_conflict or noop_writes finding is about
+        scope = "/".join(client) if client is not None else ""
+        what = f"{kind}/{ref.group}/{ref.resource}/{ref.namespace or ''}/{ref.name}/{scope}/{opened_by}"
+        self.id = hashlib.blake2b(what.encode(), digest_size=8).hexdigest()
+        self.first_seen = first_seen
+        self.detected_at = at
+        self.last_seen = at
+        self.conflicts = 0  # storm: version conflicts; apply: rejections
+        self.requests = 0  # storm: writes tried while it was open, conflicts included; noop: no-op writes
+        self.fields: set[str] = set()
+        self.owners: set[str] = set()
+        self.stale = False  # a client kept sending the same stale resourceVersion
+        self.updates = False  # conflicting writes were full-object updates (PUT)
+
+
+class RequestState:
+    """What is kept per object."""
+
+    __slots__ = (
+        "applies",
+        "clients",
+        "last",
+        "noops",
+        "rate",
+        "rate_last",
+        "ref",
+        "rules",
+        "storm",
+        "streak",
+        "streak_start",
+        "update_client",
+        "update_time",
+        "update_version",
+        "version",
+    )
+
+    def __init__(self, ref: ObjectRef, rules: ObjectRules) -> None:
+        self.ref = ref
+        self.rules = rules
+        self.clients: dict[ClientKey, Tally] = {}
+        self.last = 0.0  # when it was last requested
+        self.rate = 0.0  # version conflicts per minute, exponentially decaying
+        self.rate_last = -math.inf
+        self.streak = 0
+        self.streak_start = 0.0
+        self.storm: RequestFinding | None = None
+        self.applies: dict[ClientKey, RequestFinding] = {}
+        self.noops: dict[ClientKey, RequestFinding] = {}
+        self.version = ""  # the resourceVersion a response last returned ("" when responses are not logged)
+        self.update_version = ""  # the version the last successful update carried, and who sent it when
+        self.update_client: ClientKey | None = None
+        self.update_time = 0.0
+
+    def open_findings(self) -> list[RequestFinding]:
+        found = [] if self.storm is None else [self.storm]
+        return found + list(self.applies.values()) + list(self.noops.values())
+
+
+@dataclass(slots=True)
+class RequestStats:
+    """Counts of what the request engine did with each request."""
+
+    requests: int = 0
+    reads: int = 0  # get, list, watch: not analysed
+    without_name: int = 0  # writes to collections (create without a name, deletecollection)
+    dry_run: int = 0
+    ignored: int = 0  # by the ignore rules (objects or managers)
+    writes: int = 0  # analysed writes that succeeded
+    conflicts: int = 0  # analysed writes rejected with 409 for a stale resourceVersion
+    apply_conflicts: int = 0  # server-side applies rejected with field conflicts
+    noop_writes: int = 0  # successful writes that changed nothing
+    failed: int = 0  # other failed writes (404, 422, ...)
+    evicted_idle: int = 0
+    evicted_capacity: int = 0
+
+
+# What the watch knows of an object (see `join.py`): the fields a fight contests there (() when it saw writes but no
+# fight), or None when it did not see the object.
+WatchView = Callable[[ObjectKey], tuple[str, ...] | None]
+
+
+class RequestEngine:
+    """Turn API requests into finding changes. Feed requests in time order; `advance` resolves quiet findings."""
+
+    def __init__(self, settings: DetectionSettings, *, max_resolved: int = 10_000) -> None:
+        self.settings = settings
+        self.stats = RequestStats()
+        self.now = -math.inf
+        self.watch: WatchView | None = None  # set by a join with the watch
+        self._rules = RuleBook(settings.ignore_rules)
+        self._objects: dict[ObjectKey, RequestState] = {}  # in order of last request
+        self._active: dict[str, tuple[RequestFinding, RequestState]] = {}
+        self._resolved: deque[Finding] = deque(maxlen=max_resolved)
+        self._next_deadline = math.inf
+        self._next_eviction = -math.inf
+        storm, noop = settings.conflict_storm, settings.noop_writes
+        self._storm_tau, self._storm_rate, self._storm_min = (
+            storm.time_constant,
+            storm.min_conflicts_per_minute,
+            storm.min_conflicts,
+        )
+        self._noop_tau, self._noop_rate, self._noop_min = (
+            noop.time_constant,
+            noop.min_writes_per_minute,
+            noop.min_writes,
+        )
+        self._min_rejections = settings.apply_conflict.min_rejections
+        self._quiet = settings.resolve.after
+        self._max_clients = settings.max_clients
+
+    # ----------------------------------------------------------------------------------------------- public
+
+    @property
+    def tracked_objects(self) -> int:
+        return len(self._objects)
+
+    def process(self, request: Request) -> list[FindingChange]:
+        """Analyse one completed request; the finding changes it causes."""
+        self.stats.requests += 1
+        if not self._analysed(request):
+            return []
+        changes = self.advance(request.time)
+        state = self._state(request)
+        if state is None:
+            self.stats.ignored += 1
+            return changes
+        client = self._client(state, request)
+        tally = state.clients[client]
+        if request.succeeded:
+            self.stats.writes += 1
+            tally.writes += 1
+            changes += self._succeeded(state, request, client, tally)
+        elif request.apply_conflict:
+            self.stats.apply_conflicts += 1
+            tally.conflicts += 1
+            changes += self._apply_rejected(state, request, client, tally)
+        elif request.version_conflict:
+            self.stats.conflicts += 1
+            tally.conflicts += 1
+            changes += self._conflict(state, request, tally)
+        else:
+            self.stats.failed += 1
+        if state.storm is not None and not request.version_conflict:
+            state.storm.requests += 1
+        return changes
+
+    def _analysed(self, request: Request) -> bool:
+        """Whether a request is one to analyse: a write (not a dry run) to a named object; the rest is counted."""
+        if request.is_write and request.object.name:
+            return True
+        if request.dry_run:
+            self.stats.dry_run += 1
+        elif request.is_write:
+            self.stats.without_name += 1
+        else:
+            self.stats.reads += 1
+        return False
+
+    def _state(self, request: Request) -> RequestState | None:
+        """The state of the request's object (tracked from now on if new, and moved to the back of the queue), or
+        None when the ignore rules leave the object or the request's manager out."""
+        obj = request.object
+        key = (obj.api_group, obj.resource, obj.namespace, obj.name)
+        state = self._objects.get(key)
+        if state is None:
+            rules = self._rules.for_request(obj.api_group, obj.resource, obj.namespace, obj.name)
+            if rules is None:
+                return None
+            state = self._track(key, request, rules)
+        else:
+            del self._objects[key]
+            self._objects[key] = state
+        if state.rules.manager_ignored(Writer(request.manager)):
+            return None
+        state.last = self.now
+        if not state.ref.uid and obj.uid:
+            state.ref = _ref(request, uid=obj.uid)
+        return state
+
+    def advance(self, now: float) -> list[FindingChange]:
+        """Move the clock (never backwards), resolve findings quiet long enough, and let idle objects go."""
+        self.now = max(self.now, now)
+        if self.now >= self._next_eviction:
+            self._evict_idle()
+        if self.now < self._next_deadline:
+            return []
+        changes = []
+        self._next_deadline = math.inf
+        for finding, state in list(self._active.values()):
+            deadline = finding.last_seen + self._quiet
+            if self.now >= deadline:
+                changes.append(self._close(finding, state, deadline))
+            else:
+                self._next_deadline = min(self._next_deadline, deadline)
+        return changes
+
+    def active(self) -> list[Finding]:
+        return [self.snapshot(f, s, FindingState.ACTIVE, None) for f, s in self._active.values()]
+
+    def resolved(self) -> list[Finding]:
+        return list(self._resolved)
+
+    def clients(self, key: ObjectKey) -> tuple[Client, ...]:
+        """The clients that wrote an object (most conflicts first), for a join with the watch; () when untracked."""
+        state = self._objects.get(key)
+        return () if state is None else _clients(state, None)
+
+    # ------------------------------------------------------------------------------------------- the rules
+
+    def _succeeded(self, state: RequestState, request: Request, client: ClientKey, tally: Tally) -> list[FindingChange]:
+        """A successful write: a stuck applier is unstuck; was it (or the update before it) a no-op?"""
+        changes = []
+        tally.rejections = 0
+        stuck = state.applies.get(client)
+        if stuck is not None:
+            changes.append(self._close(stuck, state, self.now))
+        if request.verb not in ("update", "patch"):
+            state.version, state.update_version, state.update_client = request.response_version, "", None
+            return changes
+        sent, returned = request.resource_version, request.response_version
+        noop: tuple[ClientKey, float] | None = None
+        if returned:
+            if returned in (sent if request.verb == "update" else "", state.version):
+                noop = (client, request.time)
+        elif request.verb == "update" and sent and sent == state.update_version and state.update_client is not None:
+            # The update before carried this version too and succeeded, and so does this one: that one changed
+            # nothing (a resourceVersion never comes back).
+            noop = (state.update_client, state.update_time)
+        state.version = returned
+        if request.verb == "update":
+            state.update_version, state.update_client, state.update_time = sent, client, request.time
+        if noop is not None:
+            changes += self._noop(state, *noop)
+        return changes
+
+    def _noop(self, state: RequestState, client: ClientKey, at: float) -> list[FindingChange]:
+        self.stats.noop_writes += 1
+        tally = state.clients[client]
+        tally.noops += 1
+        gap = max(at - tally.noop_last, 0.0)
+        tally.noop_rate = tally.noop_rate * math.exp(-gap / self._noop_tau) + 60.0 / self._noop_tau
+        if gap > 2 * self._noop_tau:
+            tally.noop_streak, tally.noop_start = 0, at
+        tally.noop_streak += 1
+        tally.noop_last = max(at, tally.noop_last)
+        finding = state.noops.get(client)
+        if finding is None:
+            if tally.noop_rate < self._noop_rate or tally.noop_streak < self._noop_min:
+                return []
+            finding = state.noops[client] = self._open(
+                FindingType.NOOP_WRITES, state, client=client, first_seen=tally.noop_start
+            )
+            finding.requests = tally.noop_streak
+            return [self._opened(finding, state)]
+        before = self._progress(finding)
+        finding.requests += 1
+        finding.last_seen = self.now
+        return self._updated(finding, state, before)
+
+    def _conflict(self, state: RequestState, request: Request, tally: Tally) -> list[FindingChange]:
+        """A write rejected for a stale resourceVersion: feed the object's conflict rate; open or grow a storm."""
+        if request.resource_version and request.resource_version == tally.stale_version:
+            tally.stale += 1
+        tally.stale_version = request.resource_version
+        at = request.time
+        gap = max(at - state.rate_last, 0.0)
+        state.rate = state.rate * math.exp(-gap / self._storm_tau) + 60.0 / self._storm_tau
+        if gap > 2 * self._storm_tau:
+            state.streak, state.streak_start = 0, at
+        state.streak += 1
+        state.rate_last = max(at, state.rate_last)
+        storm = state.storm
+        if storm is None:
+            if state.rate < self._storm_rate or state.streak < self._storm_min:
+                return []
+            storm = state.storm = self._open(
+                FindingType.CONFLICT_STORM, state, client=None, first_seen=state.streak_start
+            )
+            storm.conflicts = storm.requests = state.streak
+            self._evidence(storm, state, request)
+            return [self._opened(storm, state)]
+        before = self._progress(storm)
+        storm.conflicts += 1
+        storm.requests += 1
+        storm.last_seen = self.now
+        self._evidence(storm, state, request)
+        return self._updated(storm, state, before)
+
+    def _evidence(self, storm: RequestFinding, state: RequestState, request: Request) -> None:
+        storm.updates = storm.updates or request.verb == "update"
+        storm.stale = storm.stale or any(t.stale >= 2 for t in state.clients.values())
+
+    def _apply_rejected(
+        self, state: RequestState, request: Request, client: ClientKey, tally: Tally
+    ) -> list[FindingChange]:
+        """A server-side apply rejected with field conflicts: the applier is stuck after enough in a row."""
+        tally.rejections += 1
+        finding = state.applies.get(client)
+        if finding is None:
+            if tally.rejections < self._min_rejections:
+                return []
+            finding = state.applies[client] = self._open(
+                FindingType.APPLY_CONFLICT, state, client=client, first_seen=request.time
+            )
+            finding.conflicts = tally.rejections
+            _note_owners(finding, request.message)
+            return [self._opened(finding, state)]
+        before = self._progress(finding)
+        finding.conflicts += 1
+        finding.last_seen = self.now
+        _note_owners(finding, request.message)
+        return self._updated(finding, state, before)
+
+    # ------------------------------------------------------------------------------------------ bookkeeping
+
+    def _track(self, key: ObjectKey, request: Request, rules: ObjectRules) -> RequestState:
+        state = self._objects[key] = RequestState(_ref(request, uid=request.object.uid), rules)
+        limit = self.settings.max_objects
+        if limit is not None and len(self._objects) > limit:
+            excess = len(self._objects) - limit + limit // 100
+            self.stats.evicted_capacity += self._let_go(list(self._objects)[:-1], excess)
+        return state
+
+    def _client(self, state: RequestState, request: Request) -> ClientKey:
+        client = (request.user, request.user_agent, request.manager)
+        clients = state.clients
+        if client not in clients:
+            if len(clients) >= self._max_clients:
+                client = OTHER_CLIENTS
+                if client in clients:
+                    return client
+            clients[client] = Tally()
+        return client
+
+    def _open(
+        self, kind: FindingType, state: RequestState, *, client: ClientKey | None, first_seen: float
+    ) -> RequestFinding:
+        return RequestFinding(
+            kind, state.ref, client=client, first_seen=first_seen, at=self.now, opened_by=repr(first_seen)
+        )
+
+    def _opened(self, finding: RequestFinding, state: RequestState) -> FindingChange:
+        self._active[finding.id] = (finding, state)
+        self._next_deadline = min(self._next_deadline, finding.last_seen + self._quiet)
+        return FindingChange(ChangeKind.OPENED, self.snapshot(finding, state, FindingState.ACTIVE, None))
+
+    @staticmethod
+    def _progress(finding: RequestFinding) -> tuple[int, ...]:
+        return (len(finding.fields), len(finding.owners), finding.conflicts + finding.requests)
+
+    def _updated(self, finding: RequestFinding, state: RequestState, before: tuple[int, ...]) -> list[FindingChange]:
+        if not notable(before, self._progress(finding)):
+            return []
+        return [FindingChange(ChangeKind.UPDATED, self.snapshot(finding, state, FindingState.ACTIVE, None))]
+
+    def _close(self, finding: RequestFinding, state: RequestState, at: float) -> FindingChange:
+        self._active.pop(finding.id, None)
+        if finding is state.storm:
+            state.storm = None
+        elif finding.client is not None:
+            for table in (state.applies, state.noops):
+                if table.get(finding.client) is finding:
+                    del table[finding.client]
+        resolved = self.snapshot(finding, state, FindingState.RESOLVED, at)
+        self._resolved.append(resolved)
+        return FindingChange(ChangeKind.RESOLVED, resolved)
+
+    def _evict_idle(self) -> None:
+        """Let objects without an open finding go once idle for `idle_after` (checked every few seconds)."""
+        self._next_eviction = self.now + 5.0
+        horizon = self.now - self.settings.idle_seconds
+        idle = []
+        for key, state in self._objects.items():
+            if state.last >= horizon:
+                break
+            idle.append(key)
+        self.stats.evicted_idle += self._let_go(idle, len(idle))
+
+    def _let_go(self, candidates: list[ObjectKey], count: int) -> int:
+        chosen = 0
+        for key in candidates:
+            if chosen >= count:
+                break
+            state = self._objects[key]
+            if state.storm is None and not state.applies and not state.noops:
+                del self._objects[key]
+                chosen += 1
+            else:  # kept while a finding is open: to the back of the queue
+                self._objects[key] = self._objects.pop(key)
+        return chosen
+
+    # ------------------------------------------------------------------------------------------ what it says
+
+    def snapshot(
+        self, finding: RequestFinding, state: RequestState, status: FindingState, resolved_at: float | None
+    ) -> Finding:
+        """The immutable view of a finding over requests that sinks get."""
+        contested = self.watch(_key(state.ref)) if self.watch is not None else None
+        clients = _clients(state, finding.client)
+        fields = tuple(sorted(finding.fields | set(contested or ())))
+        span = max(finding.last_seen - finding.first_seen, 1.0)
+        count = finding.conflicts if finding.type is not FindingType.NOOP_WRITES else finding.requests
+        writers = _writers(clients, finding)
+        evidence = hints.RequestEvidence(
+            type=finding.type,
+            clients=clients,
+            fields=fields,
+            owners=tuple(sorted(finding.owners)),
+            contested=contested,
+            updates=finding.updates,
+            stale=finding.stale,
+        )
+        return Finding(
+            id=finding.id,
+            type=finding.type,
+            state=status,
+            object=finding.ref,
+            writers=writers,
+            fields=fields,
+            handovers=0,
+            writes=finding.requests if finding.type is not FindingType.APPLY_CONFLICT else finding.conflicts,
+            writes_per_minute=round(count * 60.0 / span, 2),
+            first_seen=finding.first_seen,
+            detected_at=finding.detected_at,
+            last_seen=finding.last_seen,
+            resolved_at=resolved_at,
+            flip_period=None,
+            summary=request_summary(evidence, count, span),
+            hint=hints.request_hint(evidence),
+            clients=clients,
+            conflicts=finding.conflicts if finding.type is not FindingType.NOOP_WRITES else 0,
+        )
+
+
+def _note_owners(finding: RequestFinding, message: str) -> None:
+    owners, paths = parse_apply_conflict(message)
+    finding.owners.update(owners)
+    finding.fields.update(paths)
+
+
+def _ref(request: Request, *, uid: str) -> ObjectRef:
+    obj = request.object
+    version = f"{obj.api_group}/{obj.api_version}" if obj.api_group and obj.api_version else obj.api_version
+    return ObjectRef(
+        api_version=version,
+        kind="",
+        namespace=obj.namespace or None,
+        name=obj.name,
+        uid=uid,
+        resource=obj.resource,
+        api_group=obj.api_group,
+    )
+
+
+def _key(ref: ObjectRef) -> ObjectKey:
+    return (ref.group, ref.resource, ref.namespace or "", ref.name)
+
+
+def _clients(state: RequestState, only: ClientKey | None) -> tuple[Client, ...]:
+    """The object's clients, most conflicts first, then most writes (only `only`'s, when given)."""
+    items = state.clients.items() if only is None else [(only, state.clients[only])]
+    return tuple(
+        sorted(
+            (Client(k[0], k[1], k[2], conflicts=t.conflicts, writes=t.writes, noop_writes=t.noops) for k, t in items),
+            key=lambda c: (-c.conflicts, -c.writes, c.manager, c.user, c.user_agent),
+        )
+    )
+
+
+def _writers(clients: tuple[Client, ...], finding: RequestFinding) -> tuple[WriterCount, ...]:
+    """The field managers behind the clients, with the users writing as each and their write requests."""
+    writes: dict[str, int] = {}
+    users: dict[str, set[str]] = {}
+    for c in clients:
+        writes[c.manager] = writes.get(c.manager, 0) + c.writes + c.conflicts
+        users.setdefault(c.manager, set()).add(c.user)
+    for owner in finding.owners:
+        writes.setdefault(owner, 0)
+    return tuple(
+        WriterCount(Writer(m), n, tuple(sorted(users.get(m, ())))) for m, n in sorted(writes.items(), key=_busiest)
+    )
+
+
+def _busiest(item: tuple[str, int]) -> tuple[int, str]:
+    return (-item[1], item[0])
+
+
+__all__ = [
+    "OTHER_CLIENTS",
+    "ClientKey",
+    "ObjectKey",
+    "RequestEngine",
+    "RequestStats",
+    "WatchView",
+    "parse_apply_conflict",
+]
