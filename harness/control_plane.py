@@ -456,12 +456,19 @@ def _start_once(
 
 
 def start_control_plane(
-    workdir: Path, *, audit_policy: Mapping[str, Any] | None = None, users: Sequence[str] = ()
+    workdir: Path,
+    *,
+    audit_policy: Mapping[str, Any] | None = None,
+    users: Sequence[str] = (),
+    audit_webhook: Path | None = None,
 ) -> ControlPlane:
     """Start etcd + kube-apiserver in workdir and wait until /readyz answers 200 for the admin token.
 
     `audit_policy` (an audit.k8s.io/v1 Policy) turns on the log backend, JSON Lines in `audit_log`; `users` get
-    static tokens of their own (`user_tokens`), no groups and no permissions until bound."""
+    static tokens of their own (`user_tokens`), no groups and no permissions until bound. `audit_webhook` (a
+    kubeconfig naming the receiver; with `audit_policy`) adds the webhook backend in batch mode, batches sent at
+    least every second. The PKI is made in `workdir/pki` first (`ca.crt`, and `apiserver.crt`/`.key` serving
+    127.0.0.1), so such a kubeconfig may name its files before they exist."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     bin_dir = control_plane_bin_dir()
@@ -484,6 +491,13 @@ def start_control_plane(
             "--audit-log-format=json",
             "--audit-log-mode=blocking",  # written as requests complete, not batched
         ]
+        if audit_webhook is not None:
+            audit_flags += [
+                f"--audit-webhook-config-file={audit_webhook}",
+                "--audit-webhook-mode=batch",
+                "--audit-webhook-batch-max-wait=1s",
+                "--audit-webhook-initial-backoff=1s",
+            ]
     attempts = 3  # a port picked free can be taken by someone else before the component binds it
     for attempt in range(1, attempts + 1):
         try:

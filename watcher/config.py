@@ -434,6 +434,35 @@ class ServeSettings(_Strict):
     port: int = Field(8080, ge=0, le=65535, description="Listen port; 0 picks a free one (logged).")
 
 
+class AuditWebhookSettings(_Strict):
+    """The receiver of the kube-apiserver's audit webhook backend (docs/audit.md): TLS, and a sender
+    authenticated by a client certificate of `client_ca_file` or the bearer token in `token_file`."""
+
+    enabled: bool = Field(False, description="Receive audit events (conflicts, no-op writes, users behind managers).")
+    address: str = Field("0.0.0.0", description="Listen address of the audit webhook.")  # noqa: S104 - a pod's own IP
+    port: int = Field(8443, ge=0, le=65535, description="Listen port of the audit webhook; 0 picks a free one.")
+    tls_cert_file: Path | None = Field(None, description="The server certificate (PEM); required when enabled.")
+    tls_key_file: Path | None = Field(None, description="Its private key (PEM); required when enabled.")
+    client_ca_file: Path | None = Field(None, description="CA that signs the API server's client certificate.")
+    token_file: Path | None = Field(None, description="File holding the bearer token the API server sends.")
+    max_body_bytes: Bytes = Field(32 * 2**20, description="Largest batch accepted (a larger one is a 413).")
+    max_pending_requests: int = Field(
+        100_000, ge=1, description="Requests queued for detection at most; beyond it they are dropped and counted."
+    )
+
+    @model_validator(mode="after")
+    def _secure(self) -> AuditWebhookSettings:
+        if not self.enabled:
+            return self
+        if self.tls_cert_file is None or self.tls_key_file is None:
+            raise ValueError("audit_webhook: tls_cert_file and tls_key_file are required (the endpoint is TLS only)")
+        if self.client_ca_file is None and self.token_file is None:
+            raise ValueError(
+                "audit_webhook: client_ca_file or token_file is required (the API server must be authenticated)"
+            )
+        return self
+
+
 class LogSettings(_Strict):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "json", "console"] = Field(
@@ -451,6 +480,7 @@ class Config(_Strict):
     watch: WatchSettings = WatchSettings()
     kube: KubeSettings = KubeSettings()
     serve: ServeSettings = ServeSettings()
+    audit_webhook: AuditWebhookSettings = AuditWebhookSettings()
     log: LogSettings = LogSettings()
     record: RecordSettings = RecordSettings()
     metrics: MetricsSettings = MetricsSettings()

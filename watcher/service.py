@@ -31,8 +31,10 @@ from watcher import __version__
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent
+from watcher.detection.join import Joined, guessed_resource
 from watcher.detection.native import implementation, native_available
-from watcher.model import ChangeKind, Finding, FindingChange, format_observed
+from watcher.detection.request_engine import RequestEngine
+from watcher.model import ChangeKind, Finding, FindingChange, ObjectRef, format_observed
 from watcher.sinks.credentials import CredentialError
 from watcher.sinks.delivery import Delivery
 from watcher.sinks.http import HttpServer, Sources, make_app
@@ -40,6 +42,7 @@ from watcher.sinks.log import configure_logging, log_change
 from watcher.sinks.metrics import Metrics, ResourceKey, Samples, exposition, new_registry
 from watcher.sinks.outlets import build_sinks
 from watcher.sinks.recording import Recording
+from watcher.sources.audit_webhook import OUTCOMES, AuditReceiver
 from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import ApiResource
 from watcher.sources.election import LeaderChange, LeaderElector, identity, lease_namespace
@@ -53,6 +56,7 @@ ALIVE_WITHIN = 30.0  # /healthz fails when the event loop has not ticked for thi
 STOP_DEADLINE = 10.0  # seconds for the watches to stop before giving up on stragglers
 DRAIN_DEADLINE = 5.0  # seconds delivery gets at shutdown to send what is queued (resolutions, last updates)
 LOGGED_INVALID_EVENTS = 10  # invalid events logged one by one; more are only counted
+AUDIT_SLICE = 1_000  # requests from the audit webhook analysed between two yields to the event loop
 
 log = structlog.get_logger("fightwatch")
 
@@ -82,7 +86,16 @@ class Service:
             engine=attribution.name,
         )
         self.engine = Engine(config.detection, attribution=attribution, on_write=self.metrics.count_write)
-        self.metrics.active = self.engine.active  # scrapes read the findings as of the last write
+        # With the audit webhook: API requests analysed too, and joined with the watch (detection/join.py).
+        self.requests: RequestEngine | None = None
+        self.joined: Joined | None = None
+        self.receiver: AuditReceiver | None = None
+        self._plurals: dict[tuple[str, str], str] = {}  # (group, kind) -> resource, as discovery serves them
+        if config.audit_webhook.enabled:
+            self.receiver = AuditReceiver(config.audit_webhook)  # (reads the token file: fails early)
+            self.requests = RequestEngine(config.detection)
+            self.joined = Joined(self.engine, self.requests, resource=self._resource)
+        self.metrics.active = self.active  # scrapes read the findings as of the last write
         self.metrics.read_at_scrape(self._samples)
         self.invalid_events = 0
         self._kubeconfig = kubeconfig
@@ -95,6 +108,7 @@ class Service:
         self._resources: tuple[frozenset[ResourceKey], frozenset[ResourceKey]] | None = None
         self._heartbeat = time.monotonic()
         self._lag = 0.0
+        self._audit_url: str | None = None
 
     async def run(self) -> int:
         settings = self.config
@@ -197,10 +211,26 @@ class Service:
         except OSError as exc:
             where = f"{settings.serve.address}:{settings.serve.port}"
             return _cannot_start("cannot listen", address=where, config="serve", error=exc.strerror or str(exc))
+        audit_server = None
+        if self.receiver is not None:
+            hook = settings.audit_webhook
+            try:
+                audit_server = HttpServer(
+                    self.receiver.app(), address=hook.address, port=hook.port, tls=self.receiver.tls()
+                )
+                self._audit_url = await audit_server.start()
+            except (OSError, ValueError) as exc:  # (ssl.SSLError is an OSError: a certificate or key unreadable)
+                await server.stop()
+                where = f"{hook.address}:{hook.port}"
+                return _cannot_start(
+                    "cannot receive audit events", address=where, config="audit_webhook", error=str(exc)
+                )
         try:
             return await self._serve(connection, url)
         finally:
             await server.stop()
+            if audit_server is not None:
+                await audit_server.stop()
 
     async def _serve(self, connection: Connection, url: str) -> int:
         api = KubeApi(connection.api_client, request_timeout=self.config.watch.request_timeout)
@@ -225,6 +255,7 @@ class Service:
             server=connection.server,
             credentials=connection.source,
             listening=url,
+            audit_webhook=self._audit_url,
             recording=str(self._record_path) if self._record_path else None,
             delivery=[sink.name for sink in self._delivery.sinks] if self._delivery else [],
             shard=f"{self.config.sharding.shard}/{self.config.sharding.total_shards}",
@@ -235,6 +266,8 @@ class Service:
             asyncio.create_task(cluster.run(), name="discovery"),
             asyncio.create_task(self._tick(), name="tick"),
         ]
+        if self.receiver is not None:
+            tasks.append(asyncio.create_task(self._analyse_requests(self.receiver), name="audit"))
         stopped = asyncio.create_task(stop.wait())
         crashed: list[asyncio.Task[Any]] = []
         try:
@@ -263,8 +296,10 @@ class Service:
         started = time.perf_counter()
         if self._recording is not None:
             self._recording.write(event, secret=resource.group == "" and resource.plural == "secrets")
+        if self.joined is not None:
+            self._plurals[(resource.group, event.kind)] = resource.plural
         try:
-            changes = self.engine.process(event)
+            changes = self.joined.process_event(event) if self.joined is not None else self.engine.process(event)
         except ValueError as exc:  # values the engine cannot read (labels that are not strings, ...): this event only
             changes = []
             self._invalid(resource, exc, namespace=event.namespace, name=event.name)
@@ -302,7 +337,24 @@ class Service:
             self._delivery.submit(changes)
 
     def _advance(self) -> None:
-        self._hand_over(self.engine.advance(time.time()))
+        now = time.time()
+        self._hand_over(self.joined.advance(now) if self.joined is not None else self.engine.advance(now))
+
+    async def _analyse_requests(self, receiver: AuditReceiver) -> None:
+        """Take the requests the audit webhook queued, a slice at a time (the event loop serves the watches and
+        the webhook between two slices)."""
+        assert self.joined is not None
+        while True:
+            await receiver.arrived.wait()
+            receiver.arrived.clear()
+            while batch := receiver.drain(AUDIT_SLICE):
+                for request in batch:
+                    self._hand_over(self.joined.process_request(request))
+                await asyncio.sleep(0)
+
+    def _resource(self, ref: ObjectRef) -> str:
+        """The resource of a watched object's kind, as discovery serves it (else the API server's own guess)."""
+        return self._plurals.get((ref.group, ref.kind)) or guessed_resource(ref)
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -328,7 +380,12 @@ class Service:
 
     # ------------------------------------------------------------------------------------------- endpoints
 
+    def active(self) -> list[Finding]:
+        return self.joined.active() if self.joined is not None else self.engine.active()
+
     def findings(self) -> list[Finding]:
+        if self.joined is not None:
+            return self.joined.active() + self.joined.resolved()
         return self.engine.active() + self.engine.resolved()
 
     def readiness(self) -> dict[str, Any]:
@@ -376,6 +433,8 @@ class Service:
                 (("capacity",), float(s.evicted_capacity)),
             ],
         }
+        if self.receiver is not None and self.requests is not None:
+            samples |= _audit_samples(self.receiver, self.requests)
         if self.config.detection.max_objects is not None:
             samples["fightwatch_tracked_objects_limit"] = [(none, float(self.config.detection.max_objects))]
         if self._recording is not None:
@@ -411,6 +470,27 @@ class Service:
             "fightwatch_watch_received_bytes": [(k, float(n)) for k, n in received.items()],
         }
         return samples
+
+
+def _audit_samples(
+    receiver: AuditReceiver, requests: RequestEngine
+) -> dict[str, Iterable[tuple[Sequence[str], float]]]:
+    r, s = receiver.stats, requests.stats
+    results = {
+        "write": s.writes,
+        "conflict": s.conflicts,
+        "apply_conflict": s.apply_conflicts,
+        "failed": s.failed,
+        "read": s.reads,
+        "ignored": s.ignored + s.without_name + s.dry_run,
+    }
+    return {
+        "fightwatch_audit_batches": [((o,), float(r.batches[o])) for o in OUTCOMES],
+        "fightwatch_audit_requests_received": [(("queued",), float(r.queued)), (("dropped",), float(r.dropped))],
+        "fightwatch_audit_requests": [((k,), float(n)) for k, n in results.items()],
+        "fightwatch_noop_writes": [(k, float(n)) for k, n in s.noop_by_resource.items()],
+        "fightwatch_conflicts": [((*k[:2], k[2]), float(n)) for k, n in s.conflicts_by_resource.items()],
+    }
 
 
 def _cannot_start(event: str, **context: Any) -> int:

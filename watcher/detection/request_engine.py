@@ -32,8 +32,8 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from watcher.config import DetectionSettings
 from watcher.detection import hints
@@ -205,6 +205,9 @@ class RequestStats:
     failed: int = 0  # other failed writes (404, 422, ...)
     evicted_idle: int = 0
     evicted_capacity: int = 0
+    # By (API group, resource[, reason]): bounded by the resources the API server serves.
+    conflicts_by_resource: dict[tuple[str, str, str], int] = field(default_factory=dict)  # reason: version, apply
+    noop_by_resource: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 # What the watch knows of an object (see `join.py`): the fields a fight contests there (() when it saw writes but no
@@ -265,10 +268,12 @@ class RequestEngine:
             changes += self._succeeded(state, request, client, tally)
         elif request.apply_conflict:
             self.stats.apply_conflicts += 1
+            _count(self.stats.conflicts_by_resource, (request.object.api_group, request.object.resource, "apply"))
             tally.conflicts += 1
             changes += self._apply_rejected(state, request, client, tally)
         elif request.version_conflict:
             self.stats.conflicts += 1
+            _count(self.stats.conflicts_by_resource, (request.object.api_group, request.object.resource, "version"))
             tally.conflicts += 1
             changes += self._conflict(state, request, tally)
         else:
@@ -368,6 +373,8 @@ class RequestEngine:
 
     def _noop(self, state: RequestState, client: ClientKey, at: float) -> list[FindingChange]:
         self.stats.noop_writes += 1
+        ref = state.ref
+        _count(self.stats.noop_by_resource, (ref.group, ref.resource))
         tally = state.clients[client]
         tally.noops += 1
         gap = max(at - tally.noop_last, 0.0)
@@ -563,6 +570,10 @@ class RequestEngine:
             clients=clients,
             conflicts=finding.conflicts if finding.type is not FindingType.NOOP_WRITES else 0,
         )
+
+
+def _count(counts: dict[Any, int], key: Any) -> None:
+    counts[key] = counts.get(key, 0) + 1
 
 
 def _note_owners(finding: RequestFinding, message: str) -> None:

@@ -18,10 +18,16 @@ from watcher.config import AlertmanagerSettings
 from watcher.model import ChangeKind, Finding, FindingChange, FindingType, format_time
 from watcher.sinks.http_client import JsonPoster, ssl_context
 
-ALERT_NAMES = {FindingType.FIGHT: "ControllerFightDetected", FindingType.HOT_LOOP: "ControllerHotLoop"}
+ALERT_NAMES = {
+    FindingType.FIGHT: "ControllerFightDetected",
+    FindingType.HOT_LOOP: "ControllerHotLoop",
+    FindingType.CONFLICT_STORM: "KubernetesConflictStorm",
+    FindingType.APPLY_CONFLICT: "ServerSideApplyStuck",
+    FindingType.NOOP_WRITES: "ControllerNoopWrites",
+}
 SEVERITY = "warning"
 RUNBOOK = "https://github.com/fightwatch/fightwatch/blob/main/docs/runbook.md"
-RUNBOOK_ANCHORS = {FindingType.FIGHT: "controllerfightdetected", FindingType.HOT_LOOP: "controllerhotloop"}
+RUNBOOK_ANCHORS = {t: name.lower() for t, name in ALERT_NAMES.items()}
 ENDS_AFTER_RESENDS = 4  # an active alert ends this many re-send intervals ahead unless re-sent (as Prometheus)
 
 
@@ -32,7 +38,7 @@ def alert(finding: Finding, *, now: float, resend_interval: float, generator_url
         "alertname": ALERT_NAMES[finding.type],
         "severity": SEVERITY,
         "type": finding.type.value,
-        "kind": ref.kind,
+        "kind": ref.kind or ref.resource,
         "name": ref.name,
     }
     if ref.namespace:  # (cluster-scoped objects have none; an empty label is no label in Alertmanager)
@@ -49,6 +55,10 @@ def alert(finding: Finding, *, now: float, resend_interval: float, generator_url
     }
     if finding.type is FindingType.FIGHT:
         annotations["handovers"] = str(finding.handovers)
+    if finding.clients:
+        annotations["clients"] = ", ".join(
+            f"{c.display()} {c.conflicts} conflicts/{c.writes} writes" for c in finding.clients
+        )
     ends = finding.resolved_at if finding.resolved_at is not None else now + ENDS_AFTER_RESENDS * resend_interval
     body: dict[str, Any] = {
         "labels": labels,

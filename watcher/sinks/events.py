@@ -29,7 +29,18 @@ REPORTING_CONTROLLER = "fightwatch"
 EVENTS_V1 = "events.k8s.io/v1"
 CORE_V1 = "v1"
 NOTE_LIMIT = 1024  # events.k8s.io/v1 rejects longer notes
-REASONS = {FindingType.FIGHT: "ControllerFight", FindingType.HOT_LOOP: "ControllerHotLoop"}
+REASONS = {
+    FindingType.FIGHT: "ControllerFight",
+    FindingType.HOT_LOOP: "ControllerHotLoop",
+    FindingType.CONFLICT_STORM: "ConflictStorm",
+    FindingType.APPLY_CONFLICT: "ApplyConflict",
+    FindingType.NOOP_WRITES: "NoopWrites",
+}
+_RATE_UNITS = {
+    FindingType.CONFLICT_STORM: "conflicts",
+    FindingType.APPLY_CONFLICT: "rejected applies",
+    FindingType.NOOP_WRITES: "no-op writes",
+}
 _NOT_DNS = re.compile(r"[^a-z0-9.-]+")
 
 
@@ -56,7 +67,9 @@ def event_namespace(finding: Finding, api: str) -> str:
 def note(finding: Finding) -> str:
     """The message: what happens (writers, fields, rate) and how to stop it, within the 1 KiB limit."""
     writers = ", ".join(f"{c.writer.display()} x{c.writes}" for c in finding.writers)
-    rate = f"{finding.writes_per_minute:g} writes/min"
+    rate = f"{finding.writes_per_minute:g} {_RATE_UNITS.get(finding.type, 'writes')}/min"
+    if finding.conflicts:
+        rate += f", {finding.conflicts} conflicts"
     if finding.type is FindingType.FIGHT:
         rate += f", {finding.handovers} handovers"
     text = f"{finding.summary}. Writers: {writers}. Fields: {', '.join(finding.fields) or '-'}. Rate: {rate}. "
@@ -90,8 +103,10 @@ class KubeEventsSink:
         self._api: str | None = None if self.settings.api == "auto" else self.settings.api
         self._counts: dict[str, int] = {}  # finding id -> occurrences in its Event's series
 
-    def wants(self, change: FindingChange) -> bool:  # noqa: ARG002 - every change is told
-        return True
+    def wants(self, change: FindingChange) -> bool:
+        """Every change of a finding on an object known by kind (an Event must name its object's kind: a finding
+        over requests knows it once the watch has seen the object)."""
+        return bool(change.finding.object.kind)
 
     def restart(self) -> None:
         """Forget the series counts: after a leadership change, each Event's count is read back from the server."""

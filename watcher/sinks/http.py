@@ -8,6 +8,7 @@ through plain callables, so this module knows nothing of watches or the engine.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -96,22 +97,24 @@ def _json(body: Any, *, status: int = 200) -> web.Response:
 class HttpServer:
     """Serve an app on address:port (port 0: any free port) until stopped."""
 
-    def __init__(self, app: web.Application, *, address: str, port: int) -> None:
+    def __init__(self, app: web.Application, *, address: str, port: int, tls: ssl.SSLContext | None = None) -> None:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         self._address = address
         self._port = port
+        self._tls = tls
 
     async def start(self) -> str:
         """Listen; return the URL it listens on. Raises OSError when the address cannot be bound."""
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._address, self._port)
+        site = web.TCPSite(self._runner, self._address, self._port, ssl_context=self._tls)
         try:
             await site.start()
         except OSError:
             await self._runner.cleanup()
             raise
         host, port = self._runner.addresses[0][:2]
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
     async def stop(self) -> None:
         await self._runner.cleanup()

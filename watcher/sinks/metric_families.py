@@ -207,6 +207,43 @@ FAMILIES: tuple[Family, ...] = (
         collected=True,
     ),
     Family(
+        "fightwatch_audit_batches",
+        "counter",
+        "Batches the audit webhook received, by outcome (accepted, invalid, unauthorized, too_large, overflow: "
+        "accepted but some of its requests dropped).",
+        ("outcome",),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_audit_requests_received",
+        "counter",
+        "Completed requests of the audit webhook's batches: queued for detection, or dropped (the queue full).",
+        ("outcome",),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_audit_requests",
+        "counter",
+        "Requests the audit analysis processed, by result (write, conflict, apply_conflict, failed, read, ignored).",
+        ("result",),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_conflicts",
+        "counter",
+        "Writes rejected with 409 Conflict (audit events), by resource and reason (version: a stale "
+        "resourceVersion; apply: server-side apply field conflicts).",
+        (*RESOURCE_LABELS, "reason"),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_noop_writes",
+        "counter",
+        "Successful writes that changed nothing (audit events), by resource.",
+        RESOURCE_LABELS,
+        collected=True,
+    ),
+    Family(
         "fightwatch_engine_events",
         "counter",
         "Events the detection engine processed, by outcome (write, new, resynced, duplicate, ignored, deleted, "

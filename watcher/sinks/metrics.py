@@ -245,7 +245,7 @@ class Metrics:
                 continue
             if change.kind is ChangeKind.OPENED:
                 ref = finding.object
-                self._findings.labels(finding.type.value, ref.group, ref.kind).inc()
+                self._findings.labels(finding.type.value, ref.group, ref.kind or ref.resource).inc()
             self._active[finding.id] = finding
 
     def count_write(self, ref: ObjectRef, writers: Sequence[Writer]) -> None:
@@ -386,7 +386,7 @@ class Metrics:
         limit = self.settings.max_label_length
         for finding in shown:
             ref = finding.object
-            ids = [finding.type.value, ref.group, ref.kind, ref.namespace or "", ref.name, self.shard]
+            ids = [finding.type.value, ref.group, ref.kind or ref.resource, ref.namespace or "", ref.name, self.shard]
             # (By name, not by writes: an order by writes flips with every write of two alternating writers,
             # and each new label set would restart the `for:` of the alert rules.)
             writers = cut(",".join(sorted(writer_label(c.writer) for c in finding.writers)), limit)

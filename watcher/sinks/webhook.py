@@ -17,7 +17,13 @@ from watcher.sinks.credentials import read_headers, read_secret
 from watcher.sinks.http_client import JsonPoster, ssl_context
 from watcher.sinks.report import finding_json
 
-_TITLES = {FindingType.FIGHT: "Controller fight", FindingType.HOT_LOOP: "Controller hot loop"}
+_TITLES = {
+    FindingType.FIGHT: "Controller fight",
+    FindingType.HOT_LOOP: "Controller hot loop",
+    FindingType.CONFLICT_STORM: "Conflict storm",
+    FindingType.APPLY_CONFLICT: "Server-side apply stuck",
+    FindingType.NOOP_WRITES: "No-op write loop",
+}
 
 
 def text(change: FindingChange) -> str:

@@ -1,0 +1,156 @@
+"""Live: a real kube-apiserver's audit webhook backend (batch mode) posts to `fightwatch run`, which watches the same
+cluster. The audit scenarios' storms, stuck applier and no-op loop are found live with their clients, the fight's
+writers are named with their users, benign traffic is not reported, and the endpoint turns away what it must."""
+
+from __future__ import annotations
+
+import io
+import secrets
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import yaml
+
+from harness import audit_scenarios as scenarios
+from harness.control_plane import ControlPlane, free_port, start_control_plane
+from harness.watcher import Watcher
+from watcher.sources.audit_webhook import PATH
+
+pytestmark = pytest.mark.integration
+NAMES = list(scenarios.SCENARIOS)
+
+
+class Webhook:
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.token = secrets.token_urlsafe(24)
+        self.token_file = workdir / "audit-token"
+        self.token_file.write_text(self.token + "\n")
+        self.pki = workdir / "pki"  # (made by start_control_plane: the CA, and a serving certificate for 127.0.0.1)
+        self.url = f"https://127.0.0.1:{self.port}{PATH}"
+        self.kubeconfig = workdir / "audit-webhook.kubeconfig"
+        self.kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "fw",
+                            "cluster": {"server": self.url, "certificate-authority": str(self.pki / "ca.crt")},
+                        }
+                    ],
+                    "users": [{"name": "kube-apiserver", "user": {"token": self.token}}],
+                    "contexts": [{"name": "fw", "context": {"cluster": "fw", "user": "kube-apiserver"}}],
+                    "current-context": "fw",
+                }
+            )
+        )
+
+    def settings(self) -> dict[str, object]:
+        return {
+            "enabled": True,
+            "address": "127.0.0.1",
+            "port": self.port,
+            "tls_cert_file": str(self.pki / "apiserver.crt"),
+            "tls_key_file": str(self.pki / "apiserver.key"),
+            "token_file": str(self.token_file),
+            "max_body_bytes": 4 * 2**20,
+        }
+
+
+@pytest.fixture(scope="module")
+def webhook_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, Webhook]]:
+    workdir = tmp_path_factory.mktemp("audit-webhook")
+    hook = Webhook(workdir)
+    cp = start_control_plane(
+        workdir,
+        audit_policy=scenarios.policy(NAMES),
+        users=[i.user for i in scenarios.IDENTITIES],
+        audit_webhook=hook.kubeconfig,
+    )
+    try:
+        yield cp, hook
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="module")
+async def watching(
+    webhook_plane: tuple[ControlPlane, Webhook], tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[Watcher, Webhook]]:
+    cp, hook = webhook_plane
+    config = {
+        "watch": {"resources": ["configmaps"]},
+        "audit_webhook": hook.settings(),
+    }
+    async with Watcher(tmp_path_factory.mktemp("watcher"), kubeconfig=cp.kubeconfig, config=config) as watcher:
+        await watcher.wait_ready()
+        await scenarios.record(cp, NAMES)
+        yield watcher, hook
+
+
+async def test_findings_over_requests_arrive_live_with_their_clients(watching: tuple[Watcher, Webhook]) -> None:
+    watcher, _ = watching
+    wanted = {
+        ("conflict_storm", "rmw-fight"),
+        ("conflict_storm", "storm-fields"),
+        ("apply_conflict", "apply-stuck"),
+        ("noop_writes", "noop-loop"),
+    }
+    for kind, ns in wanted:
+        await watcher.wait_for_finding(
+            lambda f, kind=kind, ns=ns: f["type"] == kind and f["object"]["namespace"] == ns,
+            what=f"a {kind} in {ns}",
+        )
+    findings = await watcher.findings()
+    by_key = {(f["type"], f["object"]["namespace"]): f for f in findings}
+    storm = by_key["conflict_storm", "rmw-fight"]
+    assert {c["user"]: c["conflicts"] for c in storm["clients"]} == {
+        scenarios.LABELER.user: 12,
+        scenarios.GITOPS.user: 0,
+    }
+    assert storm["object"]["kind"] == "ConfigMap"  # the watch saw it: named as the watch names it
+    assert storm["hint"].startswith("This is a fight")
+    fight = by_key["fight", "rmw-fight"]
+    assert {w["manager"]: w["users"] for w in fight["writers"]} == {
+        "argocd-application-controller": [scenarios.GITOPS.user],
+        "labeler": [scenarios.LABELER.user],
+    }
+    assert fight["conflicts"] == 12
+    # the RequestResponse twin: the owner and the field from the API server's message
+    applied = await watcher.wait_for_finding(
+        lambda f: f["type"] == "apply_conflict" and f["object"]["namespace"] == "apply-stuck-full"
+    )
+    assert applied["fields"] == ["data.mode"]
+    assert not [f for f in findings if f["object"]["namespace"].startswith("benign")]
+    assert await watcher.metric("fightwatch_audit_batches_total", outcome="accepted") >= 1
+    assert await watcher.metric("fightwatch_conflicts_total", group="", resource="configmaps", reason="version") >= 42
+
+
+async def test_the_endpoint_turns_away_strangers_and_oversized_batches(watching: tuple[Watcher, Webhook]) -> None:
+    watcher, hook = watching
+    context = ssl.create_default_context(cafile=str(hook.pki / "ca.crt"))
+    body = b'{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}'
+    async with aiohttp.ClientSession() as session:
+        async with session.post(hook.url, data=body, ssl=context) as response:
+            assert response.status == 401  # no token
+        wrong = {"Authorization": "Bearer not-the-token"}
+        async with session.post(hook.url, data=body, ssl=context, headers=wrong) as response:
+            assert response.status == 401
+        right = {"Authorization": f"Bearer {hook.token}"}
+        async with session.post(hook.url, data=b"{not json", ssl=context, headers=right) as response:
+            assert response.status == 400
+            assert "not valid JSON" in (await response.json())["message"]
+        huge = io.BytesIO(b" " * (4 * 2**20 + 1))
+        async with session.post(hook.url, data=huge, ssl=context, headers=right) as response:
+            assert response.status == 413
+        plain = hook.url.replace("https://", "http://")
+        with pytest.raises(aiohttp.ClientError):  # TLS only
+            async with session.post(plain, data=body, headers=right):
+                pass
+    for outcome in ("unauthorized", "invalid", "too_large"):
+        assert await watcher.metric("fightwatch_audit_batches_total", outcome=outcome) >= 1

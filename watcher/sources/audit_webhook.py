@@ -1,0 +1,129 @@
+"""The receiving end of the kube-apiserver's audit webhook backend (`--audit-webhook-config-file`).
+
+The API server POSTs `audit.k8s.io/v1` `EventList`s (batch mode; one Event a list in blocking mode) to the URL of
+its webhook kubeconfig. This endpoint:
+
+- serves TLS only, and takes a batch only from an authenticated sender: a client certificate signed by
+  `client_ca_file`, or the bearer token of `token_file` (compared in constant time); anything else is a 401;
+- bounds what it reads (`max_body_bytes`: a larger body is a 413 before it is read whole);
+- decodes a batch into `Request`s at once (bodies are read for object metadata and a 409's message only, then
+  dropped) and hands them to a bounded queue that detection drains on its own schedule: a batch is answered as
+  soon as it is queued, never after detection, and requests that do not fit are dropped and counted (the API
+  server's own batching retries on a failed POST, which a slow receiver must not cause);
+- counts every batch by outcome, and the events it queued and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ssl
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+
+from watcher.config import AuditWebhookSettings
+from watcher.detection.requests import Request
+from watcher.sources.audit import AuditStats, decode_audit
+
+PATH = "/audit/v1/events"
+OUTCOMES = ("accepted", "invalid", "unauthorized", "too_large", "overflow")
+
+
+@dataclass(slots=True)
+class ReceiverStats:
+    batches: Counter[str] = field(default_factory=Counter)  # by outcome (OUTCOMES)
+    queued: int = 0  # requests handed to detection's queue
+    dropped: int = 0  # requests that did not fit in the queue
+    audit: AuditStats = field(default_factory=AuditStats)  # what decoding found (stages skipped, ...)
+
+
+class AuditReceiver:
+    """The webhook endpoint and the queue of requests it fills; detection takes them with `drain`."""
+
+    def __init__(self, settings: AuditWebhookSettings) -> None:
+        self.settings = settings
+        self.stats = ReceiverStats()
+        self._queue: deque[Request] = deque()
+        self.arrived = asyncio.Event()  # set when requests were queued
+        self._token = _read_token(settings.token_file) if settings.token_file is not None else None
+
+    def drain(self, limit: int = 10_000) -> list[Request]:
+        """Up to `limit` queued requests, oldest first."""
+        queue = self._queue
+        return [queue.popleft() for _ in range(min(limit, len(queue)))]
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.settings.max_body_bytes)
+        app.router.add_post(PATH, self._receive)
+        return app
+
+    def tls(self) -> ssl.SSLContext:
+        """The server's TLS: its certificate, and (with `client_ca_file`) client certificates checked against that
+        CA: required when there is no token to authenticate with instead."""
+        s = self.settings
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(str(s.tls_cert_file), str(s.tls_key_file))
+        if s.client_ca_file is not None:
+            context.load_verify_locations(cafile=str(s.client_ca_file))
+            context.verify_mode = ssl.CERT_OPTIONAL if self._token is not None else ssl.CERT_REQUIRED
+        return context
+
+    async def _receive(self, request: web.Request) -> web.Response:
+        stats = self.stats
+        if not self._authenticated(request):
+            stats.batches["unauthorized"] += 1
+            return _status(401, "a client certificate of the configured CA or the bearer token is required")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            stats.batches["too_large"] += 1
+            return _status(413, f"the body is larger than max_body_bytes ({self.settings.max_body_bytes})")
+        try:
+            requests = decode_audit(body, stats.audit)
+        except ValueError as exc:
+            stats.batches["invalid"] += 1
+            return _status(400, f"not an audit EventList or Event: {exc}")
+        room = self.settings.max_pending_requests - len(self._queue)
+        kept = requests[: max(room, 0)]
+        self._queue.extend(kept)
+        if kept:
+            self.arrived.set()
+        stats.queued += len(kept)
+        stats.dropped += len(requests) - len(kept)
+        stats.batches["overflow" if len(kept) < len(requests) else "accepted"] += 1
+        return _status(200, "ok")
+
+    def _authenticated(self, request: web.Request) -> bool:
+        transport = request.transport
+        peer = transport.get_extra_info("peercert") if transport is not None else None
+        if peer:  # (only ever set for a certificate the TLS handshake verified against client_ca_file)
+            return True
+        if self._token is None:
+            return False
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), self._token)
+
+
+def _read_token(path: Path) -> bytes:
+    token = path.read_bytes().strip()
+    if not token:
+        raise ValueError(f"{path}: the audit webhook token file is empty")
+    return token
+
+
+def _status(code: int, message: str) -> web.Response:
+    return web.Response(
+        status=code, body=orjson.dumps({"status": code, "message": message}), content_type="application/json"
+    )
+
+
+__all__ = ["OUTCOMES", "PATH", "AuditReceiver", "ReceiverStats"]
