@@ -84,6 +84,23 @@ def chart_schema() -> dict[str, Any]:
                         "port": {"type": "integer", "minimum": 1, "maximum": 65535},
                     }
                 ),
+                "auditWebhook": strict(
+                    {
+                        "enabled": _BOOL,
+                        "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                        "tlsSecret": _STR,
+                        "clientCASecret": _STR,
+                        "tokenSecret": _STR,
+                        "service": strict(
+                            {
+                                "type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+                                "clusterIP": _STR,
+                                "nodePort": {"type": ["integer", "null"], "minimum": 30000, "maximum": 32767},
+                            }
+                        ),
+                        "from": _ARR,
+                    }
+                ),
                 "serviceMonitor": strict(
                     {
                         "enabled": _BOOL,

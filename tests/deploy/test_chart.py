@@ -248,3 +248,54 @@ def test_real_apiserver_accepts_the_manifests(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("(server dry run)") == len(docs)
+
+
+def test_audit_webhook_serves_tls_from_secrets_and_tells_fightwatch_where_they_are(helm: str) -> None:
+    docs = render(
+        helm,
+        *("--set", "auditWebhook.enabled=true", "--set", "auditWebhook.tlsSecret=fw-audit-tls"),
+        *("--set", "auditWebhook.clientCASecret=fw-apiserver-ca", "--set", "auditWebhook.tokenSecret=fw-audit-token"),
+        *("--set", "auditWebhook.service.type=NodePort", "--set", "auditWebhook.service.nodePort=30443"),
+        *("--set", "networkPolicy.enabled=true"),
+    )
+    (config_map,) = [d for d in of_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
+    settings = parse_config(yaml.safe_load(config_map["data"]["config.yaml"]), source="config.yaml").audit_webhook
+    assert settings.enabled
+    assert settings.port == 8443
+    (deployment,) = of_kind(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    for path, secret in (
+        (settings.tls_cert_file, "fw-audit-tls"),
+        (settings.client_ca_file, "fw-apiserver-ca"),
+        (settings.token_file, "fw-audit-token"),
+    ):
+        assert path is not None
+        assert secrets[mounts[str(path.parent)]] == secret
+    assert {"name": "audit", "containerPort": 8443, "protocol": "TCP"} in container["ports"]
+    audit_service = next(d for d in of_kind(docs, "Service") if d["metadata"]["name"].endswith("-audit"))
+    assert audit_service["spec"]["type"] == "NodePort"
+    assert (
+        audit_service["spec"]["ports"][0] | {"nodePort": 30443, "targetPort": "audit"}
+        == audit_service["spec"]["ports"][0]
+    )
+    (policy,) = of_kind(docs, "NetworkPolicy")
+    assert {"port": "audit", "protocol": "TCP"} in [p for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+
+
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        (("auditWebhook.enabled=true",), "needs auditWebhook.tlsSecret"),
+        (("auditWebhook.enabled=true", "auditWebhook.tlsSecret=t"), "needs auditWebhook.clientCASecret or"),
+    ],
+)
+def test_audit_webhook_without_tls_or_authentication_does_not_install(
+    helm: str, settings: tuple[str, ...], problem: str
+) -> None:
+    args = [a for s in settings for a in ("--set", s)]
+    done = subprocess.run([helm, "template", "fw", str(CHART), *args], capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert problem in done.stderr

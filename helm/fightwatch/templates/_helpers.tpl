@@ -100,6 +100,11 @@ spec:
         - name: http
           containerPort: {{ .Values.service.port }}
           protocol: TCP
+        {{- if .Values.auditWebhook.enabled }}
+        - name: audit
+          containerPort: {{ .Values.auditWebhook.port }}
+          protocol: TCP
+        {{- end }}
       startupProbe:
         httpGet:
           path: /healthz
@@ -129,6 +134,21 @@ spec:
           readOnly: true
         - name: tmp
           mountPath: /tmp
+        {{- if .Values.auditWebhook.enabled }}
+        - name: audit-tls
+          mountPath: /etc/fightwatch/audit-tls
+          readOnly: true
+        {{- if .Values.auditWebhook.clientCASecret }}
+        - name: audit-ca
+          mountPath: /etc/fightwatch/audit-ca
+          readOnly: true
+        {{- end }}
+        {{- if .Values.auditWebhook.tokenSecret }}
+        - name: audit-token
+          mountPath: /etc/fightwatch/audit-token
+          readOnly: true
+        {{- end }}
+        {{- end }}
         {{- with .Values.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -139,6 +159,21 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 64Mi
+    {{- if .Values.auditWebhook.enabled }}
+    - name: audit-tls
+      secret:
+        secretName: {{ .Values.auditWebhook.tlsSecret }}
+    {{- with .Values.auditWebhook.clientCASecret }}
+    - name: audit-ca
+      secret:
+        secretName: {{ . }}
+    {{- end }}
+    {{- with .Values.auditWebhook.tokenSecret }}
+    - name: audit-token
+      secret:
+        secretName: {{ . }}
+    {{- end }}
+    {{- end }}
     {{- with .Values.extraVolumes }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
