@@ -69,11 +69,11 @@ def templates() -> dict[str, Event]:
 class Log:
     def __init__(self, seed: int) -> None:
         self.templates = templates()
-        self.random = random.Random(seed)
+        self.random = random.Random(seed)  # noqa: S311 - seeded test data, not secrets
         self.events: list[tuple[float, bytes]] = []
         self.serial = 0
 
-    def add(self, kind: str, at: float, ns: str, name: str, user: str, rv: int, *, query: str = "") -> None:
+    def add(self, kind: str, at: float, ns: str, name: str, user: str, *, rv: int, query: str = "") -> None:
         self.serial += 1
         event = self.templates[kind]
         agent = user.rsplit(":", 1)[-1]
@@ -105,11 +105,11 @@ def generate(path: Path, *, objects: int, clients: int, seed: int) -> dict[str, 
         role = index % 400
         for _ in range(rng.randint(3, 8)):  # benign: a read and an update every ten minutes or so
             who = rng.choice(writers)
-            log.add("get", at, ns, name, who, rv)
+            log.add("get", at, ns, name, who, rv=rv)
             if len(writers) == 2 and rng.random() < 0.1:  # now and then the other wrote first: one conflict
-                log.add("conflict", at + 0.01, ns, name, who, rv)
+                log.add("conflict", at + 0.01, ns, name, who, rv=rv)
                 rv += 1
-            log.add("update", at + 0.02, ns, name, who, rv)
+            log.add("update", at + 0.02, ns, name, who, rv=rv)
             rv += 1
             at += rng.uniform(300, span / 8)
         if role == 1:  # a storm: two controllers over one object, one losing every round for a few minutes
@@ -117,17 +117,19 @@ def generate(path: Path, *, objects: int, clients: int, seed: int) -> dict[str, 
             loser, winner = users[index % clients], users[(index + 1) % clients]
             for step in range(40):
                 t = at + step * 3.0
-                log.add("update", t, ns, name, winner, rv)
-                log.add("conflict", t + 0.5, ns, name, loser, rv)
+                log.add("update", t, ns, name, winner, rv=rv)
+                log.add("conflict", t + 0.5, ns, name, loser, rv=rv)
                 rv += 1
         elif role == 2:  # a no-op loop: the same version rewritten every 5 seconds
             injected["noop_writes"].add((ns, name))
             for step in range(30):
-                log.add("update", at + step * 5.0, ns, name, users[index % clients], rv)
+                log.add("update", at + step * 5.0, ns, name, users[index % clients], rv=rv)
         elif role == 3:  # a stuck applier
             injected["apply_conflict"].add((ns, name))
             for step in range(5):
-                log.add("apply", at + step * 60.0, ns, name, users[index % clients], rv, query="?fieldManager=deployer")
+                log.add(
+                    "apply", at + step * 60.0, ns, name, users[index % clients], rv=rv, query="?fieldManager=deployer"
+                )
     log.events.sort(key=lambda e: e[0])
     path.write_bytes(b"".join(line + b"\n" for _, line in log.events))
     return injected
@@ -166,7 +168,9 @@ def memory(path: Path, *, objects: int, clients_per_object: int) -> float:
     log = Log(7)
     for index in range(objects):
         for c in range(clients_per_object):
-            log.add("update", START + index * 0.001 + c * 0.0001, "ns", f"cm-{index}", f"system:serviceaccount:a:c{c}", 1)
+            log.add(
+                "update", START + index * 0.001 + c * 0.0001, "ns", f"cm-{index}", f"system:serviceaccount:a:c{c}", 1
+            )
     path.write_bytes(b"".join(line + b"\n" for _, line in log.events))
     requests = list(read_audit_log(str(path), stats=AuditStats()))
     gc.collect()
