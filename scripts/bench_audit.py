@@ -169,7 +169,7 @@ def memory(path: Path, *, objects: int, clients_per_object: int) -> float:
     for index in range(objects):
         for c in range(clients_per_object):
             log.add(
-                "update", START + index * 0.001 + c * 0.0001, "ns", f"cm-{index}", f"system:serviceaccount:a:c{c}", 1
+                "update", START + index * 0.001 + c * 0.0001, "ns", f"cm-{index}", f"system:serviceaccount:a:c{c}", rv=1
             )
     path.write_bytes(b"".join(line + b"\n" for _, line in log.events))
     requests = list(read_audit_log(str(path), stats=AuditStats()))
