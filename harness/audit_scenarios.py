@@ -8,6 +8,9 @@ controllers do. Each scenario runs in a namespace of its own, once per audit lev
   stale reads; one retries with the same stale copy before re-reading: conflicts, no field changes hands.
 - `apply-stuck`: Helm owns `data.mode` of ConfigMap `flags` (an update); a server-side applier sets another value
   without force, and is rejected every time.
+- `scale-fight`: Helm applies `spec.replicas: 2` to Deployment `web` (with force) and an autoscaler sets 5 through
+  the `scale` subresource, in turns: a fight whose autoscaler writes no managedFields entry names (v1.20), so only
+  the audit events tell who it is.
 - `noop-loop`: a sync controller rewrites ConfigMap `cache` with the very object it read: nothing changes.
 - `benign`: traffic that must not be reported: a few conflicts each retried once, a job labelling many
   ConfigMaps once, two writers on objects of their own, and a Secret written by Helm (its value must not leak).
@@ -26,7 +29,7 @@ import orjson
 from kubernetes_asyncio.client import ApiClient
 
 from .control_plane import ControlPlane
-from .kube import CONFIGMAPS, JSON, ApiError, Kube, Resource, new_api_client
+from .kube import CONFIGMAPS, DEPLOYMENTS, JSON, ApiError, Kube, Resource, new_api_client
 from .recorder import Recorder
 
 SECRETS = Resource("/api/v1", "secrets", "Secret")
@@ -52,7 +55,12 @@ HELM = Identity("system:serviceaccount:ci:helm", "Helm/3.13.2")
 DEPLOYER = Identity("system:serviceaccount:ci:deployer", "kubectl/v1.28.4 (linux/amd64) kubernetes/bae2c62")
 SYNC = Identity("system:serviceaccount:ops:settings-sync", "settings-sync/2.0.0")
 JOB = Identity("system:serviceaccount:ops:relabel-job", "relabel-job/1.0")
-IDENTITIES = (GITOPS, LABELER, ANNOTATOR, HELM, DEPLOYER, SYNC, JOB)
+AUTOSCALER = Identity(
+    "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+    "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faddb5b/system:serviceaccount:kube-system:"
+    "horizontal-pod-autoscaler",
+)
+IDENTITIES = (GITOPS, LABELER, ANNOTATOR, HELM, DEPLOYER, SYNC, JOB, AUTOSCALER)
 
 Clients = dict[Identity, Kube]
 Scenario = Callable[[Clients, str], Awaitable[None]]
@@ -83,7 +91,10 @@ async def grant(admin: Kube, names: Sequence[str]) -> None:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": {"name": "writer", "namespace": ns},
-            "rules": [{"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["*"]}],
+            "rules": [
+                {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["*"]},
+                {"apiGroups": ["apps"], "resources": ["deployments", "deployments/scale"], "verbs": ["*"]},
+            ],
         }
         await admin.ensure(ROLES.path(ns), role, manager=HARNESS_MANAGER)
         binding = {
@@ -157,6 +168,27 @@ async def apply_stuck(clients: Clients, ns: str) -> None:
             raise AssertionError("the apply without force was expected to conflict")
 
 
+async def scale_fight(clients: Clients, ns: str) -> None:
+    helm, autoscaler = clients[HELM], clients[AUTOSCALER]
+    path = DEPLOYMENTS.path(ns, "web")
+    labels = {"app": "web"}
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": ns, "labels": labels},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}},
+        },
+    }
+    for _ in range(6):
+        await helm.apply(path, manifest, manager="helm", force=True)
+        scale = await autoscaler.get(path + "/scale")
+        scale["spec"]["replicas"] = 5
+        await autoscaler.request("PUT", path + "/scale", body=scale)
+
+
 async def noop_loop(clients: Clients, ns: str) -> None:
     sync = clients[SYNC]
     path = CONFIGMAPS.path(ns, "cache")
@@ -210,6 +242,7 @@ SCENARIOS: dict[str, Scenario] = {
     "rmw-fight": rmw_fight,
     "storm-fields": storm_fields,
     "apply-stuck": apply_stuck,
+    "scale-fight": scale_fight,
     "noop-loop": noop_loop,
     "benign": benign,
 }
@@ -235,15 +268,15 @@ async def connect(cp: ControlPlane) -> tuple[Kube, Clients, list[ApiClient]]:
 
 
 async def record(cp: ControlPlane, names: Sequence[str]) -> tuple[list[JSON], JSON]:
-    """Run the scenarios with a Recorder watching ConfigMaps; return its watch events and the server's /version.
-    Read the audit events from `cp.audit_log` after `wait_for_log`."""
+    """Run the scenarios with a Recorder watching ConfigMaps and Deployments; return its watch events and the
+    server's /version. Read the audit events from `cp.audit_log` after `wait_for_log`."""
     admin, clients, made = await connect(cp)
     watcher_client = await new_api_client(cp.kubeconfig)
     made.append(watcher_client)
     try:
         version = await admin.get("/version")
         await grant(admin, names)
-        async with Recorder(watcher_client, (CONFIGMAPS,)) as recorder:
+        async with Recorder(watcher_client, (CONFIGMAPS, DEPLOYMENTS)) as recorder:
             await run(clients, names)
             await recorder.sync()
         await admin.create(CONFIGMAPS.path(names[0]), _configmap(names[0], END_MARKER), manager=HARNESS_MANAGER)

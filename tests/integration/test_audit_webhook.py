@@ -84,7 +84,11 @@ async def watching(
 ) -> AsyncIterator[tuple[Watcher, Webhook]]:
     cp, hook = webhook_plane
     config = {
-        "watch": {"resources": ["configmaps"]},
+        "watch": {
+            "resources": ["configmaps", "deployments"],
+            # spec.replicas values: the autoscaler's scale writes show in no managedFields entry
+            "per_resource": {"deployments.apps": {"full_objects": True}},
+        },
         "audit_webhook": hook.settings(),
     }
     async with Watcher(tmp_path_factory.mktemp("watcher"), kubeconfig=cp.kubeconfig, config=config) as watcher:
@@ -121,6 +125,17 @@ async def test_findings_over_requests_arrive_live_with_their_clients(watching: t
         "labeler": [scenarios.LABELER.user],
     }
     assert fight["conflicts"] == 12
+    # (users are added as requests arrive: the fight may be found before the batch with its writes)
+    scaled = await watcher.wait_for_finding(
+        lambda f: (
+            f["type"] == "fight" and f["object"]["namespace"] == "scale-fight" and all(w["users"] for w in f["writers"])
+        ),
+        what="the scale fight, its writers named with their users",
+    )
+    assert {w["manager"]: w["users"] for w in scaled["writers"]} == {
+        None: [scenarios.AUTOSCALER.user],
+        "helm": [scenarios.HELM.user],
+    }
     # the RequestResponse twin: the owner and the field from the API server's message
     applied = await watcher.wait_for_finding(
         lambda f: f["type"] == "apply_conflict" and f["object"]["namespace"] == "apply-stuck-full"

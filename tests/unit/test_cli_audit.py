@@ -14,7 +14,7 @@ import pytest
 from harness.audit_scenarios import SECRET_VALUE
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit"
-SCENARIOS = ("rmw-fight", "storm-fields", "apply-stuck", "noop-loop", "benign")
+SCENARIOS = ("rmw-fight", "storm-fields", "apply-stuck", "scale-fight", "noop-loop", "benign")
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -121,6 +121,24 @@ def test_replay_with_audit_tells_contention_over_different_fields_from_a_fight()
     (storm,) = findings(result)
     assert storm["type"] == "conflict_storm"
     assert str(storm["hint"]).startswith("The watch sees no field changing hands")
+
+
+def test_replay_with_audit_names_the_user_behind_an_unattributed_writer() -> None:
+    result = run(
+        "replay", "-o", "json", fixture("scale-fight.watch.jsonl"), "--audit", fixture("scale-fight.metadata.jsonl")
+    )
+    assert result.returncode == 0, result.stderr
+    fights = {f["object"]["namespace"]: f for f in findings(result) if f["type"] == "fight"}
+    fight = fights["scale-fight"]
+    assert fight["fields"] == ["spec.replicas"]
+    # v1.20 records no managedFields entry for the scale subresource's writes: the watch cannot name that writer
+    users = {w["manager"]: w["users"] for w in fight["writers"]}
+    assert users == {
+        None: ["system:serviceaccount:kube-system:horizontal-pod-autoscaler"],
+        "helm": ["system:serviceaccount:ci:helm"],
+    }
+    # the twin namespace, whose audit log was not given, stays as the watch alone tells it
+    assert {w["manager"]: w["users"] for w in fights["scale-fight-full"]["writers"]} == {None: [], "helm": []}
 
 
 def test_no_secret_value_reaches_any_output() -> None:
