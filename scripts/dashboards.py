@@ -20,6 +20,9 @@ OBJ = f'{C}, namespace=~"$namespace", kind=~"$kind", name=~"$name"'
 # With leader election every replica counts what it sees: "what happens" panels count the delivering replica of
 # each shard only (fightwatch_leader is 1 there, and on every replica without leader election), and per-finding
 # series take the max over a shard's replicas, as the alert rules do.
+# Panels over the API server's audit events: they have data only where the audit webhook is enabled.
+AUDIT_PANELS = ("Writes rejected with 409 Conflict", "No-op writes", "Audit webhook batches")
+NEEDS_AUDIT = "Needs the audit webhook (docs/audit.md)."  # (the tests find these panels by it)
 LEADING = f" * on (job, instance) group_left () fightwatch_leader{{{C}}}"
 BY_SHARD = f" * on (job, instance) group_left (shard) fightwatch_shard_info{{{C}}}"
 
@@ -298,6 +301,41 @@ def overview() -> dict[str, Any]:
             [target(f"sum by (reason) (rate(fightwatch_engine_evictions_total{{{C}}}[{rate}]))", "{{reason}}")],
             (16, 52, 8, 8),
             description="idle: not written for detection.idle_after; capacity: at detection.max_objects (raise it).",
+        ),
+        # From the API server's audit events (audit_webhook): empty without it.
+        panel(
+            "timeseries",
+            AUDIT_PANELS[0],
+            [
+                target(
+                    f"topk(10, sum by (group, resource, reason) (rate(fightwatch_conflicts_total{{{C}}}[{rate}])))",
+                    "{{resource}} {{group}}: {{reason}}",
+                )
+            ],
+            (0, 60, 8, 8),
+            description="Writes the API server rejected with 409. version: a stale resourceVersion; apply: "
+            "server-side apply field conflicts. The conflict_storm and apply_conflict findings name the objects and "
+            f"clients. {NEEDS_AUDIT}",
+        ),
+        panel(
+            "timeseries",
+            AUDIT_PANELS[1],
+            [
+                target(
+                    f"topk(10, sum by (group, resource) (rate(fightwatch_noop_writes_total{{{C}}}[{rate}])))",
+                    "{{resource}} {{group}}",
+                )
+            ],
+            (8, 60, 8, 8),
+            description=f"Successful writes that changed nothing: invisible to any watch. {NEEDS_AUDIT}",
+        ),
+        panel(
+            "timeseries",
+            AUDIT_PANELS[2],
+            [target(f"sum by (outcome) (rate(fightwatch_audit_batches_total{{{C}}}[{rate}]))", "{{outcome}}")],
+            (16, 60, 8, 8),
+            description="Batches the API server posted: accepted, or turned away (invalid, unauthorized, too_large), "
+            f"or accepted with requests dropped (overflow). {NEEDS_AUDIT}",
         ),
     ]
     return dashboard(

@@ -9,18 +9,22 @@ import secrets
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import aiohttp
+import orjson
 import pytest
 import yaml
 
 from harness import audit_scenarios as scenarios
 from harness.control_plane import ControlPlane, free_port, start_control_plane
+from harness.monitoring import start_prometheus
 from harness.watcher import Watcher
 from watcher.sources.audit_webhook import PATH
 
 pytestmark = pytest.mark.integration
 NAMES = list(scenarios.SCENARIOS)
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Webhook:
@@ -169,3 +173,37 @@ async def test_the_endpoint_turns_away_strangers_and_oversized_batches(watching:
                 pass
     for outcome in ("unauthorized", "invalid", "too_large"):
         assert await watcher.metric("fightwatch_audit_batches_total", outcome=outcome) >= 1
+
+
+async def test_the_dashboards_audit_panels_have_data_in_a_real_prometheus(
+    watching: tuple[Watcher, Webhook], tmp_path: Path
+) -> None:
+    watcher, _ = watching
+    await watcher.wait_for_finding(lambda f: f["type"] == "noop_writes", what="a no-op loop")  # (the data is in)
+    panels = [
+        (target["expr"], panel["title"])
+        for path in sorted((REPO / "dashboards").glob("*.json"))
+        for panel in orjson.loads(path.read_bytes())["panels"]
+        if "Needs the audit webhook" in panel.get("description", "")
+        for target in panel["targets"]
+    ]
+    assert len(panels) == 3
+    prometheus = start_prometheus(
+        tmp_path / "prometheus", scrape_target=watcher.url.removeprefix("http://"), rule_files=[]
+    )
+    try:
+        async with aiohttp.ClientSession() as session:
+            for expr, title in panels:
+                query = expr.replace("$cluster", ".*").replace("$__rate_interval", "1m")
+
+                async def answered(query: str = query) -> list[object] | None:
+                    url = f"{prometheus.url}/api/v1/query?{urlencode({'query': query})}"
+                    async with session.get(url) as response:
+                        data = await response.json()
+                    assert data["status"] == "success", data
+                    return data["data"]["result"] or None  # (None: not yet)
+
+                # (a rate needs two scrapes in its window: polled, not assumed)
+                assert await watcher.poll_async(answered, what=f"data for {title}"), title
+    finally:
+        prometheus.stop()
