@@ -11,6 +11,9 @@ controllers do. Each scenario runs in a namespace of its own, once per audit lev
 - `scale-fight`: Helm applies `spec.replicas: 2` to Deployment `web` (with force) and an autoscaler sets 5 through
   the `scale` subresource, in turns: a fight whose autoscaler writes no managedFields entry names (v1.20), so only
   the audit events tell who it is.
+- `cascade`: the GitOps controller and the labeler fight over `data.mode` of ConfigMap `app`; a renderer, the
+  controller of ConfigMap `app-rendered` (its ownerReference), re-renders it on every change from a copy read
+  before a sidecar annotated it: its conflicts follow from the fight upstream.
 - `noop-loop`: a sync controller rewrites ConfigMap `cache` with the very object it read: nothing changes.
 - `benign`: traffic that must not be reported: a few conflicts each retried once, a job labelling many
   ConfigMaps once, two writers on objects of their own, and a Secret written by Helm (its value must not leak).
@@ -60,7 +63,8 @@ AUTOSCALER = Identity(
     "kube-controller-manager/v1.20.2 (linux/amd64) kubernetes/faddb5b/system:serviceaccount:kube-system:"
     "horizontal-pod-autoscaler",
 )
-IDENTITIES = (GITOPS, LABELER, ANNOTATOR, HELM, DEPLOYER, SYNC, JOB, AUTOSCALER)
+RENDERER = Identity("system:serviceaccount:ops:app-renderer", "app-renderer/0.4.0")
+IDENTITIES = (GITOPS, LABELER, ANNOTATOR, HELM, DEPLOYER, SYNC, JOB, AUTOSCALER, RENDERER)
 
 Clients = dict[Identity, Kube]
 Scenario = Callable[[Clients, str], Awaitable[None]]
@@ -189,6 +193,36 @@ async def scale_fight(clients: Clients, ns: str) -> None:
         await autoscaler.request("PUT", path + "/scale", body=scale)
 
 
+async def cascade(clients: Clients, ns: str) -> None:
+    gitops, labeler, renderer, sidecar = clients[GITOPS], clients[LABELER], clients[RENDERER], clients[ANNOTATOR]
+    parent_path, child_path = CONFIGMAPS.path(ns, "app"), CONFIGMAPS.path(ns, "app-rendered")
+    parent = await labeler.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, "app", {"mode": "b"}))
+    child = _configmap(ns, "app-rendered", {"mode": "b"})
+    owner = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "app",
+        "uid": parent["metadata"]["uid"],
+        "controller": True,
+    }
+    child["metadata"]["ownerReferences"] = [owner]
+    await renderer.request("POST", CONFIGMAPS.path(ns), body=child)
+    for round_ in range(12):
+        who, value = (gitops, "a") if round_ % 2 == 0 else (labeler, "b")
+        current = await who.get(parent_path)
+        current["data"]["mode"] = value
+        assert await _update(who, parent_path, current)  # the fight upstream
+        cached = await renderer.get(child_path)
+        noted = await sidecar.get(child_path)
+        noted["metadata"].setdefault("annotations", {})["seen"] = str(round_)
+        assert await _update(sidecar, child_path, noted)
+        cached["data"]["mode"] = value
+        if not await _update(renderer, child_path, cached):  # re-rendered from a copy read before the sidecar wrote
+            fresh = await renderer.get(child_path)
+            fresh["data"]["mode"] = value
+            assert await _update(renderer, child_path, fresh)
+
+
 async def noop_loop(clients: Clients, ns: str) -> None:
     sync = clients[SYNC]
     path = CONFIGMAPS.path(ns, "cache")
@@ -243,6 +277,7 @@ SCENARIOS: dict[str, Scenario] = {
     "storm-fields": storm_fields,
     "apply-stuck": apply_stuck,
     "scale-fight": scale_fight,
+    "cascade": cascade,
     "noop-loop": noop_loop,
     "benign": benign,
 }

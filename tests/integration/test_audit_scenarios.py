@@ -51,6 +51,7 @@ def test_the_whole_live_log_gives_each_scenarios_finding_and_nothing_benign(
     found = sorted((f["type"], f["object"]["namespace"]) for f in map(orjson.loads, result.stdout.splitlines()))
     expected = [
         ("apply_conflict", "apply-stuck"),
+        ("conflict_storm", "cascade"),
         ("conflict_storm", "rmw-fight"),
         ("conflict_storm", "storm-fields"),
         ("noop_writes", "noop-loop"),
@@ -82,5 +83,9 @@ def test_live_watch_and_audit_joined_name_the_users_of_the_fight(
         None: [scenarios.AUTOSCALER.user],
         "helm": [scenarios.HELM.user],
     }
+    # the renderer's conflicts follow from the fight over the ConfigMap it renders
+    (upstream,) = [f for f in findings if f["type"] == "fight" and f["object"]["namespace"] == "cascade"]
+    (downstream,) = [f for f in findings if f["type"] == "conflict_storm" and f["object"]["namespace"] == "cascade"]
+    assert downstream["related"] == upstream["id"]
     # a watch finding nowhere else: the benign namespace
     assert not [f for f in findings if f["object"]["namespace"].startswith("benign")]

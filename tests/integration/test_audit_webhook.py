@@ -15,6 +15,7 @@ import aiohttp
 import orjson
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness import audit_scenarios as scenarios
 from harness.control_plane import ControlPlane, free_port, start_control_plane
@@ -108,6 +109,7 @@ async def test_findings_over_requests_arrive_live_with_their_clients(watching: t
         ("conflict_storm", "storm-fields"),
         ("apply_conflict", "apply-stuck"),
         ("noop_writes", "noop-loop"),
+        ("conflict_storm", "cascade"),
     }
     for kind, ns in wanted:
         await watcher.wait_for_finding(
@@ -146,6 +148,17 @@ async def test_findings_over_requests_arrive_live_with_their_clients(watching: t
     )
     assert applied["fields"] == ["data.mode"]
     assert not [f for f in findings if f["object"]["namespace"].startswith("benign")]
+    # the renderer's conflicts follow from the fight upstream: linked to it, and no finding series of their own
+    downstream = by_key["conflict_storm", "cascade"]
+    assert downstream["related"] == by_key["fight", "cascade"]["id"]
+    series = [
+        (s.labels["type"], s.labels["namespace"], s.labels["name"])
+        for family in text_string_to_metric_families(await watcher.scrape())
+        for s in family.samples
+        if s.name == "fightwatch_finding_info"
+    ]
+    assert ("conflict_storm", "rmw-fight", "settings") in series
+    assert ("conflict_storm", "cascade", "app-rendered") not in series
     assert await watcher.metric("fightwatch_audit_batches_total", outcome="accepted") >= 1
     assert await watcher.metric("fightwatch_conflicts_total", group="", resource="configmaps", reason="version") >= 42
 

@@ -14,7 +14,7 @@ import pytest
 from harness.audit_scenarios import SECRET_VALUE
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit"
-SCENARIOS = ("rmw-fight", "storm-fields", "apply-stuck", "scale-fight", "noop-loop", "benign")
+SCENARIOS = ("rmw-fight", "storm-fields", "apply-stuck", "scale-fight", "cascade", "noop-loop", "benign")
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -38,6 +38,7 @@ def test_audit_finds_storms_stuck_appliers_and_no_op_loops_in_every_scenario_at_
     found = sorted((f["type"], f["object"]["namespace"].removesuffix("-full")) for f in findings(result))  # type: ignore[index, union-attr]
     assert found == [
         ("apply_conflict", "apply-stuck"),
+        ("conflict_storm", "cascade"),
         ("conflict_storm", "rmw-fight"),
         ("conflict_storm", "storm-fields"),
         ("noop_writes", "noop-loop"),
@@ -139,6 +140,22 @@ def test_replay_with_audit_names_the_user_behind_an_unattributed_writer() -> Non
     }
     # the twin namespace, whose audit log was not given, stays as the watch alone tells it
     assert {w["manager"]: w["users"] for w in fights["scale-fight-full"]["writers"]} == {None: [], "helm": []}
+
+
+def test_conflicts_of_a_controller_follow_from_the_fight_over_the_object_it_controls() -> None:
+    alone = findings(run("audit", "-o", "json", fixture("cascade.metadata.jsonl")))
+    assert [(f["type"], f["object"]["name"], f["related"]) for f in alone] == [("conflict_storm", "app-rendered", None)]
+    result = run("replay", "-o", "json", fixture("cascade.watch.jsonl"), "--audit", fixture("cascade.metadata.jsonl"))
+    assert result.returncode == 0, result.stderr
+    by_object = {(f["type"], f["object"]["namespace"], f["object"]["name"]): f for f in findings(result)}
+    fight = by_object["fight", "cascade", "app"]
+    storm = by_object["conflict_storm", "cascade", "app-rendered"]
+    assert storm["related"] == fight["id"]
+    assert storm["object"]["kind"] == "ConfigMap"
+    assert f"follows from the fight on its controller ConfigMap cascade/app (finding {fight['id']})" in storm["summary"]
+    assert storm["hint"].startswith("These conflicts follow from the fight on its controller")
+    assert [c["user"] for c in storm["clients"] if c["conflicts"]] == ["system:serviceaccount:ops:app-renderer"]
+    assert fight["related"] is None
 
 
 def test_no_secret_value_reaches_any_output() -> None:

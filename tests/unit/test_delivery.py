@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -234,3 +234,15 @@ def test_a_new_leader_catches_up_on_what_a_previous_leader_may_not_have_told() -
     after = service._catch_up(max(f.last_seen for f in active))
     assert [c.kind for c in after] == [ChangeKind.RESOLVED] * len(active)
     assert service._catch_up(max(f.resolved_at or 0 for f in service.engine.resolved()) + 1) == []
+
+
+async def test_a_finding_that_follows_from_another_is_not_delivered() -> None:
+    sink = FakeSink("sink", batch_size=100)
+    delivery = Delivery([sink], _settings(queue_size=100))
+    root = CHANGES[0]
+    cascade = replace(CHANGES[1], finding=replace(CHANGES[1].finding, related=root.finding.id))
+    delivery.submit([root, cascade])
+    await delivery.start()
+    await _until(lambda: sink.sent)
+    assert sink.sent[0] == [root]  # its root cause is told; it is not
+    await delivery.stop()

@@ -7,6 +7,9 @@
   before 1.22, managedFields reset by a client).
 - A conflict storm is told the fields a fight on the same object contests (it is the fight's failed half), or that
   the watch saw the object written without a fight (contention over different fields).
+- A conflict storm on an object whose controller (its `ownerReferences` entry with `controller: true`) has an
+  active fight or hot loop follows from it (a ReplicaSet's conflicts while its Deployment is fought over): the storm
+  is linked to that finding (`related`) and is not a root cause of its own (not delivered, no finding series).
 
 Objects are matched by API group, resource, namespace and name: the watch knows an object's kind, a request its
 resource; `resource_of` maps one to the other (discovery, live; the API server's own guess offline).
@@ -18,8 +21,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
+import orjson
+
 from watcher.detection.engine import Engine
-from watcher.detection.events import ObjectEvent, object_ref
+from watcher.detection.events import ObjectEvent, event_object, object_ref
 from watcher.detection.ignore import resource_of
 from watcher.detection.request_engine import ObjectKey, RequestEngine
 from watcher.detection.requests import Request
@@ -48,6 +53,9 @@ class Joined:
         self._resource = resource
         self._fields: dict[ObjectKey, tuple[str, ...]] = {}  # objects the watch saw written -> fields fought over
         self._refs: dict[ObjectKey, ObjectRef] = {}  # and how the watch names them (kind, uid)
+        # Objects with conflicts -> their controller's key (None: none), read from the watch once they conflicted.
+        self._owners: dict[ObjectKey, ObjectKey | None] = {}
+        self._open: dict[ObjectKey, Finding] = {}  # the watch's active findings by object (the last opened)
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
         requests.watch = self._fields.get
 
@@ -59,20 +67,31 @@ class Joined:
         changes = self.watch.process(event)
         if self.watch.stats.writes != writes:
             ref = object_ref(event)
-            self._saw(self.key(ref), (), ref)
+            key = self.key(ref)
+            self._saw(key, (), ref)
+            if key not in self._owners and self.requests.conflicted(key):
+                self._owners[key] = _controller(event, key, self._resource)
+                if len(self._owners) > MAX_SEEN:
+                    del self._owners[next(iter(self._owners))]
         out = []
         for change in changes:
             finding = change.finding
+            key = self.key(finding.object)
             if finding.type is FindingType.FIGHT:
-                self._saw(self.key(finding.object), finding.fields, finding.object)
+                self._saw(key, finding.fields, finding.object)
+            if change.kind is ChangeKind.RESOLVED:
+                if (known := self._open.get(key)) is not None and known.id == finding.id:
+                    del self._open[key]
+            else:
+                self._open[key] = finding
             out.append(self._told(change))
         return out
 
     def process_request(self, request: Request) -> list[FindingChange]:
-        return self.requests.process(request)
+        return [self._linked(c) for c in self.requests.process(request)]
 
     def advance(self, now: float) -> list[FindingChange]:
-        return [self._told(c) for c in self.watch.advance(now)] + self.requests.advance(now)
+        return [self._told(c) for c in self.watch.advance(now)] + [self._linked(c) for c in self.requests.advance(now)]
 
     def active(self) -> list[Finding]:
         return [self.enrich(f) for f in self.watch.active()] + [self.named(f) for f in self.requests.active()]
@@ -81,13 +100,30 @@ class Joined:
         return list(self._resolved) + [self.named(f) for f in self.requests.resolved()]
 
     def named(self, finding: Finding) -> Finding:
-        """A finding over requests with the object's kind, apiVersion and uid, where the watch saw it."""
+        """A finding over requests with the object's kind, apiVersion and uid, where the watch saw it, and, for a
+        conflict storm, linked to the active finding on the object's controller it follows from."""
         ref = finding.object
-        seen = self._refs.get(self.key(ref))
-        if seen is None or ref.kind:
+        key = self.key(ref)
+        seen = self._refs.get(key)
+        if seen is not None and not ref.kind:
+            named = replace(ref, kind=seen.kind, api_version=seen.api_version, uid=seen.uid, api_group=None)
+            finding = replace(finding, object=named)
+        owner = self._owners.get(key)
+        upstream = self._open.get(owner) if owner is not None else None
+        if finding.type is not FindingType.CONFLICT_STORM or upstream is None or finding.related is not None:
             return finding
-        named = replace(ref, kind=seen.kind, api_version=seen.api_version, uid=seen.uid, api_group=None)
-        return replace(finding, object=named)
+        what = f"the {upstream.type.label} on its controller {upstream.object.display()}"
+        return replace(
+            finding,
+            related=upstream.id,
+            summary=f"{finding.summary}; it follows from {what} (finding {upstream.id})",
+            hint=f"These conflicts follow from {what}: stop that {upstream.type.label} and they stop with it. "
+            f"{upstream.hint}",
+        )
+
+    def _linked(self, change: FindingChange) -> FindingChange:
+        named = self.named(change.finding)
+        return change if named is change.finding else replace(change, finding=named)
 
     def enrich(self, finding: Finding) -> Finding:
         """A watch finding with what requests tell of its object: clients, the users behind its writers,
@@ -127,6 +163,27 @@ class Joined:
             oldest = next(iter(self._fields))
             del self._fields[oldest]
             self._refs.pop(oldest, None)
+
+
+def _controller(event: ObjectEvent, key: ObjectKey, resource: Callable[[ObjectRef], str]) -> ObjectKey | None:
+    """The key of an object's controller (its ownerReferences entry with `controller: true`), or None."""
+    if b'"ownerReferences"' not in event.data:
+        return None
+    try:
+        owners = (event_object(event).get("metadata") or {}).get("ownerReferences") or []
+    except orjson.JSONDecodeError:
+        return None
+    for owner in owners:
+        if isinstance(owner, dict) and owner.get("controller") is True:
+            ref = ObjectRef(
+                str(owner.get("apiVersion", "")),
+                str(owner.get("kind", "")),
+                key[2] or None,
+                str(owner.get("name", "")),
+                "",
+            )
+            return (ref.group, resource(ref), key[2], ref.name)
+    return None
 
 
 def _with_users(count: WriterCount, clients: tuple[Client, ...], named: set[str]) -> WriterCount:

@@ -338,6 +338,11 @@ class RequestEngine:
     def resolved(self) -> list[Finding]:
         return list(self._resolved)
 
+    def conflicted(self, key: ObjectKey) -> bool:
+        """Whether writes to the object were rejected with 409 (while it is tracked)."""
+        state = self._objects.get(key)
+        return state is not None and any(t.conflicts for t in state.clients.values())
+
     def clients(self, key: ObjectKey) -> tuple[Client, ...]:
         """The clients that wrote an object (most conflicts first), for a join with the watch; () when untracked."""
         state = self._objects.get(key)

@@ -142,7 +142,9 @@ class Delivery:
         self.submit(catch_up)
 
     def submit(self, changes: Sequence[FindingChange]) -> None:
-        """Queue `changes` for every sink that wants them; never waits. Full queues drop their oldest."""
+        """Queue `changes` for every sink that wants them; never waits. Full queues drop their oldest. A finding that
+        follows from another (`related`: a cascade) is not delivered: its root cause is."""
+        changes = [c for c in changes if c.finding.related is None]
         if not changes or self.paused:
             return
         limit = self.settings.queue_size

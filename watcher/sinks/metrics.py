@@ -381,8 +381,9 @@ class Metrics:
         for kind in FindingType:
             families["fightwatch_findings_active"].add_metric([kind.value], by_type[kind.value])
         cap = self.settings.max_finding_series
-        shown = severity_order(active)[:cap]
-        families["fightwatch_finding_series_omitted"].add_metric([], len(active) - len(shown))
+        roots = [f for f in active if f.related is None]  # (a finding that follows from another has no series)
+        shown = severity_order(roots)[:cap]
+        families["fightwatch_finding_series_omitted"].add_metric([], len(roots) - len(shown))
         limit = self.settings.max_label_length
         for finding in shown:
             ref = finding.object

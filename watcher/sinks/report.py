@@ -57,6 +57,7 @@ def finding_json(finding: Finding) -> dict[str, Any]:
             for c in finding.clients
         ],
         "conflicts": finding.conflicts,
+        "related": finding.related,
         "fields": list(finding.fields),
         "handovers": finding.handovers,
         "writes": finding.writes,
