@@ -21,7 +21,7 @@ OBJ = f'{C}, namespace=~"$namespace", kind=~"$kind", name=~"$name"'
 # each shard only (fightwatch_leader is 1 there, and on every replica without leader election), and per-finding
 # series take the max over a shard's replicas, as the alert rules do.
 # Panels over the API server's audit events: they have data only where the audit webhook is enabled.
-AUDIT_PANELS = ("Writes rejected with 409 Conflict", "No-op writes", "Audit webhook batches")
+AUDIT_PANELS = ("Writes rejected with 409 Conflict", "Conflicts by client", "No-op writes", "Audit webhook batches")
 NEEDS_AUDIT = "Needs the audit webhook (docs/audit.md)."  # (the tests find these panels by it)
 LEADING = f" * on (job, instance) group_left () fightwatch_leader{{{C}}}"
 BY_SHARD = f" * on (job, instance) group_left (shard) fightwatch_shard_info{{{C}}}"
@@ -312,7 +312,7 @@ def overview() -> dict[str, Any]:
                     "{{resource}} {{group}}: {{reason}}",
                 )
             ],
-            (0, 60, 8, 8),
+            (0, 60, 6, 8),
             description="Writes the API server rejected with 409. version: a stale resourceVersion; apply: "
             "server-side apply field conflicts. The conflict_storm and apply_conflict findings name the objects and "
             f"clients. {NEEDS_AUDIT}",
@@ -322,18 +322,30 @@ def overview() -> dict[str, Any]:
             AUDIT_PANELS[1],
             [
                 target(
-                    f"topk(10, sum by (group, resource) (rate(fightwatch_noop_writes_total{{{C}}}[{rate}])))",
-                    "{{resource}} {{group}}",
+                    f"topk(10, sum by (manager, reason) (rate(fightwatch_client_conflicts_total{{{C}}}[{rate}])))",
+                    "{{manager}}: {{reason}}",
                 )
             ],
-            (8, 60, 8, 8),
-            description=f"Successful writes that changed nothing: invisible to any watch. {NEEDS_AUDIT}",
+            (6, 60, 6, 8),
+            description=f"The same by the field manager of the client whose writes were rejected. {NEEDS_AUDIT}",
         ),
         panel(
             "timeseries",
             AUDIT_PANELS[2],
+            [
+                target(
+                    f"topk(10, sum by (group, resource) (rate(fightwatch_noop_writes_total{{{C}}}[{rate}])))",
+                    "{{resource}} {{group}}",
+                )
+            ],
+            (12, 60, 6, 8),
+            description=f"Successful writes that changed nothing: invisible to any watch. {NEEDS_AUDIT}",
+        ),
+        panel(
+            "timeseries",
+            AUDIT_PANELS[3],
             [target(f"sum by (outcome) (rate(fightwatch_audit_batches_total{{{C}}}[{rate}]))", "{{outcome}}")],
-            (16, 60, 8, 8),
+            (18, 60, 6, 8),
             description="Batches the API server posted: accepted, or turned away (invalid, unauthorized, too_large), "
             f"or accepted with requests dropped (overflow). {NEEDS_AUDIT}",
         ),

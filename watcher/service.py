@@ -93,7 +93,7 @@ class Service:
         self._plurals: dict[tuple[str, str], str] = {}  # (group, kind) -> resource, as discovery serves them
         if config.audit_webhook.enabled:
             self.receiver = AuditReceiver(config.audit_webhook)  # (reads the token file: fails early)
-            self.requests = RequestEngine(config.detection)
+            self.requests = RequestEngine(config.detection, on_conflict=self.metrics.count_conflict)
             self.joined = Joined(self.engine, self.requests, resource=self._resource)
         self.metrics.active = self.active  # scrapes read the findings as of the last write
         self.metrics.read_at_scrape(self._samples)

@@ -498,7 +498,7 @@ async def _every_dashboard_query_returns_data(scene: Scene) -> None:
             values = await scene.get_json(f"{url}/api/v1/label/{label}/values?{query}")
             assert values["data"], f"{path.name}: variable {variable['name']}"
     assert checked > 20
-    assert empty == len(ERROR_PANELS) + 3  # (and the three audit panels)
+    assert empty == len(ERROR_PANELS) + 4  # (and the four audit panels)
 
 
 async def _prometheus_scraped_every_name_the_rules_and_dashboards_use(scene: Scene) -> None:

@@ -161,6 +161,8 @@ async def test_findings_over_requests_arrive_live_with_their_clients(watching: t
     assert ("conflict_storm", "cascade", "app-rendered") not in series
     assert await watcher.metric("fightwatch_audit_batches_total", outcome="accepted") >= 1
     assert await watcher.metric("fightwatch_conflicts_total", group="", resource="configmaps", reason="version") >= 42
+    assert await watcher.metric("fightwatch_client_conflicts_total", manager="annotator", reason="version") >= 30
+    assert await watcher.metric("fightwatch_client_conflicts_total", manager="kubectl", reason="apply") >= 3
 
 
 async def test_the_endpoint_turns_away_strangers_and_oversized_batches(watching: tuple[Watcher, Webhook]) -> None:
@@ -200,7 +202,7 @@ async def test_the_dashboards_audit_panels_have_data_in_a_real_prometheus(
         if "Needs the audit webhook" in panel.get("description", "")
         for target in panel["targets"]
     ]
-    assert len(panels) == 3
+    assert len(panels) == 4
     prometheus = start_prometheus(
         tmp_path / "prometheus", scrape_target=watcher.url.removeprefix("http://"), rule_files=[]
     )

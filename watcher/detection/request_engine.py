@@ -218,8 +218,17 @@ WatchView = Callable[[ObjectKey], tuple[str, ...] | None]
 class RequestEngine:
     """Turn API requests into finding changes. Feed requests in time order; `advance` resolves quiet findings."""
 
-    def __init__(self, settings: DetectionSettings, *, max_resolved: int = 10_000) -> None:
+    def __init__(
+        self,
+        settings: DetectionSettings,
+        *,
+        max_resolved: int = 10_000,
+        on_conflict: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """`on_conflict` is told of every analysed write rejected with 409: the client's field manager, and
+        `version` (a stale resourceVersion) or `apply` (field conflicts); e.g. to count conflicts per manager."""
         self.settings = settings
+        self._on_conflict = on_conflict
         self.stats = RequestStats()
         self.now = -math.inf
         self.watch: WatchView | None = None  # set by a join with the watch
@@ -268,11 +277,15 @@ class RequestEngine:
             changes += self._succeeded(state, request, client, tally)
         elif request.apply_conflict:
             self.stats.apply_conflicts += 1
+            if self._on_conflict is not None:
+                self._on_conflict(request.manager, "apply")
             _count(self.stats.conflicts_by_resource, (request.object.api_group, request.object.resource, "apply"))
             tally.conflicts += 1
             changes += self._apply_rejected(state, request, client, tally)
         elif request.version_conflict:
             self.stats.conflicts += 1
+            if self._on_conflict is not None:
+                self._on_conflict(request.manager, "version")
             _count(self.stats.conflicts_by_resource, (request.object.api_group, request.object.resource, "version"))
             tally.conflicts += 1
             changes += self._conflict(state, request, tally)

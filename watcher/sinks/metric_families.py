@@ -237,6 +237,13 @@ FAMILIES: tuple[Family, ...] = (
         collected=True,
     ),
     Family(
+        "fightwatch_client_conflicts",
+        "counter",
+        'Writes rejected with 409 Conflict (audit events), by the field manager of the client that sent them ("other": '
+        "managers beyond the top-K) and reason (version, apply).",
+        ("manager", "reason"),
+    ),
+    Family(
         "fightwatch_noop_writes",
         "counter",
         "Successful writes that changed nothing (audit events), by resource.",

@@ -204,6 +204,7 @@ class Metrics:
                 self._direct[family.name] = _make(family, registry)
         self._writes: Counter = self._direct["fightwatch_writes"]
         self._findings: Counter = self._direct["fightwatch_findings"]
+        self._client_conflicts: Counter = self._direct["fightwatch_client_conflicts"]
         self._events: Counter = self._direct["fightwatch_events"]
         self._restarts: Counter = self._direct["fightwatch_watch_restarts"]
         self._errors: Counter = self._direct["fightwatch_watch_errors"]
@@ -230,6 +231,8 @@ class Metrics:
         self._write_children: dict[tuple[str, ...], Any] = {}
         self._series_by_manager: dict[str, set[tuple[str, ...]]] = {}
         self._managers = ManagerLabels(self.settings.top_managers, self._forget_manager)
+        self._conflict_managers = ManagerLabels(self.settings.top_managers, self._forget_conflict_manager)
+        self._conflict_children: dict[tuple[str, str], Any] = {}
         self._resource_series: dict[ResourceKey, set[tuple[Any, tuple[str, ...]]]] = {}
         self._event_children: dict[tuple[ResourceKey, str], tuple[Any, Any]] = {}
         registry.register(_Collected(self))
@@ -259,6 +262,20 @@ class Metrics:
                 child = self._write_children[key] = self._writes.labels(*key)
                 self._series_by_manager.setdefault(manager, set()).add(key)
             child.inc()
+
+    def count_conflict(self, manager: str, reason: str) -> None:
+        """One write by a client under `manager` rejected with 409 (`reason`: version or apply), top-K managers by
+        name like the writes."""
+        key = (self._conflict_managers.label(manager), reason)
+        child = self._conflict_children.get(key)
+        if child is None:
+            child = self._conflict_children[key] = self._client_conflicts.labels(*key)
+        child.inc()
+
+    def _forget_conflict_manager(self, manager: str) -> None:
+        for key in [k for k in self._conflict_children if k[0] == manager]:
+            del self._conflict_children[key]
+            self._client_conflicts.remove(*key)
 
     def _forget_manager(self, manager: str) -> None:
         for key in self._series_by_manager.pop(manager, ()):
