@@ -486,7 +486,11 @@ def _audit_samples(
     }
     return {
         "fightwatch_audit_batches": [((o,), float(r.batches[o])) for o in OUTCOMES],
-        "fightwatch_audit_requests_received": [(("queued",), float(r.queued)), (("dropped",), float(r.dropped))],
+        "fightwatch_audit_requests_received": [
+            (("queued",), float(r.queued)),
+            (("dropped",), float(r.dropped)),
+            (("invalid",), float(r.audit.invalid_items)),
+        ],
         "fightwatch_audit_requests": [((k,), float(n)) for k, n in results.items()],
         "fightwatch_noop_writes": [(k, float(n)) for k, n in s.noop_by_resource.items()],
         "fightwatch_conflicts": [((*k[:2], k[2]), float(n)) for k, n in s.conflicts_by_resource.items()],

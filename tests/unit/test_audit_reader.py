@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from watcher.detection.requests import FIELD_MANAGER_MAX_BYTES, Request, manager_from_user_agent
-from watcher.sources.audit import AuditError, AuditStats, read_audit_log, read_audit_logs
+from watcher.sources.audit import AuditError, AuditStats, decode_audit, read_audit_log, read_audit_logs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "configmap-race.jsonl"
 
@@ -145,3 +145,15 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(AuditError, match="cannot open") as error:
         list(read_audit_log(str(tmp_path / "nope.log"), stats=AuditStats()))
     assert str(tmp_path / "nope.log") in str(error.value)
+
+
+def test_a_bad_item_of_an_eventlist_fails_the_document_or_with_skip_bad_items_only_itself() -> None:
+    events = [e for e in _events() if e["stage"] == "ResponseComplete" and "objectRef" in e][:2]
+    document = {"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": [events[0], {"stage": 7}, events[1], 5]}
+    text = json.dumps(document).encode()
+    with pytest.raises(ValueError, match="item 1 of the EventList: no stage"):
+        decode_audit(text, AuditStats())
+    stats = AuditStats()
+    kept = decode_audit(text, stats, skip_bad_items=True)  # (what the webhook does: the rest of the batch counts)
+    assert [r.audit_id for r in kept] == [events[0]["auditID"], events[1]["auditID"]]
+    assert stats.invalid_items == 2

@@ -73,6 +73,9 @@ def note(finding: Finding) -> str:
     if finding.type is FindingType.FIGHT:
         rate += f", {finding.handovers} handovers"
     text = f"{finding.summary}. Writers: {writers}. Fields: {', '.join(finding.fields) or '-'}. Rate: {rate}. "
+    if finding.clients:  # (from audit events: who stands behind the managers)
+        told = [f"{c.display()}: {c.conflicts} conflicts, {c.writes} writes" for c in finding.clients[:3]]
+        text += f"Clients: {', '.join(told)}. "
     text += f"Hint: {finding.hint}"
     if finding.resolved_at is not None:
         text = f"Resolved, quiet since {_time(finding.last_seen)}: {text}"

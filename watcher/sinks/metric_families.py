@@ -217,7 +217,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "fightwatch_audit_requests_received",
         "counter",
-        "Completed requests of the audit webhook's batches: queued for detection, or dropped (the queue full).",
+        "Events of the audit webhook's batches: queued for detection, dropped (the queue full), or invalid (skipped).",
         ("outcome",),
         collected=True,
     ),

@@ -44,6 +44,7 @@ class AuditStats:
     events: int = 0  # audit events read (every stage)
     stages_skipped: Counter[str] = field(default_factory=Counter)  # events of other stages, by stage
     without_object: int = 0  # events without an objectRef (non-resource URLs)
+    invalid_items: int = 0  # EventList items that are not audit events, skipped (the webhook's batches)
     # The reading itself, by JSON text (an event, or an EventList): lines read, texts skipped as invalid (with
     # skip_invalid: `skipped_invalid`, the first few in `problems`).
     read: ReadStats = field(default_factory=ReadStats)
@@ -79,9 +80,10 @@ def _time(request: Request) -> float:
     return request.time
 
 
-def decode_audit(text: bytes, stats: AuditStats) -> list[Request]:
+def decode_audit(text: bytes, stats: AuditStats, *, skip_bad_items: bool = False) -> list[Request]:
     """The completed requests in one JSON text: an audit `Event` or an `EventList`. Raises ValueError for text that
-    is neither."""
+    is neither, or for an EventList item that is not an audit event; with `skip_bad_items` (the webhook: one bad
+    event must not cost the batch) such items are counted in `stats.invalid_items` and skipped instead."""
     try:
         document = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
@@ -96,12 +98,15 @@ def decode_audit(text: bytes, stats: AuditStats) -> list[Request]:
             raise ValueError("an EventList without a list of items")
         out = []
         for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise ValueError(f"item {index} of the EventList is not an object")
             try:
+                if not isinstance(item, dict):
+                    raise ValueError("not an object")  # noqa: TRY301 - handled with the item's other problems
                 request = _request(item, stats)
             except ValueError as exc:
-                raise ValueError(f"item {index} of the EventList: {exc}") from None
+                if not skip_bad_items:
+                    raise ValueError(f"item {index} of the EventList: {exc}") from None
+                stats.invalid_items += 1
+                continue
             if request is not None:
                 out.append(request)
         return out

@@ -10,7 +10,8 @@ its webhook kubeconfig. This endpoint:
   dropped) and hands them to a bounded queue that detection drains on its own schedule: a batch is answered as
   soon as it is queued, never after detection, and requests that do not fit are dropped and counted (the API
   server's own batching retries on a failed POST, which a slow receiver must not cause);
-- counts every batch by outcome, and the events it queued and dropped.
+- counts every batch by outcome, and the events it queued and dropped; an invalid event in a batch is counted
+  and skipped, not the batch (the API server would send it again and again).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class AuditReceiver:
             stats.batches["too_large"] += 1
             return _status(413, f"the body is larger than max_body_bytes ({self.settings.max_body_bytes})")
         try:
-            requests = decode_audit(body, stats.audit)
+            requests = decode_audit(body, stats.audit, skip_bad_items=True)
         except ValueError as exc:
             stats.batches["invalid"] += 1
             return _status(400, f"not an audit EventList or Event: {exc}")
