@@ -14,6 +14,8 @@ controllers do. Each scenario runs in a namespace of its own, once per audit lev
 - `cascade`: the GitOps controller and the labeler fight over `data.mode` of ConfigMap `app`; a renderer, the
   controller of ConfigMap `app-rendered` (its ownerReference), re-renders it on every change from a copy read
   before a sidecar annotated it: its conflicts follow from the fight upstream.
+- `shared-manager`: two operators that both write as field manager `manager` (kubebuilder's default) flip a label
+  of ConfigMap `shared`: the watch sees one manager undoing its own writes; the audit events tell the two users.
 - `noop-loop`: a sync controller rewrites ConfigMap `cache` with the very object it read: nothing changes.
 - `benign`: traffic that must not be reported: a few conflicts each retried once, a job labelling many
   ConfigMaps once, two writers on objects of their own, and a Secret written by Helm (its value must not leak).
@@ -223,6 +225,17 @@ async def cascade(clients: Clients, ns: str) -> None:
             assert await _update(renderer, child_path, fresh)
 
 
+async def shared_manager(clients: Clients, ns: str) -> None:
+    first, second = clients[LABELER], clients[ANNOTATOR]
+    path = CONFIGMAPS.path(ns, "shared")
+    await first.create(CONFIGMAPS.path(ns), _configmap(ns, "shared", {"k": "v"}), manager="manager")
+    for round_ in range(8):
+        who, value = (first, "blue") if round_ % 2 == 0 else (second, "green")
+        current = await who.get(path)
+        current["metadata"].setdefault("labels", {})["tier"] = value
+        await who.replace(path, current, manager="manager")
+
+
 async def noop_loop(clients: Clients, ns: str) -> None:
     sync = clients[SYNC]
     path = CONFIGMAPS.path(ns, "cache")
@@ -278,6 +291,7 @@ SCENARIOS: dict[str, Scenario] = {
     "apply-stuck": apply_stuck,
     "scale-fight": scale_fight,
     "cascade": cascade,
+    "shared-manager": shared_manager,
     "noop-loop": noop_loop,
     "benign": benign,
 }

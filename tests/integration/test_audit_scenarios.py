@@ -87,5 +87,10 @@ def test_live_watch_and_audit_joined_name_the_users_of_the_fight(
     (upstream,) = [f for f in findings if f["type"] == "fight" and f["object"]["namespace"] == "cascade"]
     (downstream,) = [f for f in findings if f["type"] == "conflict_storm" and f["object"]["namespace"] == "cascade"]
     assert downstream["related"] == upstream["id"]
+    # two operators writing as one field manager: the watch sees one manager, the audit events two users
+    (shared,) = [f for f in findings if f["type"] == "fight" and f["object"]["namespace"] == "shared-manager"]
+    assert [(w["manager"], w["users"]) for w in shared["writers"]] == [
+        ("manager", sorted([scenarios.LABELER.user, scenarios.ANNOTATOR.user]))
+    ]
     # a watch finding nowhere else: the benign namespace
     assert not [f for f in findings if f["object"]["namespace"].startswith("benign")]

@@ -14,7 +14,16 @@ import pytest
 from harness.audit_scenarios import SECRET_VALUE
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit"
-SCENARIOS = ("rmw-fight", "storm-fields", "apply-stuck", "scale-fight", "cascade", "noop-loop", "benign")
+SCENARIOS = (
+    "rmw-fight",
+    "storm-fields",
+    "apply-stuck",
+    "scale-fight",
+    "cascade",
+    "shared-manager",
+    "noop-loop",
+    "benign",
+)
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -156,6 +165,28 @@ def test_conflicts_of_a_controller_follow_from_the_fight_over_the_object_it_cont
     assert storm["hint"].startswith("These conflicts follow from the fight on its controller")
     assert [c["user"] for c in storm["clients"] if c["conflicts"]] == ["system:serviceaccount:ops:app-renderer"]
     assert fight["related"] is None
+
+
+def test_replay_with_audit_tells_apart_the_users_that_share_one_field_manager() -> None:
+    result = run(
+        "replay",
+        "-o",
+        "json",
+        fixture("shared-manager.watch.jsonl"),
+        "--audit",
+        fixture("shared-manager.metadata.jsonl"),
+    )
+    assert result.returncode == 0, result.stderr
+    fights = {f["object"]["namespace"]: f for f in findings(result)}
+    fight = fights["shared-manager"]
+    users = ["system:serviceaccount:ops:annotator", "system:serviceaccount:ops:labeler"]
+    assert [(w["manager"], w["users"]) for w in fight["writers"]] == [("manager", users)]
+    assert fight["hint"].startswith(
+        f"The audit events name the writers the watch cannot tell apart: {', '.join(users)}"
+    )
+    assert "2 users write as 'manager'" in fight["summary"]
+    # without the audit log, the watch alone can only suspect it
+    assert fights["shared-manager-full"]["hint"].startswith("The values flip back and forth")
 
 
 def test_no_secret_value_reaches_any_output() -> None:

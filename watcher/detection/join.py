@@ -135,7 +135,16 @@ class Joined:
         named = {c.writer.manager for c in finding.writers if c.writer.manager is not None}
         writers = tuple(_with_users(c, clients, named) for c in finding.writers)
         conflicts = sum(c.conflicts for c in clients)
-        summary = finding.summary
+        summary, hint = finding.summary, finding.hint
+        shared = [(c.writer.manager, c.users) for c in writers if c.writer.manager is not None and len(c.users) > 1]
+        for manager, users in shared:
+            summary += f"; {len(users)} users write as {manager!r}: {', '.join(users)}"
+        if shared and finding.type is FindingType.FIGHT and len(named) == 1:
+            hint = (
+                f"The audit events name the writers the watch cannot tell apart: {', '.join(shared[0][1])} all write "
+                f"as field manager {shared[0][0]!r}. Give each controller a field manager of its own "
+                "(controller-runtime `client.FieldOwner`, client-go `FieldManager`), then decide which owns the fields."
+            )
         if conflicts:
             losers = ", ".join(sorted({c.manager for c in clients if c.conflicts}))
             summary += f"; {conflicts} of their writes failed with 409 Conflict ({losers})"
@@ -146,6 +155,7 @@ class Joined:
             clients=clients,
             conflicts=conflicts,
             summary=summary,
+            hint=hint,
         )
 
     def _told(self, change: FindingChange) -> FindingChange:
