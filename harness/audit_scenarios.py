@@ -33,7 +33,7 @@ from pathlib import Path
 import orjson
 from kubernetes_asyncio.client import ApiClient
 
-from .control_plane import ControlPlane
+from .control_plane import ControlPlane, start_control_plane
 from .kube import CONFIGMAPS, DEPLOYMENTS, JSON, ApiError, Kube, Resource, new_api_client
 from .recorder import Recorder
 
@@ -300,6 +300,14 @@ SCENARIOS: dict[str, Scenario] = {
 async def run(clients: Clients, names: Sequence[str]) -> None:
     """Each scenario in both of its namespaces, all at once."""
     await asyncio.gather(*(SCENARIOS[name](clients, ns) for name in names for ns in (name, name + FULL_SUFFIX)))
+
+
+def start(workdir: Path, names: Sequence[str], *, audit_webhook: Path | None = None) -> ControlPlane:
+    """A control plane for the scenarios: the audit log backend with their `policy`, a user per identity, and the
+    webhook backend too when `audit_webhook` names its kubeconfig."""
+    return start_control_plane(
+        workdir, audit_policy=policy(names), users=[i.user for i in IDENTITIES], audit_webhook=audit_webhook
+    )
 
 
 async def connect(cp: ControlPlane) -> tuple[Kube, Clients, list[ApiClient]]:

@@ -31,7 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the shared test harness (harness/) and watcher
 
 from harness import audit_scenarios as scenarios  # noqa: E402
-from harness.control_plane import start_control_plane  # noqa: E402
 
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "audit"
 
@@ -43,9 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = list(scenarios.SCENARIOS)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fightwatch-audit-"))
-    cp = start_control_plane(
-        workdir, audit_policy=scenarios.policy(names), users=[i.user for i in scenarios.IDENTITIES]
-    )
+    cp = scenarios.start(workdir, names)
     try:
         events, version = asyncio.run(scenarios.record(cp, names))
         assert cp.audit_log is not None

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from harness import audit_scenarios as scenarios
-from harness.control_plane import ControlPlane, start_control_plane
+from harness.control_plane import ControlPlane
 
 pytestmark = pytest.mark.integration
 NAMES = list(scenarios.SCENARIOS)
@@ -23,9 +23,7 @@ NAMES = list(scenarios.SCENARIOS)
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, list[bytes], Path]]:
     workdir = tmp_path_factory.mktemp("audit-scenarios")
-    cp = start_control_plane(
-        workdir, audit_policy=scenarios.policy(NAMES), users=[i.user for i in scenarios.IDENTITIES]
-    )
+    cp = scenarios.start(workdir, NAMES)
     try:
         events, _ = asyncio.run(scenarios.record(cp, NAMES))
         assert cp.audit_log is not None

@@ -18,7 +18,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import audit_scenarios as scenarios
-from harness.control_plane import ControlPlane, free_port, start_control_plane
+from harness.control_plane import ControlPlane, free_port
 from harness.monitoring import start_prometheus
 from harness.watcher import Watcher
 from watcher.sources.audit_webhook import PATH
@@ -71,12 +71,7 @@ class Webhook:
 def webhook_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, Webhook]]:
     workdir = tmp_path_factory.mktemp("audit-webhook")
     hook = Webhook(workdir)
-    cp = start_control_plane(
-        workdir,
-        audit_policy=scenarios.policy(NAMES),
-        users=[i.user for i in scenarios.IDENTITIES],
-        audit_webhook=hook.kubeconfig,
-    )
+    cp = scenarios.start(workdir, NAMES, audit_webhook=hook.kubeconfig)
     try:
         yield cp, hook
     finally:
