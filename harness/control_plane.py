@@ -67,6 +67,13 @@ extendedKeyUsage = serverAuth
 subjectAltName = IP:127.0.0.1, DNS:localhost
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid:always
+
+[client_ext]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
 """
 
 
@@ -119,7 +126,8 @@ class _Pki:
 
 
 def _make_pki(pki: Path) -> _Pki:
-    """A throw-away CA, serving certificates for 127.0.0.1/localhost signed by it, a service-account key."""
+    """A throw-away CA, serving certificates for 127.0.0.1/localhost signed by it, a client certificate
+    (`audit-client.crt`: the API server's, to authenticate to an audit webhook), a service-account key."""
     pki.mkdir(parents=True, exist_ok=True)
     cnf = pki / "openssl.cnf"
     cnf.write_text(_OPENSSL_CONFIG)
@@ -133,6 +141,11 @@ def _make_pki(pki: Path) -> _Pki:
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
                  "-set_serial", str(secrets.randbits(63)), "-days", "3650", "-sha256",
                  "-extfile", cnf, "-extensions", "server_ext", "-out", f"{name}.crt", cwd=pki)  # fmt: skip
+    _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-config", cnf, "-subj", "/CN=kube-apiserver-audit",
+             "-keyout", "audit-client.key", "-out", "audit-client.csr", cwd=pki)  # fmt: skip
+    _openssl("x509", "-req", "-in", "audit-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-set_serial", str(secrets.randbits(63)), "-days", "3650", "-sha256",
+             "-extfile", cnf, "-extensions", "client_ext", "-out", "audit-client.crt", cwd=pki)  # fmt: skip
     _openssl("genrsa", "-out", "service-account.key", "2048", cwd=pki)
     _openssl("rsa", "-in", "service-account.key", "-pubout", "-out", "service-account.pub", cwd=pki)
     return _Pki(

@@ -48,7 +48,16 @@ class Webhook:
                             "cluster": {"server": self.url, "certificate-authority": str(self.pki / "ca.crt")},
                         }
                     ],
-                    "users": [{"name": "kube-apiserver", "user": {"token": self.token}}],
+                    # the API server authenticates with a client certificate of the CA fightwatch trusts
+                    "users": [
+                        {
+                            "name": "kube-apiserver",
+                            "user": {
+                                "client-certificate": str(self.pki / "audit-client.crt"),
+                                "client-key": str(self.pki / "audit-client.key"),
+                            },
+                        }
+                    ],
                     "contexts": [{"name": "fw", "context": {"cluster": "fw", "user": "kube-apiserver"}}],
                     "current-context": "fw",
                 }
@@ -62,7 +71,8 @@ class Webhook:
             "port": self.port,
             "tls_cert_file": str(self.pki / "apiserver.crt"),
             "tls_key_file": str(self.pki / "apiserver.key"),
-            "token_file": str(self.token_file),
+            "client_ca_file": str(self.pki / "ca.crt"),
+            "token_file": str(self.token_file),  # (either authenticates: the tests below post with the token)
             "max_body_bytes": 4 * 2**20,
         }
 
@@ -163,6 +173,8 @@ async def test_findings_over_requests_arrive_live_with_their_clients(watching: t
 async def test_the_endpoint_turns_away_strangers_and_oversized_batches(watching: tuple[Watcher, Webhook]) -> None:
     watcher, hook = watching
     context = ssl.create_default_context(cafile=str(hook.pki / "ca.crt"))
+    stranger = ssl.create_default_context(cafile=str(hook.pki / "ca.crt"))
+    stranger.load_cert_chain(str(hook.pki / "apiserver.crt"), str(hook.pki / "apiserver.key"))  # no clientAuth use
     body = b'{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}'
     async with aiohttp.ClientSession() as session:
         async with session.post(hook.url, data=body, ssl=context) as response:
@@ -177,6 +189,10 @@ async def test_the_endpoint_turns_away_strangers_and_oversized_batches(watching:
         huge = io.BytesIO(b" " * (4 * 2**20 + 1))
         async with session.post(hook.url, data=huge, ssl=context, headers=right) as response:
             assert response.status == 413
+        # a certificate of the CA that may not authenticate a client fails the handshake
+        with pytest.raises(aiohttp.ClientError):
+            async with session.post(hook.url, data=body, ssl=stranger):
+                pass
         plain = hook.url.replace("https://", "http://")
         with pytest.raises(aiohttp.ClientError):  # TLS only
             async with session.post(plain, data=body, headers=right):
