@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from watcher.config import Config, DetectionSettings
-from watcher.detection.request_engine import RequestEngine, parse_apply_conflict
-from watcher.detection.requests import Request
+from watcher.detection.request_engine import RequestEngine
+from watcher.detection.requests import Request, parse_apply_conflict
 from watcher.model import Finding, FindingState, FindingType
 from watcher.sources.audit import AuditStats, read_audit_log
 

@@ -26,7 +26,8 @@ import orjson
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent, event_object, object_ref
 from watcher.detection.ignore import resource_of
-from watcher.detection.request_engine import ObjectKey, RequestEngine
+from watcher.detection.request_engine import RequestEngine
+from watcher.detection.request_state import ObjectKey
 from watcher.detection.requests import Request
 from watcher.model import ChangeKind, Client, Finding, FindingChange, FindingType, ObjectRef, WriterCount
 

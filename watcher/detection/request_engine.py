@@ -27,19 +27,25 @@ least recently requested first; each object counts at most `max_clients` clients
 
 from __future__ import annotations
 
-import hashlib
 import math
-import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from watcher.config import DetectionSettings
 from watcher.detection import hints
 from watcher.detection.findings import notable, request_summary
 from watcher.detection.ignore import ObjectRules, RuleBook
-from watcher.detection.requests import Request
+from watcher.detection.request_state import (
+    OTHER_CLIENTS,
+    ClientKey,
+    ObjectKey,
+    RequestFinding,
+    RequestState,
+    RequestStats,
+    Tally,
+)
+from watcher.detection.requests import Request, parse_apply_conflict
 from watcher.model import (
     ChangeKind,
     Client,
@@ -51,164 +57,6 @@ from watcher.model import (
     Writer,
     WriterCount,
 )
-
-ObjectKey = tuple[str, str, str, str]  # (API group, resource, namespace, name)
-ClientKey = tuple[str, str, str]  # (user, User-Agent, field manager)
-OTHER_CLIENTS: Final[ClientKey] = ("(other clients)", "", "")
-
-# `Apply failed with 1 conflict: conflict with "helm" using v1: .data.mode`, or with several:
-# `Apply failed with 2 conflicts: conflicts with "helm" using v1:\n- .data.a\n- .data.b` (apimachinery's
-# fieldmanager `NewConflictError`; an Update manager is printed with `using APIVERSION [at TIME]`).
-_OWNER: Final = re.compile(r'conflicts? with "((?:[^"\\]|\\.)*)"(?: using [^\s:]+(?: at \S+)?)?:')
-_PATH: Final = re.compile(r"(?:^|[:\n]\s*-?\s*)(\.[^\s]+)", re.MULTILINE)
-
-
-def parse_apply_conflict(message: str) -> tuple[list[str], list[str]]:
-    """(the managers named as owners, the conflicting field paths without their leading dot) of an apply
-    conflict's message; empty lists for a message of another form (or none)."""
-    owners = [m.group(1).replace('\\"', '"') for m in _OWNER.finditer(message)]
-    paths = [m.group(1)[1:] for m in _PATH.finditer(message.partition(":")[2])]
-    return owners, [p for p in paths if p]
-
-
-class Tally:
-    """What one client's write requests to one object came to."""
-
-    __slots__ = (
-        "conflicts",
-        "noop_last",
-        "noop_rate",
-        "noop_start",
-        "noop_streak",
-        "noops",
-        "rejections",
-        "stale",
-        "stale_version",
-        "writes",
-    )
-
-    def __init__(self) -> None:
-        self.conflicts = 0  # writes rejected with 409 (version or apply conflicts)
-        self.writes = 0  # writes that succeeded
-        self.noops = 0  # successful writes that changed nothing
-        self.rejections = 0  # applies rejected in a row (since its last successful write)
-        self.stale_version = ""  # the resourceVersion its last version conflict carried
-        self.stale = 0  # version conflicts that carried the same version as the one before (a stale cache)
-        self.noop_rate = 0.0  # no-op writes per minute, exponentially decaying
-        self.noop_last = -math.inf
-        self.noop_streak = 0
-        self.noop_start = 0.0
-
-
-class RequestFinding:
-    """A finding over requests while it is open (mutable); `snapshot` makes the immutable `Finding`."""
-
-    __slots__ = (
-        "client",
-        "conflicts",
-        "detected_at",
-        "fields",
-        "first_seen",
-        "id",
-        "last_seen",
-        "owners",
-        "ref",
-        "requests",
-        "stale",
-        "type",
-        "updates",
-    )
-
-    def __init__(
-        self,
-        kind: FindingType,
-        ref: ObjectRef,
-        *,
-        client: ClientKey | None,
-        first_seen: float,
-        at: float,
-        opened_by: str,
-    ) -> None:
-        self.type = kind
-        self.ref = ref
-        self.client = client  # the one client an apply_conflict or noop_writes finding is about
-        scope = "/".join(client) if client is not None else ""
-        what = f"{kind}/{ref.group}/{ref.resource}/{ref.namespace or ''}/{ref.name}/{scope}/{opened_by}"
-        self.id = hashlib.blake2b(what.encode(), digest_size=8).hexdigest()
-        self.first_seen = first_seen
-        self.detected_at = at
-        self.last_seen = at
-        self.conflicts = 0  # storm: version conflicts; apply: rejections
-        self.requests = 0  # storm: writes tried while it was open, conflicts included; noop: no-op writes
-        self.fields: set[str] = set()
-        self.owners: set[str] = set()
-        self.stale = False  # a client kept sending the same stale resourceVersion
-        self.updates = False  # conflicting writes were full-object updates (PUT)
-
-
-class RequestState:
-    """What is kept per object."""
-
-    __slots__ = (
-        "applies",
-        "clients",
-        "last",
-        "noops",
-        "rate",
-        "rate_last",
-        "ref",
-        "rules",
-        "storm",
-        "streak",
-        "streak_start",
-        "update_client",
-        "update_time",
-        "update_version",
-        "version",
-    )
-
-    def __init__(self, ref: ObjectRef, rules: ObjectRules) -> None:
-        self.ref = ref
-        self.rules = rules
-        self.clients: dict[ClientKey, Tally] = {}
-        self.last = 0.0  # when it was last requested
-        self.rate = 0.0  # version conflicts per minute, exponentially decaying
-        self.rate_last = -math.inf
-        self.streak = 0
-        self.streak_start = 0.0
-        self.storm: RequestFinding | None = None
-        self.applies: dict[ClientKey, RequestFinding] = {}
-        self.noops: dict[ClientKey, RequestFinding] = {}
-        self.version = ""  # the resourceVersion a response last returned ("" when responses are not logged)
-        self.update_version = ""  # the version the last successful update carried, and who sent it when
-        self.update_client: ClientKey | None = None
-        self.update_time = 0.0
-
-    def open_findings(self) -> list[RequestFinding]:
-        found = [] if self.storm is None else [self.storm]
-        return found + list(self.applies.values()) + list(self.noops.values())
-
-
-@dataclass(slots=True)
-class RequestStats:
-    """Counts of what the request engine did with each request."""
-
-    requests: int = 0
-    reads: int = 0  # get, list, watch: not analysed
-    without_name: int = 0  # writes to collections (create without a name, deletecollection)
-    dry_run: int = 0
-    ignored: int = 0  # by the ignore rules (objects or managers)
-    writes: int = 0  # analysed writes that succeeded
-    conflicts: int = 0  # analysed writes rejected with 409 for a stale resourceVersion
-    apply_conflicts: int = 0  # server-side applies rejected with field conflicts
-    noop_writes: int = 0  # successful writes that changed nothing
-    failed: int = 0  # other failed writes (404, 422, ...)
-    evicted_idle: int = 0
-    evicted_capacity: int = 0
-    # By (API group, resource[, reason]): bounded by the resources the API server serves.
-    conflicts_by_resource: dict[tuple[str, str, str], int] = field(default_factory=dict)  # reason: version, apply
-    noop_by_resource: dict[tuple[str, str], int] = field(default_factory=dict)
-
 
 # What the watch knows of an object (see `join.py`): the fields a fight contests there (() when it saw writes but no
 # fight), or None when it did not see the object.
@@ -647,12 +495,4 @@ def _busiest(item: tuple[str, int]) -> tuple[int, str]:
     return (-item[1], item[0])
 
 
-__all__ = [
-    "OTHER_CLIENTS",
-    "ClientKey",
-    "ObjectKey",
-    "RequestEngine",
-    "RequestStats",
-    "WatchView",
-    "parse_apply_conflict",
-]
+__all__ = ["RequestEngine", "WatchView"]

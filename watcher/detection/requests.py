@@ -12,6 +12,7 @@ behind a manager name.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -110,4 +111,26 @@ def manager_from_user_agent(user_agent: str) -> str:
     return "".join(out)
 
 
-__all__ = ["FIELD_MANAGER_MAX_BYTES", "WRITE_VERBS", "Request", "RequestObject", "manager_from_user_agent"]
+# `Apply failed with 1 conflict: conflict with "helm" using v1: .data.mode`, or with several:
+# `Apply failed with 2 conflicts: conflicts with "helm" using v1:\n- .data.a\n- .data.b` (apimachinery's
+# fieldmanager `NewConflictError`; an Update manager is printed with `using APIVERSION [at TIME]`).
+_OWNER: Final = re.compile(r'conflicts? with "((?:[^"\\]|\\.)*)"(?: using [^\s:]+(?: at \S+)?)?:')
+_PATH: Final = re.compile(r"(?:^|[:\n]\s*-?\s*)(\.[^\s]+)", re.MULTILINE)
+
+
+def parse_apply_conflict(message: str) -> tuple[list[str], list[str]]:
+    """(the managers named as owners, the conflicting field paths without their leading dot) of an apply
+    conflict's message; empty lists for a message of another form (or none)."""
+    owners = [m.group(1).replace('\\"', '"') for m in _OWNER.finditer(message)]
+    paths = [m.group(1)[1:] for m in _PATH.finditer(message.partition(":")[2])]
+    return owners, [p for p in paths if p]
+
+
+__all__ = [
+    "FIELD_MANAGER_MAX_BYTES",
+    "WRITE_VERBS",
+    "Request",
+    "RequestObject",
+    "manager_from_user_agent",
+    "parse_apply_conflict",
+]
