@@ -4,6 +4,7 @@ writers are named with their users, benign traffic is not reported, and the endp
 
 from __future__ import annotations
 
+import base64
 import io
 import secrets
 import ssl
@@ -107,7 +108,9 @@ async def watching(
         yield watcher, hook
 
 
-async def test_findings_over_requests_arrive_live_with_their_clients(watching: tuple[Watcher, Webhook]) -> None:
+async def test_findings_over_requests_arrive_live_with_their_clients(
+    watching: tuple[Watcher, Webhook], webhook_plane: tuple[ControlPlane, Webhook]
+) -> None:
     watcher, _ = watching
     wanted = {
         ("conflict_storm", "rmw-fight"),
@@ -165,6 +168,23 @@ async def test_findings_over_requests_arrive_live_with_their_clients(watching: t
     assert ("conflict_storm", "rmw-fight", "settings") in series
     assert ("conflict_storm", "cascade", "app-rendered") not in series
     assert await watcher.metric("fightwatch_audit_batches_total", outcome="accepted") >= 1
+    # the Secret of `benign-full` was posted with its value (RequestResponse level): it is nowhere fightwatch tells,
+    # once fightwatch has received every request the log backend wrote up to the end of the scenarios
+    cp, _ = webhook_plane
+    assert cp.audit_log is not None
+    lines = scenarios.wait_for_log(cp.audit_log, NAMES)
+    logged = sum(1 for line in lines if b'"objectRef"' in line and b'"stage":"ResponseComplete"' in line)
+
+    async def received() -> float | None:
+        queued = await watcher.metric("fightwatch_audit_requests_received_total", outcome="queued") or 0.0
+        return queued if queued >= logged else None
+
+    await watcher.poll_async(received, what=f"{logged} requests received")
+    encoded = base64.b64encode(scenarios.SECRET_VALUE.encode()).decode()
+    assert encoded.encode() in b"".join(lines)  # the same events the webhook got carry it (so this could fail)
+    told = watcher.log_path.read_text() + await watcher.scrape() + orjson.dumps(await watcher.findings()).decode()
+    assert scenarios.SECRET_VALUE not in told
+    assert encoded not in told
     assert await watcher.metric("fightwatch_conflicts_total", group="", resource="configmaps", reason="version") >= 42
     assert await watcher.metric("fightwatch_client_conflicts_total", manager="annotator", reason="version") >= 30
     assert await watcher.metric("fightwatch_client_conflicts_total", manager="kubectl", reason="apply") >= 3
