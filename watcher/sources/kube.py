@@ -134,7 +134,8 @@ def _connection(configuration: Configuration, source: str, loader: Any) -> Conne
 
 
 class KubeApi:
-    """GET requests for JSON (discovery, lists) and for streams (watches); non-2xx answers raise ApiError."""
+    """GET requests for JSON (discovery, lists) and for streams (watches), and POSTs of review objects (TokenReview,
+    SubjectAccessReview); non-2xx answers raise ApiError."""
 
     def __init__(self, api_client: ApiClient, *, request_timeout: float) -> None:
         self._client = api_client
@@ -151,6 +152,28 @@ class KubeApi:
             return orjson.loads(body), len(body)
         except orjson.JSONDecodeError as exc:
             raise aiohttp.ClientPayloadError(f"GET {path}: the answer is not JSON: {exc}") from None
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        """POST `body` as JSON to a collection; the decoded answer."""
+        response: aiohttp.ClientResponse = await self._client.call_api(
+            path,
+            "POST",
+            header_params={"Accept": ACCEPT_JSON, "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=self._timeout,
+        )
+        try:
+            data = await response.read()
+        finally:
+            response.release()
+        if response.status >= 300:
+            raise ApiError(response.status, path, data, _retry_after(response.headers.get("Retry-After")))
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise aiohttp.ClientPayloadError(f"POST {path}: the answer is not JSON: {exc}") from None
 
     async def open(
         self,

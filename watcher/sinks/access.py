@@ -1,0 +1,174 @@
+"""Who may read what fightwatch serves, decided the Kubernetes way (as controller-runtime's metrics filters and
+kube-rbac-proxy do): a bearer token is authenticated with a `TokenReview`, and the caller's access is decided with a
+`SubjectAccessReview` against the cluster's own RBAC.
+
+Both answers are cached, bounded in size: a success for `allowed_ttl`, a refusal for `denied_ttl` (shorter, so a new
+RoleBinding takes effect soon), so a scrape every 15 seconds is not an API call each time. When the API server
+cannot answer, an expired answer is used still (a cached caller is not turned away while the API server restarts);
+without one, `AccessUnavailableError` is raised (the endpoint answers 503). Tokens are kept only as SHA-256 digests, and
+are never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"  # noqa: S105 - a path, not a secret
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+Post = Callable[[str, dict[str, Any]], Awaitable[Any]]  # POST a review object, the decoded answer (raises on errors)
+V = TypeVar("V")
+
+
+class AccessUnavailableError(Exception):
+    """The API server could not review a request and no earlier answer is cached."""
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated user, as a TokenReview names it."""
+
+    user: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """What a caller wants to read: `verb` on a resource (in a namespace, "" for cluster scope), or on a
+    non-resource path."""
+
+    verb: str
+    resource: str = ""
+    group: str = ""
+    namespace: str = ""
+    path: str = ""  # a non-resource URL ("/metrics"); then resource, group and namespace are unused
+
+
+@dataclass(slots=True)
+class AccessStats:
+    token_reviews: int = 0
+    access_reviews: int = 0
+    cache_hits: int = 0
+    stale_answers: int = 0  # expired answers used because the API server could not answer
+    errors: int = 0
+
+
+class _Cache(Generic[V]):
+    """At most `size` answers, the least recently used go first; each with the time it expires."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[Any, tuple[float, V]] = OrderedDict()
+
+    def get(self, key: Any) -> tuple[float, V] | None:
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
+
+    def put(self, key: Any, expires: float, value: V) -> None:
+        self._items[key] = (expires, value)
+        self._items.move_to_end(key)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+
+@dataclass
+class Access:
+    """Authenticate tokens and review access through the API server, with bounded caches."""
+
+    post: Post
+    allowed_ttl: float = 300.0
+    denied_ttl: float = 30.0
+    size: int = 10_000
+    clock: Callable[[], float] = time.monotonic
+    stats: AccessStats = field(default_factory=AccessStats)
+
+    def __post_init__(self) -> None:
+        self._callers: _Cache[Caller | None] = _Cache(self.size)
+        self._decisions: _Cache[bool] = _Cache(self.size)
+
+    async def authenticate(self, token: str) -> Caller | None:
+        """The caller a bearer token belongs to, or None when the API server does not accept it."""
+        key = hashlib.sha256(token.encode()).digest()
+
+        async def review() -> Caller | None:
+            self.stats.token_reviews += 1
+            answer = await self.post(
+                TOKEN_REVIEWS,
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
+            )
+            return _caller(answer)
+
+        return await self._cached(self._callers, key, review, ok=lambda c: c is not None)
+
+    async def allowed(self, caller: Caller, want: Resource) -> bool:
+        """Whether the caller may `want`, as the cluster's authorizers decide."""
+
+        async def review() -> bool:
+            self.stats.access_reviews += 1
+            spec: dict[str, Any] = {"user": caller.user, "groups": list(caller.groups)}
+            if caller.uid:
+                spec["uid"] = caller.uid
+            if caller.extra:
+                spec["extra"] = {k: list(v) for k, v in caller.extra}
+            if want.path:
+                spec["nonResourceAttributes"] = {"path": want.path, "verb": want.verb}
+            else:
+                spec["resourceAttributes"] = {
+                    "verb": want.verb,
+                    "group": want.group,
+                    "resource": want.resource,
+                    "namespace": want.namespace,
+                }
+            answer = await self.post(
+                ACCESS_REVIEWS,
+                {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec},
+            )
+            status = answer.get("status") if isinstance(answer, dict) else None
+            return isinstance(status, dict) and status.get("allowed") is True
+
+        return await self._cached(self._decisions, (caller, want), review, ok=bool)
+
+    async def _cached(
+        self, cache: _Cache[V], key: Any, review: Callable[[], Awaitable[V]], *, ok: Callable[[V], bool]
+    ) -> V:
+        now = self.clock()
+        found = cache.get(key)
+        if found is not None and found[0] > now:
+            self.stats.cache_hits += 1
+            return found[1]
+        try:
+            value = await review()
+        except Exception as exc:  # (any failure to review: an older answer, or unavailable)
+            self.stats.errors += 1
+            if found is not None:
+                self.stats.stale_answers += 1
+                return found[1]
+            raise AccessUnavailableError(f"the API server could not review the request: {type(exc).__name__}") from None
+        cache.put(key, now + (self.allowed_ttl if ok(value) else self.denied_ttl), value)
+        return value
+
+
+def _caller(answer: Any) -> Caller | None:
+    status = answer.get("status") if isinstance(answer, dict) else None
+    if not isinstance(status, dict) or status.get("authenticated") is not True:
+        return None
+    user = status.get("user") or {}
+    extra = user.get("extra") or {}
+    return Caller(
+        user=str(user.get("username", "")),
+        uid=str(user.get("uid", "")),
+        groups=tuple(str(g) for g in user.get("groups") or ()),
+        extra=tuple(sorted((str(k), tuple(str(x) for x in v)) for k, v in extra.items())),
+    )
+
+
+__all__ = ["ACCESS_REVIEWS", "TOKEN_REVIEWS", "Access", "AccessStats", "AccessUnavailableError", "Caller", "Resource"]
