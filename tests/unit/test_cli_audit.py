@@ -239,3 +239,23 @@ def test_audit_reads_standard_input() -> None:
     result = run("audit", "-o", "json", "-", stdin=(FIXTURES / "apply-stuck.request-response.jsonl").read_bytes())
     assert result.returncode == 0, result.stderr
     assert [f["type"] for f in findings(result)] == ["apply_conflict"]
+
+
+def test_audit_takes_the_config_thresholds_and_ignore_rules(tmp_path: Path) -> None:
+    config = tmp_path / "fightwatch.yaml"
+    config.write_text(
+        "detection:\n"
+        "  conflict_storm: {min_conflicts: 100}\n"  # more than the scenario's 12
+        "  ignore:\n"
+        "    - {kind: ConfigMap, namespace: noop-loop}\n"
+    )
+    logs = [fixture("rmw-fight.metadata.jsonl"), fixture("noop-loop.metadata.jsonl")]
+    assert len(findings(run("audit", "-o", "json", *logs))) == 2
+    result = run("audit", "-o", "json", "--config", str(config), *logs)
+    assert result.returncode == 0, result.stderr
+    assert findings(result) == []
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("detection:\n  conflict_storm: {min_conflict: 3}\n")
+    bad = run("audit", "--config", str(broken), *logs)
+    assert bad.returncode == 2
+    assert "min_conflict" in bad.stderr.decode()
