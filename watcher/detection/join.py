@@ -74,19 +74,7 @@ class Joined:
                 self._owners[key] = _controller(event, key, self._resource)
                 if len(self._owners) > MAX_SEEN:
                     del self._owners[next(iter(self._owners))]
-        out = []
-        for change in changes:
-            finding = change.finding
-            key = self.key(finding.object)
-            if finding.type is FindingType.FIGHT:
-                self._saw(key, finding.fields, finding.object)
-            if change.kind is ChangeKind.RESOLVED:
-                if (known := self._open.get(key)) is not None and known.id == finding.id:
-                    del self._open[key]
-            else:
-                self._open[key] = finding
-            out.append(self._told(change))
-        return out
+        return [self._told(c) for c in changes]
 
     def process_request(self, request: Request) -> list[FindingChange]:
         return [self._linked(c) for c in self.requests.process(request)]
@@ -160,10 +148,21 @@ class Joined:
         )
 
     def _told(self, change: FindingChange) -> FindingChange:
-        finding = self.enrich(change.finding)
+        """A change of a watch finding (from an event or the clock): noted (a fight's fields, the findings open by
+        object), and told what requests know."""
+        finding = change.finding
+        key = self.key(finding.object)
+        if finding.type is FindingType.FIGHT:
+            self._saw(key, finding.fields, finding.object)
         if change.kind is ChangeKind.RESOLVED:
-            self._resolved.append(finding)
-        return replace(change, finding=finding)
+            if (known := self._open.get(key)) is not None and known.id == finding.id:
+                del self._open[key]
+        else:
+            self._open[key] = finding
+        enriched = self.enrich(finding)
+        if change.kind is ChangeKind.RESOLVED:
+            self._resolved.append(enriched)
+        return replace(change, finding=enriched)
 
     def _saw(self, key: ObjectKey, fields: tuple[str, ...], ref: ObjectRef) -> None:
         known = self._fields.pop(key, None)
