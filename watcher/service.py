@@ -186,12 +186,13 @@ class Service:
         created only if missing, Alertmanager gets its active set again), and findings that opened or resolved
         after `since` (when no leader was known to deliver) as opened or resolved, which webhooks post. `since`
         None: no leader was ever seen, everything may be new."""
+        resolved = self.joined.resolved() if self.joined is not None else self.engine.resolved()
         changes = [
             FindingChange(ChangeKind.RESOLVED, finding, catch_up=True)
-            for finding in self.engine.resolved()
+            for finding in resolved
             if since is None or (finding.resolved_at or 0.0) >= since
         ]
-        for finding in self.engine.active():
+        for finding in self.active():
             new = since is None or finding.detected_at >= since
             changes.append(FindingChange(ChangeKind.OPENED if new else ChangeKind.UPDATED, finding, catch_up=True))
         return changes
