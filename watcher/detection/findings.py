@@ -90,7 +90,7 @@ def _summary(
     finding: OpenFinding, writers: tuple[WriterCount, ...], fields: tuple[str, ...], writes: int, rate: float
 ) -> str:
     names = [c.writer.display() for c in writers]
-    who = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else (names[0] if names else "?")
+    who = hints.listed(names)
     what = ", ".join(fields[:3]) + (f" (+{len(fields) - 3} more)" if len(fields) > 3 else "")
     span = _duration(max(finding.last_seen - finding.first_seen, 0.0))
     if finding.type is FindingType.FIGHT:

@@ -154,9 +154,13 @@ _FIGHT_RULES: Final = (_replicas, _ca_bundle, _shared_manager, _apply_force, _ge
 _HOT_LOOP_RULES: Final = (_timestamps, _status, _generic_hot_loop)
 
 
-def clients_text(clients: Iterable[Client]) -> str:
-    names = [c.display() for c in clients]
+def listed(names: list[str]) -> str:
+    """`a`, `a and b`, `a, b and c`; `?` for none."""
     return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else (names[0] if names else "?")
+
+
+def clients_text(clients: Iterable[Client]) -> str:
+    return listed([c.display() for c in clients])
 
 
 def request_hint(e: RequestEvidence) -> str:

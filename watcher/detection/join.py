@@ -52,13 +52,13 @@ class Joined:
         self.watch = watch
         self.requests = requests
         self._resource = resource
-        self._fields: dict[ObjectKey, tuple[str, ...]] = {}  # objects the watch saw written -> fields fought over
-        self._refs: dict[ObjectKey, ObjectRef] = {}  # and how the watch names them (kind, uid)
+        # Objects the watch saw written -> the fields fought over there, and how the watch names them (kind, uid).
+        self._seen: dict[ObjectKey, tuple[tuple[str, ...], ObjectRef]] = {}
         # Objects with conflicts -> their controller's key (None: none), read from the watch once they conflicted.
         self._owners: dict[ObjectKey, ObjectKey | None] = {}
         self._open: dict[ObjectKey, Finding] = {}  # the watch's active findings by object (the last opened)
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
-        requests.watch = self._fields.get
+        requests.watch = self._contested
 
     def key(self, ref: ObjectRef) -> ObjectKey:
         return (ref.group, self._resource(ref), ref.namespace or "", ref.name)
@@ -93,9 +93,10 @@ class Joined:
         conflict storm, linked to the active finding on the object's controller it follows from."""
         ref = finding.object
         key = self.key(ref)
-        seen = self._refs.get(key)
+        seen = self._seen.get(key)
         if seen is not None and not ref.kind:
-            named = replace(ref, kind=seen.kind, api_version=seen.api_version, uid=seen.uid, api_group=None)
+            watched = seen[1]
+            named = replace(ref, kind=watched.kind, api_version=watched.api_version, uid=watched.uid, api_group=None)
             finding = replace(finding, object=named)
         owner = self._owners.get(key)
         upstream = self._open.get(owner) if owner is not None else None
@@ -165,14 +166,15 @@ class Joined:
         return replace(change, finding=enriched)
 
     def _saw(self, key: ObjectKey, fields: tuple[str, ...], ref: ObjectRef) -> None:
-        known = self._fields.pop(key, None)
-        self._fields[key] = tuple(sorted(set(fields) | set(known or ())))
-        self._refs.pop(key, None)
-        self._refs[key] = ref
-        if len(self._fields) > MAX_SEEN:
-            oldest = next(iter(self._fields))
-            del self._fields[oldest]
-            self._refs.pop(oldest, None)
+        known = self._seen.pop(key, None)
+        self._seen[key] = (tuple(sorted(set(fields) | set(known[0] if known else ()))), ref)
+        if len(self._seen) > MAX_SEEN:
+            del self._seen[next(iter(self._seen))]
+
+    def _contested(self, key: ObjectKey) -> tuple[str, ...] | None:
+        """What the watch knows of an object (`request_engine.WatchView`)."""
+        seen = self._seen.get(key)
+        return None if seen is None else seen[0]
 
 
 def _controller(event: ObjectEvent, key: ObjectKey, resource: Callable[[ObjectRef], str]) -> ObjectKey | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from watcher.config import DetectionSettings
@@ -46,6 +46,7 @@ from watcher.detection.request_state import (
     Tally,
 )
 from watcher.detection.requests import Request, parse_apply_conflict
+from watcher.detection.state import Rate
 from watcher.model import (
     ChangeKind,
     Client,
@@ -125,23 +126,25 @@ class RequestEngine:
             changes += self._succeeded(state, request, client, tally)
         elif request.apply_conflict:
             self.stats.apply_conflicts += 1
-            if self._on_conflict is not None:
-                self._on_conflict(request.manager, "apply")
-            _count(self.stats.conflicts_by_resource, (request.object.api_group, request.object.resource, "apply"))
-            tally.conflicts += 1
+            self._rejected(request, tally, "apply")
             changes += self._apply_rejected(state, request, client, tally)
         elif request.version_conflict:
             self.stats.conflicts += 1
-            if self._on_conflict is not None:
-                self._on_conflict(request.manager, "version")
-            _count(self.stats.conflicts_by_resource, (request.object.api_group, request.object.resource, "version"))
-            tally.conflicts += 1
+            self._rejected(request, tally, "version")
             changes += self._conflict(state, request, tally)
         else:
             self.stats.failed += 1
         if state.storm is not None and not request.version_conflict:
             state.storm.requests += 1
         return changes
+
+    def _rejected(self, request: Request, tally: Tally, reason: str) -> None:
+        """Count a write rejected with 409 (`reason`: version or apply): for its client, its resource, and
+        `on_conflict`."""
+        tally.conflicts += 1
+        _count(self.stats.conflicts_by_resource, (request.object.api_group, request.object.resource, reason))
+        if self._on_conflict is not None:
+            self._on_conflict(request.manager, reason)
 
     def _analysed(self, request: Request) -> bool:
         """Whether a request is one to analyse: a write (not a dry run) to a named object; the rest is counted."""
@@ -243,20 +246,18 @@ class RequestEngine:
         _count(self.stats.noop_by_resource, (ref.group, ref.resource))
         tally = state.clients[client]
         tally.noops += 1
-        gap = max(at - tally.noop_last, 0.0)
-        tally.noop_rate = tally.noop_rate * math.exp(-gap / self._noop_tau) + 60.0 / self._noop_tau
-        if gap > 2 * self._noop_tau:
-            tally.noop_streak, tally.noop_start = 0, at
-        tally.noop_streak += 1
-        tally.noop_last = max(at, tally.noop_last)
+        rate = tally.noop_rate
+        if rate is None:
+            rate = tally.noop_rate = Rate()
+        rate.add(at, self._noop_tau)
         finding = state.noops.get(client)
         if finding is None:
-            if tally.noop_rate < self._noop_rate or tally.noop_streak < self._noop_min:
+            if rate.rate < self._noop_rate or rate.streak < self._noop_min:
                 return []
             finding = state.noops[client] = self._open(
-                FindingType.NOOP_WRITES, state, client=client, first_seen=tally.noop_start
+                FindingType.NOOP_WRITES, state, client=client, first_seen=rate.start
             )
-            finding.requests = tally.noop_streak
+            finding.requests = rate.streak
             return [self._opened(finding, state)]
         before = self._progress(finding)
         finding.requests += 1
@@ -268,21 +269,16 @@ class RequestEngine:
         if request.resource_version and request.resource_version == tally.stale_version:
             tally.stale += 1
         tally.stale_version = request.resource_version
-        at = request.time
-        gap = max(at - state.rate_last, 0.0)
-        state.rate = state.rate * math.exp(-gap / self._storm_tau) + 60.0 / self._storm_tau
-        if gap > 2 * self._storm_tau:
-            state.streak, state.streak_start = 0, at
-        state.streak += 1
-        state.rate_last = max(at, state.rate_last)
+        rate = state.conflict_rate
+        if rate is None:
+            rate = state.conflict_rate = Rate()
+        rate.add(request.time, self._storm_tau)
         storm = state.storm
         if storm is None:
-            if state.rate < self._storm_rate or state.streak < self._storm_min:
+            if rate.rate < self._storm_rate or rate.streak < self._storm_min:
                 return []
-            storm = state.storm = self._open(
-                FindingType.CONFLICT_STORM, state, client=None, first_seen=state.streak_start
-            )
-            storm.conflicts = storm.requests = state.streak
+            storm = state.storm = self._open(FindingType.CONFLICT_STORM, state, client=None, first_seen=rate.start)
+            storm.conflicts = storm.requests = rate.streak
             self._evidence(storm, state, request)
             return [self._opened(storm, state)]
         before = self._progress(storm)
@@ -320,11 +316,13 @@ class RequestEngine:
     # ------------------------------------------------------------------------------------------ bookkeeping
 
     def _track(self, key: ObjectKey, request: Request, rules: ObjectRules) -> RequestState:
-        state = self._objects[key] = RequestState(_ref(request, uid=request.object.uid), rules)
+        """Track a new object at the back of the queue; beyond `max_objects`, let the least recently requested go
+        first, 1% at a time."""
         limit = self.settings.max_objects
-        if limit is not None and len(self._objects) > limit:
-            excess = len(self._objects) - limit + limit // 100
-            self.stats.evicted_capacity += self._let_go(list(self._objects)[:-1], excess)
+        if limit is not None and len(self._objects) >= limit:
+            excess = len(self._objects) + 1 - limit + limit // 100
+            self.stats.evicted_capacity += self._let_go(self._objects, excess)
+        state = self._objects[key] = RequestState(_ref(request, uid=request.object.uid), rules)
         return state
 
     def _client(self, state: RequestState, request: Request) -> ClientKey:
@@ -382,18 +380,22 @@ class RequestEngine:
             idle.append(key)
         self.stats.evicted_idle += self._let_go(idle, len(idle))
 
-    def _let_go(self, candidates: list[ObjectKey], count: int) -> int:
-        chosen = 0
+    def _let_go(self, candidates: Iterable[ObjectKey], count: int) -> int:
+        """Forget up to `count` of `candidates` (least recently requested first), keeping objects with an open finding
+        (they go to the back of the queue); how many were let go."""
+        objects = self._objects
+        chosen: list[ObjectKey] = []
+        kept: list[ObjectKey] = []
         for key in candidates:
-            if chosen >= count:
+            if len(chosen) >= count:
                 break
-            state = self._objects[key]
-            if state.storm is None and not state.applies and not state.noops:
-                del self._objects[key]
-                chosen += 1
-            else:  # kept while a finding is open: to the back of the queue
-                self._objects[key] = self._objects.pop(key)
-        return chosen
+            state = objects[key]
+            (kept if state.storm is not None or state.applies or state.noops else chosen).append(key)
+        for key in chosen:
+            del objects[key]
+        for key in kept:
+            objects[key] = objects.pop(key)
+        return len(chosen)
 
     # ------------------------------------------------------------------------------------------ what it says
 

@@ -6,11 +6,11 @@ Slotted classes: there are as many states as objects requested, and a tally per 
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from typing import Final
 
 from watcher.detection.ignore import ObjectRules
+from watcher.detection.state import Rate
 from watcher.model import FindingType, ObjectRef
 
 ObjectKey = tuple[str, str, str, str]  # (API group, resource, namespace, name)
@@ -23,10 +23,7 @@ class Tally:
 
     __slots__ = (
         "conflicts",
-        "noop_last",
         "noop_rate",
-        "noop_start",
-        "noop_streak",
         "noops",
         "rejections",
         "stale",
@@ -41,10 +38,7 @@ class Tally:
         self.rejections = 0  # applies rejected in a row (since its last successful write)
         self.stale_version = ""  # the resourceVersion its last version conflict carried
         self.stale = 0  # version conflicts that carried the same version as the one before (a stale cache)
-        self.noop_rate = 0.0  # no-op writes per minute, exponentially decaying
-        self.noop_last = -math.inf
-        self.noop_streak = 0
-        self.noop_start = 0.0
+        self.noop_rate: Rate | None = None  # of its no-op writes (from the first one)
 
 
 class RequestFinding:
@@ -99,15 +93,12 @@ class RequestState:
     __slots__ = (
         "applies",
         "clients",
+        "conflict_rate",
         "last",
         "noops",
-        "rate",
-        "rate_last",
         "ref",
         "rules",
         "storm",
-        "streak",
-        "streak_start",
         "update_client",
         "update_time",
         "update_version",
@@ -119,10 +110,7 @@ class RequestState:
         self.rules = rules
         self.clients: dict[ClientKey, Tally] = {}
         self.last = 0.0  # when it was last requested
-        self.rate = 0.0  # version conflicts per minute, exponentially decaying
-        self.rate_last = -math.inf
-        self.streak = 0
-        self.streak_start = 0.0
+        self.conflict_rate: Rate | None = None  # of its version conflicts (from the first one)
         self.storm: RequestFinding | None = None
         self.applies: dict[ClientKey, RequestFinding] = {}
         self.noops: dict[ClientKey, RequestFinding] = {}
@@ -130,10 +118,6 @@ class RequestState:
         self.update_version = ""  # the version the last successful update carried, and who sent it when
         self.update_client: ClientKey | None = None
         self.update_time = 0.0
-
-    def open_findings(self) -> list[RequestFinding]:
-        found = [] if self.storm is None else [self.storm]
-        return found + list(self.applies.values()) + list(self.noops.values())
 
 
 @dataclass(slots=True)

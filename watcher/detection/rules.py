@@ -12,8 +12,6 @@ finding it opened or updated (None when nothing notable happened). Resolution is
 
 from __future__ import annotations
 
-import math
-
 from watcher.config import DetectionSettings
 from watcher.detection import hints, values
 from watcher.detection.attribution import Attribution, Write
@@ -78,7 +76,6 @@ class HotLoopRule:
     def __init__(self, settings: DetectionSettings) -> None:
         hot = settings.hot_loop
         self._tau = hot.time_constant
-        self._unit = 60.0 / hot.time_constant  # one write, in writes per minute of the decaying rate
         self._min_rate = hot.min_writes_per_minute
         self._min_writes = hot.min_writes
 
@@ -135,12 +132,8 @@ class HotLoopRule:
             rate = rates.get(writer)
             if rate is None:
                 rate = rates[writer] = Rate()
-            gap = at - rate.last
-            rate.rate = rate.rate * math.exp(-gap / self._tau) + self._unit
-            if gap > 2 * self._tau:  # a new streak
-                rate.streak, rate.start, rate.start_seq, rate.start_version = 0, at, state.seq, write.version
-            rate.streak += 1
-            rate.last = at
+            if rate.add(at, self._tau):  # a new streak
+                rate.start_seq, rate.start_version = state.seq, write.version
             if rate.rate >= self._min_rate and rate.streak >= self._min_writes:
                 hot.append(writer)
         return rates, hot

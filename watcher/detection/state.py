@@ -15,17 +15,29 @@ from watcher.model import FindingType, ObjectRef, Writer
 
 
 class Rate:
-    """One writer's write rate on one object: exponentially decaying, with the current streak of writes."""
+    """A rate of things on one object (a writer's writes, conflicts, no-op writes): exponentially decaying, with
+    the current streak (no gap longer than two time constants)."""
 
     __slots__ = ("last", "rate", "start", "start_seq", "start_version", "streak")
 
     def __init__(self) -> None:
-        self.rate = 0.0  # writes per minute, exponentially decaying
+        self.rate = 0.0  # per minute, exponentially decaying
         self.last = -math.inf
-        self.streak = 0  # writes without a gap longer than two time constants
-        self.start = 0.0
+        self.streak = 0  # things without a gap longer than two time constants
+        self.start = 0.0  # when the streak began
         self.start_seq = 0
         self.start_version = ""  # resourceVersion of the streak's first write: names a hot loop it opens
+
+    def add(self, at: float, tau: float) -> bool:
+        """Count one at time `at` (time constant `tau` seconds); whether it began a new streak."""
+        gap = max(at - self.last, 0.0)
+        self.rate = self.rate * math.exp(-gap / tau) + 60.0 / tau
+        new = gap > 2 * tau
+        if new:
+            self.streak, self.start = 0, at
+        self.streak += 1
+        self.last = max(at, self.last)
+        return new
 
 
 class OpenFinding:
