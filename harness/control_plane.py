@@ -134,7 +134,7 @@ def _make_pki(pki: Path) -> _Pki:
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "3650",
              "-config", cnf, "-extensions", "ca_ext", "-subj", "/CN=fightwatch-test-ca",
              "-keyout", "ca.key", "-out", "ca.crt", cwd=pki)  # fmt: skip
-    for name in ("apiserver", "controller-manager"):
+    for name in ("apiserver", "controller-manager", "watcher"):
         _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-config", cnf,
                  "-subj", f"/CN=fightwatch-test-{name}", "-keyout", f"{name}.key", "-out", f"{name}.csr",
                  cwd=pki)  # fmt: skip
@@ -293,6 +293,25 @@ class ControlPlane:
 
     def tls_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca_file))
+
+    @property
+    def watcher_serving_pair(self) -> tuple[Path, Path]:
+        """A serving certificate and key for 127.0.0.1/localhost signed by the CA (`ca_file`), for a watcher."""
+        pki = self._pki.ca_cert.parent
+        return pki / "watcher.crt", pki / "watcher.key"
+
+    def client_certificate(self, user: str, groups: tuple[str, ...] = ()) -> tuple[Path, Path]:
+        """A client certificate (and key) the CA signs for `user` in `groups` (CN and O, as the API server reads
+        them)."""
+        pki = self._pki.ca_cert.parent
+        name = "client-" + user.replace(":", "_")
+        subject = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
+        _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-config", "openssl.cnf", "-subj", subject,
+                 "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=pki)  # fmt: skip
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                 "-set_serial", str(secrets.randbits(63)), "-days", "3650", "-sha256",
+                 "-extfile", "openssl.cnf", "-extensions", "client_ext", "-out", f"{name}.crt", cwd=pki)  # fmt: skip
+        return pki / f"{name}.crt", pki / f"{name}.key"
 
     def log_path(self, component: str) -> Path:
         """Log file of a component: etcd, kube-apiserver or kube-controller-manager."""

@@ -88,13 +88,29 @@ def start_alertmanager(workdir: Path, *, name: str, webhook_url: str) -> Monitor
     return _start(name, "alertmanager", args, workdir, port)
 
 
-def start_prometheus(workdir: Path, *, scrape_target: str, rule_files: list[Path], interval: str = "1s") -> Monitor:
-    """A Prometheus scraping `scrape_target` (host:port) as job="fightwatch" and evaluating `rule_files`."""
+def start_prometheus(
+    workdir: Path,
+    *,
+    target: str,
+    rule_files: list[Path],
+    interval: str = "1s",
+    ca_file: Path | None = None,
+    bearer_token_file: Path | None = None,
+) -> Monitor:
+    """A Prometheus scraping `target` (a base URL: http://host:port, or https:// verified with `ca_file`, with the
+    token in `bearer_token_file`, as a ServiceMonitor with bearerTokenFile does) as job="fightwatch" and
+    evaluating `rule_files`."""
     workdir.mkdir(parents=True, exist_ok=True)
+    scheme, _, address = target.partition("://")
+    job: dict[str, Any] = {"job_name": "fightwatch", "scheme": scheme, "static_configs": [{"targets": [address]}]}
+    if ca_file is not None:
+        job["tls_config"] = {"ca_file": str(ca_file)}
+    if bearer_token_file is not None:
+        job["authorization"] = {"type": "Bearer", "credentials_file": str(bearer_token_file)}
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [str(p) for p in rule_files],
-        "scrape_configs": [{"job_name": "fightwatch", "static_configs": [{"targets": [scrape_target]}]}],
+        "scrape_configs": [job],
     }
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()

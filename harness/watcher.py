@@ -5,9 +5,12 @@
         finding = await watcher.wait_for_finding(lambda f: f["object"]["name"] == "web")
     watcher.returncode, watcher.log("finding opened"), watcher.recording
 
-The watcher listens on a port the kernel picks (`serve.port: 0`) and logs its URL in its `started` line.
-Nothing sleeps in place of readiness: every wait polls a condition against a deadline, generous because the
-suite runs on a loaded 2-core machine.
+The watcher listens on a port the kernel picks (`serve.port: 0`) and logs its URL in its `started` line. It
+serves HTTPS as it does by default: with its self-signed certificate, which the harness pins by the fingerprint
+the `started` line logs (or, with `serve.tls` files, verifies with `ca_file`), and every request carries a bearer
+token the API server knows: `token`, by default the one of `kubeconfig` (the admin's, for most tests). With
+`serve.insecure_http` it is plain HTTP, as in development. Nothing sleeps in place of readiness: every wait polls
+a condition against a deadline, generous because the suite runs on a loaded 2-core machine.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -48,7 +52,11 @@ class Watcher:
         record: bool = True,
         name: str = "watcher",
         args: tuple[str, ...] = (),
+        token: str | None = None,
+        ca_file: Path | None = None,
     ) -> None:
+        """`token`: what the harness authenticates with (default: the kubeconfig's); `ca_file`: the CA that signs a
+        `serve.tls` certificate (default: pin the certificate the watcher logs)."""
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = workdir / f"{name}.yaml"
@@ -67,6 +75,9 @@ class Watcher:
         self.env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
         self.env.update(env or {})
         self.url = ""
+        self.token = token if token is not None else (_kubeconfig_token(kubeconfig) if kubeconfig else "")
+        self.ca_file = ca_file
+        self.tls: ssl.SSLContext | aiohttp.Fingerprint | bool = True
         self.returncode: int | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -90,9 +101,14 @@ class Watcher:
                 env=self.env,
                 preexec_fn=_die_with_parent,  # a killed test run leaves no watcher behind
             )
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         started = await self.wait_for_log(lambda e: e.get("event") == "started", what="its `started` line")
         self.url = started["listening"]
+        if started.get("tls") is not None and self.ca_file is not None:
+            self.tls = ssl.create_default_context(cafile=str(self.ca_file))
+        elif started.get("tls") is not None:  # (its own self-signed certificate: pinned)
+            self.tls = aiohttp.Fingerprint(bytes.fromhex(started["tls"]["fingerprint"].replace(":", "")))
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=headers)
 
     async def stop(self, signum: int = signal.SIGTERM) -> int:
         """Send `signum`, wait for the exit status (SIGKILL after STOP_DEADLINE)."""
@@ -153,16 +169,18 @@ class Watcher:
 
     # ------------------------------------------------------------------------------------------------- HTTP
 
-    async def get(self, path: str, **query: str) -> tuple[int, Any]:
+    async def get(self, path: str, *, token: str | None = None, **query: str) -> tuple[int, Any]:
+        """GET path (as `token`'s user if given, else the harness's): status and decoded body."""
         assert self._session is not None
-        async with self._session.get(self.url + path, params=query) as response:
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+        async with self._session.get(self.url + path, params=query, headers=headers, ssl=self.tls) as response:
             body = await response.read()
             if response.content_type == "application/json":
                 return response.status, orjson.loads(body)
             return response.status, body.decode()
 
-    async def findings(self, **query: str) -> list[dict[str, Any]]:
-        status, body = await self.get("/api/v1/findings", **query)
+    async def findings(self, *, token: str | None = None, **query: str) -> list[dict[str, Any]]:
+        status, body = await self.get("/api/v1/findings", token=token, **query)
         if status != 200:
             raise WatcherError(f"/api/v1/findings answered {status}: {body}")
         findings: list[dict[str, Any]] = body["findings"]
@@ -222,6 +240,13 @@ class Watcher:
             if time.monotonic() > give_up:
                 raise WatcherError(f"waited {deadline:.0f}s for {what}\n{self.tail()}")
             await asyncio.sleep(POLL)  # poll interval, not a readiness guess
+
+
+def _kubeconfig_token(path: Path) -> str:
+    """The bearer token of a kubeconfig's first user ("" when it has none)."""
+    config = yaml.safe_load(path.read_text()) or {}
+    users = config.get("users") or [{}]
+    return str((users[0].get("user") or {}).get("token") or "")
 
 
 def recorded(path: Path) -> list[dict[str, Any]]:

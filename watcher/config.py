@@ -429,9 +429,57 @@ class KubeSettings(_Strict):
     )
 
 
+class ServeTlsSettings(_Strict):
+    """The serving certificate. Both files are re-read when they change on disk (cert-manager renewing, a mounted
+    Secret updated), without a restart; without them a self-signed certificate is generated at start and its
+    SHA-256 fingerprint logged."""
+
+    cert_file: Path | None = Field(None, description="Certificate chain (PEM); with key_file.")
+    key_file: Path | None = Field(None, description="Its private key (PEM).")
+    client_ca_file: Path | None = Field(
+        None,
+        description="Client certificates signed by this CA authenticate as the API server takes them: the common "
+        "name is the user, the organizations its groups (then authorized like a token's user).",
+    )
+    min_version: Literal["1.2", "1.3"] = Field("1.2", description="Oldest TLS version accepted.")
+
+    @model_validator(mode="after")
+    def _pair(self) -> ServeTlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("give both cert_file and key_file, or neither (a self-signed certificate)")
+        return self
+
+
+class ServeAuthSettings(_Strict):
+    """How callers are authenticated (TokenReview) and authorized (SubjectAccessReview), and how long answers are
+    cached."""
+
+    audiences: tuple[str, ...] = Field(
+        (), description="Audiences a token must be issued for (TokenReview spec.audiences); empty: the API server's."
+    )
+    allowed_ttl: Seconds = Field(300.0, description="How long an accepted token or a permission is cached.")
+    denied_ttl: Seconds = Field(30.0, description="How long a refused token or permission is cached.")
+    cache_size: int = Field(10_000, ge=1, description="Tokens, and permissions, cached at most (each).")
+
+
 class ServeSettings(_Strict):
+    """The endpoints: /metrics, /api/v1/findings, /healthz, /readyz. HTTPS, every caller authenticated and
+    authorized by the API server (docs/security.md), except the probes /healthz and /readyz."""
+
     address: str = Field("0.0.0.0", description="Listen address of /metrics, /healthz, /readyz, /api/v1/findings.")  # noqa: S104 - a pod serves on its own IP
     port: int = Field(8080, ge=0, le=65535, description="Listen port; 0 picks a free one (logged).")
+    tls: ServeTlsSettings = ServeTlsSettings()
+    auth: ServeAuthSettings = ServeAuthSettings()
+    insecure_http: bool = Field(
+        False,
+        description="Development only: plain HTTP, and every caller may read everything (a warning is logged).",
+    )
+
+    @model_validator(mode="after")
+    def _plain_has_no_tls(self) -> ServeSettings:
+        if self.insecure_http and (self.tls.cert_file is not None or self.tls.client_ca_file is not None):
+            raise ValueError("insecure_http serves plain HTTP: it takes no tls settings")
+        return self
 
 
 class AuditWebhookSettings(_Strict):

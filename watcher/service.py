@@ -35,9 +35,13 @@ from watcher.detection.join import Joined, guessed_resource
 from watcher.detection.native import implementation, native_available
 from watcher.detection.request_engine import RequestEngine
 from watcher.model import ChangeKind, Finding, FindingChange, ObjectRef, format_observed
+from watcher.serving.access import Access
+from watcher.serving.guard import Guard, KubeGuard, OpenGuard
+from watcher.serving.server import HttpServer
+from watcher.serving.tls import CertificateError, ServingTls
 from watcher.sinks.credentials import CredentialError
 from watcher.sinks.delivery import Delivery
-from watcher.sinks.http import HttpServer, Sources, make_app
+from watcher.sinks.http import ServedRequests, Sources, make_app
 from watcher.sinks.log import configure_logging, log_change
 from watcher.sinks.metrics import Metrics, ResourceKey, Samples, exposition, new_registry
 from watcher.sinks.outlets import build_sinks
@@ -90,7 +94,6 @@ class Service:
         self.requests: RequestEngine | None = None
         self.joined: Joined | None = None
         self.receiver: AuditReceiver | None = None
-        self._plurals: dict[tuple[str, str], str] = {}  # (group, kind) -> resource, as discovery serves them
         if config.audit_webhook.enabled:
             self.receiver = AuditReceiver(config.audit_webhook)  # (reads the token file: fails early)
             self.requests = RequestEngine(config.detection, on_conflict=self.metrics.count_conflict)
@@ -109,6 +112,10 @@ class Service:
         self._heartbeat = time.monotonic()
         self._lag = 0.0
         self._audit_url: str | None = None
+        self.served = ServedRequests()
+        self.access: Access | None = None  # (None: serve.insecure_http)
+        self._tls: dict[str, ServingTls] = {}  # by the config key it comes from: serve.tls, audit_webhook
+        self._logged: dict[str, str] = {}  # the last error logged of each (certificate reloads, access reviews)
 
     async def run(self) -> int:
         settings = self.config
@@ -206,35 +213,79 @@ class Service:
                 )
             except OSError as exc:
                 return _cannot_start("cannot record", file=str(self._record_path), error=exc.strerror or str(exc))
-        server = HttpServer(make_app(self._sources()), address=settings.serve.address, port=settings.serve.port)
+        api = KubeApi(connection.api_client, request_timeout=settings.watch.request_timeout)
+        serve = settings.serve
+        try:
+            guard = self._guard(api)
+        except CertificateError as exc:
+            return _cannot_start("cannot serve TLS", config="serve.tls", error=str(exc))
+        tls = self._tls.get("serve.tls")
+        server = HttpServer(
+            make_app(self._sources(), guard, self.served),
+            address=serve.address,
+            port=serve.port,
+            tls=tls.context if tls is not None else None,
+        )
         try:
             url = await server.start()
         except OSError as exc:
-            where = f"{settings.serve.address}:{settings.serve.port}"
+            where = f"{serve.address}:{serve.port}"
             return _cannot_start("cannot listen", address=where, config="serve", error=exc.strerror or str(exc))
         audit_server = None
         if self.receiver is not None:
             hook = settings.audit_webhook
             try:
+                hook_tls = self._tls["audit_webhook"] = self.receiver.tls()
                 audit_server = HttpServer(
-                    self.receiver.app(), address=hook.address, port=hook.port, tls=self.receiver.tls()
+                    self.receiver.app(), address=hook.address, port=hook.port, tls=hook_tls.context
                 )
                 self._audit_url = await audit_server.start()
-            except (OSError, ValueError) as exc:  # (ssl.SSLError is an OSError: a certificate or key unreadable)
+            except (OSError, CertificateError) as exc:
                 await server.stop()
                 where = f"{hook.address}:{hook.port}"
                 return _cannot_start(
                     "cannot receive audit events", address=where, config="audit_webhook", error=str(exc)
                 )
         try:
-            return await self._serve(connection, url)
+            return await self._serve(connection, api, url)
         finally:
             await server.stop()
             if audit_server is not None:
                 await audit_server.stop()
 
-    async def _serve(self, connection: Connection, url: str) -> int:
-        api = KubeApi(connection.api_client, request_timeout=self.config.watch.request_timeout)
+    def _guard(self, api: KubeApi) -> Guard:
+        """Who may read the endpoints: callers the API server authenticates and authorizes, over TLS; everyone,
+        over plain HTTP, in the development mode. Raises CertificateError."""
+        serve = self.config.serve
+        if serve.insecure_http:
+            log.warning(
+                "serving plain HTTP without authentication or authorization: development only",
+                config="serve.insecure_http",
+            )
+            return OpenGuard()
+        tls = self._tls["serve.tls"] = ServingTls(
+            cert_file=serve.tls.cert_file,
+            key_file=serve.tls.key_file,
+            client_ca_file=serve.tls.client_ca_file,
+            min_version=serve.tls.min_version,
+        )
+        if tls.certificate.self_signed:
+            log.warning(
+                "serving a self-signed certificate",
+                fingerprint=tls.certificate.fingerprint,
+                hint="give serve.tls.cert_file and key_file (the chart does) so that clients can verify it",
+            )
+        auth = serve.auth
+        self.access = Access(
+            api.create,
+            audiences=auth.audiences,
+            allowed_ttl=auth.allowed_ttl,
+            denied_ttl=auth.denied_ttl,
+            size=auth.cache_size,
+        )
+        return KubeGuard(self.access, certificates=tls.verifies_clients)
+
+    async def _serve(self, connection: Connection, api: KubeApi, url: str) -> int:
         cluster = self._cluster = ClusterWatch(
             api,
             self._deliver,
@@ -256,6 +307,7 @@ class Service:
             server=connection.server,
             credentials=connection.source,
             listening=url,
+            tls=_certificate(self._tls.get("serve.tls")),
             audit_webhook=self._audit_url,
             recording=str(self._record_path) if self._record_path else None,
             delivery=[sink.name for sink in self._delivery.sinks] if self._delivery else [],
@@ -297,8 +349,6 @@ class Service:
         started = time.perf_counter()
         if self._recording is not None:
             self._recording.write(event, secret=resource.group == "" and resource.plural == "secrets")
-        if self.joined is not None:
-            self._plurals[(resource.group, event.kind)] = resource.plural
         try:
             changes = self.joined.process_event(event) if self.joined is not None else self.engine.process(event)
         except ValueError as exc:  # values the engine cannot read (labels that are not strings, ...): this event only
@@ -354,8 +404,9 @@ class Service:
                 await asyncio.sleep(0)
 
     def _resource(self, ref: ObjectRef) -> str:
-        """The resource of a watched object's kind, as discovery serves it (else the API server's own guess)."""
-        return self._plurals.get((ref.group, ref.kind)) or guessed_resource(ref)
+        """The resource of an object's kind, as discovery serves it (else the API server's own guess)."""
+        plural = self._cluster.plural(ref.group, ref.kind) if self._cluster is not None and ref.kind else None
+        return plural or guessed_resource(ref)
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -365,9 +416,41 @@ class Service:
             self._lag = max(0.0, loop.time() - due)
             self._heartbeat = time.monotonic()
             self._advance()
+            self._check_serving()
             self.metrics.set_tracked(self.engine.tracked_objects)
             if self._recording is not None:
                 self._recording.flush()
+
+    def _check_serving(self) -> None:
+        """Serve certificates rotated on disk; say when a rotation or access reviews start or stop failing (once)."""
+        for key, tls in self._tls.items():
+            if tls.refresh():
+                log.info("serving certificate loaded", config=key, certificate=_certificate(tls))
+            self._note(
+                key,
+                tls.last_error,
+                failing="serving certificate not loaded: the previous one is served still",
+                recovered="serving certificate loadable again",
+                config=key,
+            )
+        if self.access is not None:
+            self._note(
+                "access",
+                self.access.stats.last_error,
+                failing="cannot review access",
+                recovered="access reviews work again",
+                hint="fightwatch needs create on tokenreviews and subjectaccessreviews (the chart's RBAC grants it); "
+                "callers with cached answers are served meanwhile",
+            )
+
+    def _note(self, key: str, error: str, *, failing: str, recovered: str, **context: Any) -> None:
+        if error == self._logged.get(key, ""):
+            return
+        self._logged[key] = error
+        if error:
+            log.warning(failing, error=error, **context)
+        else:
+            log.info(recovered)
 
     def _note_resources(self) -> None:
         """Tell the metrics which resources are watched and which forbidden (a watch started, stopped or changed
@@ -411,6 +494,7 @@ class Service:
             readiness=self.readiness,
             liveness=self.liveness,
             metrics=lambda accept: exposition(self.registry, accept),
+            resource=self._resource,
         )
 
     def _samples(self) -> Samples:
@@ -436,6 +520,7 @@ class Service:
         }
         if self.receiver is not None and self.requests is not None:
             samples |= _audit_samples(self.receiver, self.requests)
+        samples |= self._serving_samples()
         if self.config.detection.max_objects is not None:
             samples["fightwatch_tracked_objects_limit"] = [(none, float(self.config.detection.max_objects))]
         if self._recording is not None:
@@ -472,6 +557,27 @@ class Service:
         }
         return samples
 
+    def _serving_samples(self) -> dict[str, Iterable[tuple[Sequence[str], float]]]:
+        samples: dict[str, Iterable[tuple[Sequence[str], float]]] = {
+            "fightwatch_http_requests": [(k, float(n)) for k, n in self.served.counts.items()],
+            "fightwatch_serving_certificate_expiry_timestamp_seconds": [
+                ((key,), tls.certificate.not_after.timestamp()) for key, tls in self._tls.items()
+            ],
+            "fightwatch_serving_certificate_reloads": [
+                sample
+                for key, tls in self._tls.items()
+                for sample in (((key, "loaded"), float(tls.reloads)), ((key, "error"), float(tls.reload_errors)))
+            ],
+        }
+        if self.access is not None:
+            a = self.access.stats
+            samples["fightwatch_access_reviews"] = [(k, float(n)) for k, n in a.reviews.items()]
+            samples["fightwatch_access_cached_answers"] = [
+                (("fresh",), float(a.cache_hits)),
+                (("stale",), float(a.stale_answers)),
+            ]
+        return samples
+
 
 def _audit_samples(
     receiver: AuditReceiver, requests: RequestEngine
@@ -496,6 +602,14 @@ def _audit_samples(
         "fightwatch_noop_writes": [(k, float(n)) for k, n in s.noop_by_resource.items()],
         "fightwatch_conflicts": [((*k[:2], k[2]), float(n)) for k, n in s.conflicts_by_resource.items()],
     }
+
+
+def _certificate(tls: ServingTls | None) -> dict[str, Any] | None:
+    """How a certificate is logged: where it comes from, until when, its fingerprint (never the key)."""
+    if tls is None:
+        return None
+    c = tls.certificate
+    return {"source": c.source, "not_after": c.not_after.isoformat(), "fingerprint": c.fingerprint}
 
 
 def _cannot_start(event: str, **context: Any) -> int:

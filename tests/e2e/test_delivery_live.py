@@ -243,18 +243,26 @@ async def test_a_real_fight_is_told_everywhere_and_resolves_everywhere(
             )
             stack.callback(am.stop)
             ams.append(am)
+        cert, key = control_plane.watcher_serving_pair
+        config = _config(receiver, ams, tmp_path) | {"serve": {"tls": {"cert_file": str(cert), "key_file": str(key)}}}
         watcher = Watcher(
             tmp_path / "watcher",
             kubeconfig=control_plane.kubeconfig,
-            config=_config(receiver, ams, tmp_path),
+            config=config,
+            ca_file=control_plane.ca_file,
             env={"FIGHTWATCH_TEST_WEBHOOK_URL": receiver.url(SECRET_PATH)},  # as from a Secret, in production
             record=False,
         )
         await watcher.start()
         stack.push_async_callback(watcher.stop)
         await watcher.wait_ready()
+        (tmp_path / "scrape-token").write_text(watcher.token)  # (HTTPS and a bearer token, as a ServiceMonitor)
         prometheus = start_prometheus(
-            tmp_path / "prometheus", scrape_target=watcher.url.removeprefix("http://"), rule_files=[RULES_FILE]
+            tmp_path / "prometheus",
+            target=watcher.url,
+            rule_files=[RULES_FILE],
+            ca_file=control_plane.ca_file,
+            bearer_token_file=tmp_path / "scrape-token",
         )
         stack.callback(prometheus.stop)
         writer_client = await new_api_client(control_plane.kubeconfig)

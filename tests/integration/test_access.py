@@ -1,4 +1,4 @@
-"""`sinks.access` against a real kube-apiserver: bearer tokens authenticated with TokenReview, access decided with
+"""`serving.access` against a real kube-apiserver: bearer tokens authenticated with TokenReview, access decided with
 SubjectAccessReview against real RBAC, answers cached, and cached answers kept while the API server is down."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from harness.control_plane import ControlPlane, start_control_plane
 from harness.kube import Kube, Resource, new_api_client
-from watcher.sinks.access import Access, AccessUnavailableError, Caller
-from watcher.sinks.access import Resource as Want
+from watcher.serving.access import Access, AccessUnavailableError, Caller
+from watcher.serving.access import Resource as Want
 from watcher.sources.kube import KubeApi
 
 pytestmark = pytest.mark.integration

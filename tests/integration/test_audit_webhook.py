@@ -102,7 +102,10 @@ async def watching(
         },
         "audit_webhook": hook.settings(),
     }
-    async with Watcher(tmp_path_factory.mktemp("watcher"), kubeconfig=cp.kubeconfig, config=config) as watcher:
+    cert, key = cp.watcher_serving_pair  # (a CA-signed serving certificate, which Prometheus verifies)
+    config["serve"] = {"tls": {"cert_file": str(cert), "key_file": str(key)}}
+    workdir = tmp_path_factory.mktemp("watcher")
+    async with Watcher(workdir, kubeconfig=cp.kubeconfig, config=config, ca_file=cp.ca_file) as watcher:
         await watcher.wait_ready()
         await scenarios.record(cp, NAMES)
         yield watcher, hook
@@ -234,8 +237,13 @@ async def test_the_dashboards_audit_panels_have_data_in_a_real_prometheus(
         for target in panel["targets"]
     ]
     assert len(panels) == 4
+    (tmp_path / "token").write_text(watcher.token)
     prometheus = start_prometheus(
-        tmp_path / "prometheus", scrape_target=watcher.url.removeprefix("http://"), rule_files=[]
+        tmp_path / "prometheus",
+        target=watcher.url,
+        rule_files=[],
+        ca_file=watcher.ca_file,
+        bearer_token_file=tmp_path / "token",
     )
     try:
         async with aiohttp.ClientSession() as session:

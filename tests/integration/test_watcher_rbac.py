@@ -23,6 +23,10 @@ ALLOWED = [
     {"apiGroups": [""], "resources": ["configmaps", "namespaces"], "verbs": ["list", "watch"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]},
 ]
+REVIEWS = [  # what it needs to authenticate and authorize its callers (cluster-wide, as the chart grants it)
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+]
 
 
 async def _service_account_token(kube: Kube, account: str, *, bound_in: str | None = None) -> str:
@@ -38,6 +42,16 @@ async def _service_account_token(kube: Kube, account: str, *, bound_in: str | No
         "rules": ALLOWED,
     }
     await kube.ensure("/apis/rbac.authorization.k8s.io/v1/clusterroles", role, manager="test")
+    reviews = {**role, "metadata": {"name": f"{account}-reviews"}, "rules": REVIEWS}
+    await kube.ensure("/apis/rbac.authorization.k8s.io/v1/clusterroles", reviews, manager="test")
+    review_binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"{account}-reviews"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{account}-reviews"},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
+    }
+    await kube.ensure("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", review_binding, manager="test")
     binding: JSON = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding" if bound_in is None else "RoleBinding",
@@ -90,9 +104,8 @@ async def test_forbidden_kinds_are_reported_and_the_allowed_ones_watched(
     kube = Kube(api_client)
     token = await _service_account_token(kube, SERVICE_ACCOUNT)
     mount, env = _mount(control_plane, tmp_path / "serviceaccount", token)
-    watcher = Watcher(
-        tmp_path, config={"kube": {"service_account_dir": str(mount)}, "watch": {"discovery_interval": "5s"}}, env=env
-    )
+    config = {"kube": {"service_account_dir": str(mount)}, "watch": {"discovery_interval": "5s"}}
+    watcher = Watcher(tmp_path, config=config, env=env, token=control_plane.token)
     async with watcher:
         report = await watcher.wait_ready()
         resources = report["resources"]
@@ -138,7 +151,8 @@ async def test_rbac_in_some_namespaces_only_is_watched_namespace_by_namespace(
         "watch": {"namespaces": [team], "resources": ["configmaps", "deployments.apps", "namespaces"]},
         "serve": {"port": 8080},  # overridden by --listen
     }
-    watcher = Watcher(tmp_path, config=config, env=env, args=("--listen=127.0.0.1:0", "--log-level=debug"))
+    flags = ("--listen=127.0.0.1:0", "--log-level=debug")
+    watcher = Watcher(tmp_path, config=config, env=env, args=flags, token=control_plane.token)
     async with watcher:
         report = await watcher.wait_ready()
         resources = report["resources"]
@@ -155,6 +169,6 @@ async def test_rbac_in_some_namespaces_only_is_watched_namespace_by_namespace(
         assert (await watcher.metric("fightwatch_events_total", **configmaps, type="MODIFIED") or 0) > 0
 
     assert watcher.returncode == 0
-    assert watcher.url.startswith("http://127.0.0.1:")
+    assert watcher.url.startswith("https://127.0.0.1:")
     assert not watcher.url.endswith(":8080")
     assert watcher.log("watch open")  # debug lines, from --log-level=debug

@@ -153,3 +153,30 @@ def test_bounded_memory_defaults() -> None:
     assert detection.idle_seconds == detection.fight.window
     assert detection.max_objects == 100_000
     assert parse_config({"detection": {"max_objects": None}}, source="test").detection.max_objects is None
+
+
+def test_serving_is_secure_by_default() -> None:
+    serve = Config().serve
+    assert not serve.insecure_http
+    assert serve.tls.cert_file is None  # (a self-signed certificate)
+    assert serve.tls.min_version == "1.2"
+    assert (serve.auth.allowed_ttl, serve.auth.denied_ttl, serve.auth.cache_size) == (300, 30, 10_000)
+
+
+@pytest.mark.parametrize(
+    ("serve", "expected"),
+    [
+        ({"tls": {"cert_file": "/tls/tls.crt"}}, "serve.tls: Value error, give both cert_file and key_file"),
+        (
+            {"insecure_http": True, "tls": {"cert_file": "/a", "key_file": "/b"}},
+            "serve: Value error, insecure_http serves plain HTTP: it takes no tls settings",
+        ),
+        ({"tls": {"min_version": "1.1"}}, "serve.tls.min_version: Input should be '1.2' or '1.3'"),
+        ({"auth": {"denied_ttl": "soon"}}, "serve.auth.denied_ttl: Value error, 'soon' is not a duration"),
+        ({"auth": {"token_audiences": []}}, "serve.auth.token_audiences: unknown key (did you mean 'audiences'?)"),
+    ],
+)
+def test_serving_errors_name_the_key(serve: dict[str, object], expected: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"serve": serve}, source="fw.yaml")
+    assert expected in str(raised.value)

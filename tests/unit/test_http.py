@@ -1,4 +1,5 @@
-"""The HTTP endpoints on findings of recorded captures: filters, status codes, the replay JSON schema."""
+"""The HTTP endpoints on findings of recorded captures: filters, status codes, the replay JSON schema, and who sees
+what (the guard's answers are a table here; tests/integration/test_secure_serving.py asks a real API server)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.unit.captures import analyse
+from watcher.detection.join import guessed_resource
 from watcher.model import Finding
-from watcher.sinks.http import Sources, make_app
+from watcher.serving.access import AccessUnavailableError, Caller, Resource
+from watcher.serving.guard import bearer_token
+from watcher.sinks.http import ServedRequests, Sources, make_app
 from watcher.sinks.metrics import Metrics, exposition, new_registry
 from watcher.sinks.report import finding_json
 
@@ -27,23 +31,76 @@ class State:
     alive = True
 
 
+ADMIN = Caller("admin", groups=("system:authenticated",))
+TENANT = Caller("tenant", groups=("system:authenticated",))
+READER = Caller("cluster-reader", groups=("system:authenticated",))
+NOBODY = Caller("nobody", groups=("system:authenticated",))
+
+
+class TableGuard:
+    """Tokens and permissions from a table: `allowed_to` holds (user, Resource) pairs; "admin" may do anything."""
+
+    secure = True
+
+    def __init__(self) -> None:
+        self.tokens = {"admin-token": ADMIN, "tenant-token": TENANT, "reader-token": READER, "nobody-token": NOBODY}
+        self.allowed_to = {
+            ("tenant", Resource("list", resource="configmaps", namespace="fight-data")),
+            ("tenant", Resource("list", resource="deployments", group="apps", namespace="hot-loop-timestamp")),
+            ("tenant", Resource("list", resource="configmaps", namespace="hot-loop-timestamp")),
+            ("cluster-reader", Resource("list", resource="configmaps")),
+            ("cluster-reader", Resource("list", resource="deployments", group="apps")),
+        }
+        self.asked: list[tuple[str, Resource]] = []
+        self.down = False
+
+    async def caller(self, request: Any) -> Caller | None:
+        if self.down:
+            raise AccessUnavailableError("the API server could not review the request: ClientConnectorError")
+        return self.tokens.get(bearer_token(request))
+
+    async def allowed(self, caller: Caller, want: Resource) -> bool:
+        self.asked.append((caller.user, want))
+        return caller.user == "admin" or (caller.user, want) in self.allowed_to
+
+
+def as_user(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+ADMIN_HEADERS = as_user("admin-token")
+
+
 @pytest.fixture
-async def client() -> AsyncIterator[TestClient[Any, Any]]:
+def guard() -> TableGuard:
+    return TableGuard()
+
+
+@pytest.fixture
+def served() -> ServedRequests:
+    return ServedRequests()
+
+
+@pytest.fixture
+async def client(guard: TableGuard, served: ServedRequests) -> AsyncIterator[TestClient[Any, Any]]:
     findings = _findings()
     registry = new_registry()
     Metrics(registry).read_at_scrape(lambda: {"fightwatch_ready": [((), float(State.ready))]})
     sources = Sources(
         findings=lambda: findings,
         readiness=lambda: {"ready": State.ready, "resources": {"configmaps": {"state": "listing"}}},
-        liveness=lambda: {"alive": State.alive},
+        liveness=lambda: {"alive": State.alive, "last_tick_seconds_ago": 0.5},
         metrics=lambda accept: exposition(registry, accept),
+        resource=guessed_resource,
     )
-    async with TestClient(TestServer(make_app(sources))) as test_client:
+    async with TestClient(TestServer(make_app(sources, guard, served)), headers=ADMIN_HEADERS) as test_client:
         yield test_client
 
 
-async def _findings_of(client: TestClient[Any, Any], query: str) -> list[dict[str, Any]]:
-    response = await client.get(f"/api/v1/findings{query}")
+async def _findings_of(
+    client: TestClient[Any, Any], query: str, headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    response = await client.get(f"/api/v1/findings{query}", headers=headers)
     assert response.status == 200
     body = await response.json()
     return list(body["findings"])
@@ -110,3 +167,93 @@ async def test_readyz_healthz_and_metrics(client: TestClient[Any, Any]) -> None:
     response = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
     assert response.content_type == "application/openmetrics-text"
     assert (await response.text()).endswith("# EOF\n")
+
+
+async def test_no_credential_or_an_unknown_token_is_a_401(client: TestClient[Any, Any]) -> None:
+    for path in ("/metrics", "/api/v1/findings"):
+        for headers in ({"Authorization": ""}, as_user("not-a-token"), {"Authorization": "Basic YWRtaW46YWRtaW4="}):
+            response = await client.get(path, headers=headers)
+            assert response.status == 401
+            assert response.headers["WWW-Authenticate"] == 'Bearer realm="fightwatch"'
+            assert "bearer token" in (await response.json())["error"]
+
+
+async def test_metrics_need_get_on_the_path(client: TestClient[Any, Any], guard: TableGuard) -> None:
+    response = await client.get("/metrics", headers=as_user("tenant-token"))
+    assert response.status == 403
+    assert (await response.json())["error"] == 'Forbidden: User "tenant" cannot get path "/metrics"'
+    guard.allowed_to.add(("tenant", Resource("get", path="/metrics")))
+    assert (await client.get("/metrics", headers=as_user("tenant-token"))).status == 200
+
+
+async def test_a_caller_sees_the_findings_about_objects_it_may_list(
+    client: TestClient[Any, Any], guard: TableGuard
+) -> None:
+    everything = {(f["object"]["namespace"], f["object"]["name"]) for f in await _findings_of(client, "")}
+    assert len(everything) == 4
+    tenant = {
+        (f["object"]["namespace"], f["object"]["name"]) for f in await _findings_of(client, "", as_user("tenant-token"))
+    }
+    # configmaps in fight-data and hot-loop-timestamp; not the deployment, nor the cluster-scoped webhook
+    assert tenant == {("fight-data", "service-endpoints"), ("hot-loop-timestamp", "reconcile-state")}
+    assert await _findings_of(client, "", as_user("nobody-token")) == []
+    reader = {f["object"]["name"] for f in await _findings_of(client, "", as_user("reader-token"))}
+    assert reader == {"service-endpoints", "reconcile-state", "web"}  # configmaps and deployments everywhere
+    # a cluster-wide reader is asked once per resource, never per namespace
+    asked = [w for user, w in guard.asked if user == "cluster-reader" and w.group != "fightwatch.io"]
+    assert sorted((w.resource, w.namespace) for w in asked) == [
+        ("configmaps", ""),
+        ("deployments", ""),
+        ("validatingwebhookconfigurations", ""),
+    ]
+
+
+async def test_filters_apply_before_access_is_reviewed(client: TestClient[Any, Any], guard: TableGuard) -> None:
+    found = await _findings_of(client, "?namespace=fight-data", as_user("tenant-token"))
+    assert [f["object"]["name"] for f in found] == ["service-endpoints"]
+    reviewed = {w.namespace for user, w in guard.asked if user == "tenant" and w.group != "fightwatch.io"}
+    assert reviewed == {"", "fight-data"}
+
+
+async def test_the_api_server_unable_to_review_is_a_503(client: TestClient[Any, Any], guard: TableGuard) -> None:
+    guard.down = True
+    for path in ("/metrics", "/api/v1/findings"):
+        response = await client.get(path)
+        assert response.status == 503
+        assert response.headers["Retry-After"] == "5"
+    # the probes stay open, without their report
+    State.ready = True
+    response = await client.get("/readyz")
+    assert (response.status, await response.json()) == (200, {"ready": True})
+
+
+async def test_probes_are_open_and_their_report_is_for_callers_allowed_the_path(client: TestClient[Any, Any]) -> None:
+    State.ready, State.alive = True, True
+    for headers in ({"Authorization": ""}, as_user("tenant-token"), as_user("not-a-token")):
+        assert await (await client.get("/readyz", headers=headers)).json() == {"ready": True}
+        assert await (await client.get("/healthz", headers=headers)).json() == {"alive": True}
+    assert "resources" in await (await client.get("/readyz")).json()
+    assert "last_tick_seconds_ago" in await (await client.get("/healthz")).json()
+
+
+async def test_requests_are_counted_by_endpoint_and_code(client: TestClient[Any, Any], served: ServedRequests) -> None:
+    await client.get("/metrics", headers={"Authorization": ""})
+    await client.get("/metrics", headers=as_user("tenant-token"))
+    await client.get("/api/v1/findings")
+    await client.get("/nothing-here")
+    assert served.counts == {
+        ("/metrics", "401"): 1,
+        ("/metrics", "403"): 1,
+        ("/api/v1/findings", "200"): 1,
+        ("other", "404"): 1,
+    }
+
+
+async def test_list_on_the_findings_of_fightwatch_io_grants_every_finding(
+    client: TestClient[Any, Any], guard: TableGuard
+) -> None:
+    assert await _findings_of(client, "", as_user("nobody-token")) == []
+    guard.allowed_to.add(("nobody", Resource("list", resource="findings", group="fightwatch.io")))
+    guard.asked.clear()
+    assert len(await _findings_of(client, "", as_user("nobody-token"))) == 4
+    assert [w.resource for _, w in guard.asked] == ["findings"]  # (nothing else asked)

@@ -251,6 +251,45 @@ FAMILIES: tuple[Family, ...] = (
         collected=True,
     ),
     Family(
+        "fightwatch_http_requests",
+        "counter",
+        "Requests the endpoints answered, by endpoint (/metrics, /api/v1/findings, /healthz, /readyz; other: "
+        "unknown paths) and status code (401: no or an invalid credential; 403: not allowed; 503: not reviewable).",
+        ("endpoint", "code"),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_access_reviews",
+        "counter",
+        "Reviews sent to the API server for callers of the endpoints, by review (TokenReview, "
+        "SubjectAccessReview) and result (answered, error: the API server did not answer or refused to).",
+        ("review", "result"),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_access_cached_answers",
+        "counter",
+        "Callers' authentication and authorization answered from the cache, by whether the answer was fresh or "
+        "stale (expired, used because the API server could not answer).",
+        ("freshness",),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_serving_certificate_expiry_timestamp_seconds",
+        "gauge",
+        "When the certificate served expires (Unix time), by where it comes from (serve.tls, audit_webhook).",
+        ("config",),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_serving_certificate_reloads",
+        "counter",
+        "Serving certificates loaded again after a change on disk, by result (loaded; error: the previous one "
+        "is served still).",
+        ("config", "result"),
+        collected=True,
+    ),
+    Family(
         "fightwatch_engine_events",
         "counter",
         "Events the detection engine processed, by outcome (write, new, resynced, duplicate, ignored, deleted, "

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ssl
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,8 @@ from aiohttp import web
 
 from watcher.config import AuditWebhookSettings
 from watcher.detection.requests import Request
+from watcher.serving.guard import bearer_token
+from watcher.serving.tls import ServingTls
 from watcher.sources.audit import AuditStats, decode_audit
 
 PATH = "/audit/v1/events"
@@ -66,17 +67,17 @@ class AuditReceiver:
         app.router.add_post(PATH, self._receive)
         return app
 
-    def tls(self) -> ssl.SSLContext:
-        """The server's TLS: its certificate, and (with `client_ca_file`) client certificates checked against that
-        CA: required when there is no token to authenticate with instead."""
+    def tls(self) -> ServingTls:
+        """The server's TLS: its certificate (re-read when it rotates on disk), and (with `client_ca_file`) client
+        certificates checked against that CA: required when there is no token to authenticate with instead.
+        Raises CertificateError when the files cannot be used."""
         s = self.settings
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(str(s.tls_cert_file), str(s.tls_key_file))
-        if s.client_ca_file is not None:
-            context.load_verify_locations(cafile=str(s.client_ca_file))
-            context.verify_mode = ssl.CERT_OPTIONAL if self._token is not None else ssl.CERT_REQUIRED
-        return context
+        return ServingTls(
+            cert_file=s.tls_cert_file,
+            key_file=s.tls_key_file,
+            client_ca_file=s.client_ca_file,
+            client_auth="optional" if self._token is not None else "required",
+        )
 
     async def _receive(self, request: web.Request) -> web.Response:
         stats = self.stats
@@ -110,8 +111,7 @@ class AuditReceiver:
             return True
         if self._token is None:
             return False
-        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), self._token)
+        return hmac.compare_digest(bearer_token(request).encode(), self._token)
 
 
 def _read_token(path: Path) -> bytes:

@@ -84,6 +84,7 @@ class ClusterWatch:
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self._namespaces = NamespaceFilter(settings.namespaces, settings.exclude_namespaces)
         self._discovered: list[ApiResource] = []
+        self._plurals: dict[tuple[str, str], str] = {}  # (group, kind) -> resource, as discovery last served them
         self._watches: dict[tuple[str, str, str | None], tuple[ResourceWatch, asyncio.Task[None]]] = {}
         self._refresh = asyncio.Event()
         self._started = False
@@ -91,6 +92,10 @@ class ClusterWatch:
     @property
     def watches(self) -> list[ResourceWatch]:
         return [watch for watch, _ in self._watches.values()]
+
+    def plural(self, group: str, kind: str) -> str | None:
+        """The resource discovery serves `kind` of `group` as (None: not discovered)."""
+        return self._plurals.get((group, kind))
 
     def request_refresh(self) -> None:
         """Re-read discovery soon (a watch found its resource gone)."""
@@ -169,6 +174,7 @@ class ClusterWatch:
             d.ok, d.error, d.failed_groups = True, "", found.failed
             d.passes, d.last, d.resources = d.passes + 1, time.time(), len(found.resources)
             self._discovered = found.resources
+            self._plurals = {(r.group, r.kind): r.plural for r in found.resources}
             self._reconciling = True
             try:
                 await self._reconcile(select(found.resources, self._settings, self._sharding))

@@ -36,7 +36,9 @@ class ConnectError(Exception):
 class ApiError(Exception):
     """A non-2xx answer from the API server, with its Status reason and message."""
 
-    def __init__(self, status: int, path: str, body: bytes, retry_after: float | None = None) -> None:
+    def __init__(
+        self, status: int, path: str, body: bytes, retry_after: float | None = None, *, method: str = "GET"
+    ) -> None:
         self.status = status
         self.path = path
         self.retry_after = retry_after
@@ -47,7 +49,7 @@ class ApiError(Exception):
         status_object: dict[str, Any] = decoded if isinstance(decoded, dict) else {}
         self.reason = str(status_object.get("reason") or "")
         self.message = str(status_object.get("message") or body[:200].decode(errors="replace").strip())
-        super().__init__(f"GET {path}: HTTP {status}: {self.message}")
+        super().__init__(f"{method} {path}: HTTP {status}: {self.message}")
 
 
 @dataclass
@@ -169,7 +171,9 @@ class KubeApi:
         finally:
             response.release()
         if response.status >= 300:
-            raise ApiError(response.status, path, data, _retry_after(response.headers.get("Retry-After")))
+            raise ApiError(
+                response.status, path, data, _retry_after(response.headers.get("Retry-After")), method="POST"
+            )
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as exc:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"  # noqa: S105 - a path, not a secret
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+AUTHENTICATED = "system:authenticated"
+TOKEN_REVIEW, ACCESS_REVIEW = "TokenReview", "SubjectAccessReview"
 
 Post = Callable[[str, dict[str, Any]], Awaitable[Any]]  # POST a review object, the decoded answer (raises on errors)
 V = TypeVar("V")
@@ -53,11 +55,22 @@ class Resource:
 
 @dataclass(slots=True)
 class AccessStats:
-    token_reviews: int = 0
-    access_reviews: int = 0
+    reviews: Counter[tuple[str, str]] = field(default_factory=Counter)  # (TokenReview|SubjectAccessReview, result)
     cache_hits: int = 0
     stale_answers: int = 0  # expired answers used because the API server could not answer
-    errors: int = 0
+    last_error: str = ""  # why the last review failed ("" once one succeeded again); never holds a token
+
+    @property
+    def token_reviews(self) -> int:
+        return sum(n for (kind, _), n in self.reviews.items() if kind == TOKEN_REVIEW)
+
+    @property
+    def access_reviews(self) -> int:
+        return sum(n for (kind, _), n in self.reviews.items() if kind == ACCESS_REVIEW)
+
+    @property
+    def errors(self) -> int:
+        return sum(n for (_, result), n in self.reviews.items() if result == "error")
 
 
 class _Cache(Generic[V]):
@@ -85,6 +98,7 @@ class Access:
     """Authenticate tokens and review access through the API server, with bounded caches."""
 
     post: Post
+    audiences: tuple[str, ...] = ()  # a token must be issued for one of these (empty: the API server's own)
     allowed_ttl: float = 300.0
     denied_ttl: float = 30.0
     size: int = 10_000
@@ -100,20 +114,20 @@ class Access:
         key = hashlib.sha256(token.encode()).digest()
 
         async def review() -> Caller | None:
-            self.stats.token_reviews += 1
+            spec: dict[str, Any] = {"token": token}
+            if self.audiences:
+                spec["audiences"] = list(self.audiences)
             answer = await self.post(
-                TOKEN_REVIEWS,
-                {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}},
+                TOKEN_REVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
             )
             return _caller(answer)
 
-        return await self._cached(self._callers, key, review, ok=lambda c: c is not None)
+        return await self._cached(self._callers, key, review, kind=TOKEN_REVIEW, ok=lambda c: c is not None)
 
     async def allowed(self, caller: Caller, want: Resource) -> bool:
         """Whether the caller may `want`, as the cluster's authorizers decide."""
 
         async def review() -> bool:
-            self.stats.access_reviews += 1
             spec: dict[str, Any] = {"user": caller.user, "groups": list(caller.groups)}
             if caller.uid:
                 spec["uid"] = caller.uid
@@ -135,10 +149,10 @@ class Access:
             status = answer.get("status") if isinstance(answer, dict) else None
             return isinstance(status, dict) and status.get("allowed") is True
 
-        return await self._cached(self._decisions, (caller, want), review, ok=bool)
+        return await self._cached(self._decisions, (caller, want), review, kind=ACCESS_REVIEW, ok=bool)
 
     async def _cached(
-        self, cache: _Cache[V], key: Any, review: Callable[[], Awaitable[V]], *, ok: Callable[[V], bool]
+        self, cache: _Cache[V], key: Any, review: Callable[[], Awaitable[V]], *, kind: str, ok: Callable[[V], bool]
     ) -> V:
         now = self.clock()
         found = cache.get(key)
@@ -148,13 +162,29 @@ class Access:
         try:
             value = await review()
         except Exception as exc:  # (any failure to review: an older answer, or unavailable)
-            self.stats.errors += 1
+            self.stats.reviews[(kind, "error")] += 1
+            self.stats.last_error = f"{type(exc).__name__}: {exc}"[:300]  # (the API server's message, not the body)
             if found is not None:
                 self.stats.stale_answers += 1
                 return found[1]
             raise AccessUnavailableError(f"the API server could not review the request: {type(exc).__name__}") from None
+        self.stats.reviews[(kind, "answered")] += 1
+        self.stats.last_error = ""
         cache.put(key, now + (self.allowed_ttl if ok(value) else self.denied_ttl), value)
         return value
+
+
+def certificate_caller(peer: Any) -> Caller | None:
+    """The caller a verified client certificate names, as the API server takes it: the subject's common name is
+    the user, its organizations the groups (with system:authenticated, as every authenticated user has)."""
+    if not isinstance(peer, dict):
+        return None
+    attributes = [pair for rdn in peer.get("subject", ()) for pair in rdn if isinstance(pair, tuple) and len(pair) == 2]
+    user = next((str(v) for k, v in attributes if k == "commonName"), "")
+    if not user:
+        return None
+    groups = tuple(dict.fromkeys(str(v) for k, v in attributes if k == "organizationName"))
+    return Caller(user=user, groups=(*groups, AUTHENTICATED))
 
 
 def _caller(answer: Any) -> Caller | None:
@@ -171,4 +201,13 @@ def _caller(answer: Any) -> Caller | None:
     )
 
 
-__all__ = ["ACCESS_REVIEWS", "TOKEN_REVIEWS", "Access", "AccessStats", "AccessUnavailableError", "Caller", "Resource"]
+__all__ = [
+    "ACCESS_REVIEWS",
+    "TOKEN_REVIEWS",
+    "Access",
+    "AccessStats",
+    "AccessUnavailableError",
+    "Caller",
+    "Resource",
+    "certificate_caller",
+]
