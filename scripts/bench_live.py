@@ -105,7 +105,8 @@ class Watcher:
 
 def start_fightwatch(name: str, cp: ControlPlane, workdir: Path, *, full: bool) -> Watcher:
     config: dict[str, Any] = {
-        "serve": {"address": "127.0.0.1", "port": 0},
+        # plain HTTP: the benchmark polls its own endpoints, and TLS and access reviews are not what it measures
+        "serve": {"address": "127.0.0.1", "port": 0, "insecure_http": True},
         "log": {"format": "json"},
         "watch": {"resources": ["configmaps", "deployments.apps"]},
     }

@@ -206,7 +206,9 @@ class Watcher:
 
 
 def start_watcher(name: str, cp: ControlPlane, workdir: Path, config: dict[str, Any], args: Sequence[str]) -> Watcher:
-    settings: dict[str, Any] = {"serve": {"address": "127.0.0.1", "port": 0}, "log": {"format": "json"}, **config}
+    # plain HTTP: the load test polls its own endpoints, and TLS and access reviews are not what it measures
+    serve = {"address": "127.0.0.1", "port": 0, "insecure_http": True}
+    settings: dict[str, Any] = {"serve": serve, "log": {"format": "json"}, **config}
     config_path = workdir / f"{name}.yaml"
     config_path.write_text(yaml.safe_dump(settings))
     log, recording = workdir / f"{name}.log", workdir / f"{name}.jsonl"

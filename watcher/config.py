@@ -460,6 +460,10 @@ class ServeAuthSettings(_Strict):
     allowed_ttl: Seconds = Field(300.0, description="How long an accepted token or a permission is cached.")
     denied_ttl: Seconds = Field(30.0, description="How long a refused token or permission is cached.")
     cache_size: int = Field(10_000, ge=1, description="Tokens, and permissions, cached at most (each).")
+    max_stale: Seconds = Field(
+        3600.0,
+        description="While the API server cannot answer, a cached answer expired less than this long ago is used.",
+    )
 
 
 class ServeSettings(_Strict):

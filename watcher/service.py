@@ -282,6 +282,7 @@ class Service:
             allowed_ttl=auth.allowed_ttl,
             denied_ttl=auth.denied_ttl,
             size=auth.cache_size,
+            max_stale=auth.max_stale,
         )
         return KubeGuard(self.access, certificates=tls.verifies_clients)
 

@@ -141,6 +141,10 @@ async def test_cached_answers_outlive_an_api_server_restart(plane: ControlPlane,
             await checker.allowed(tenant, Want("list", resource="secrets", namespace="team-a"))
         with pytest.raises(AccessUnavailableError):
             await checker.authenticate(plane.user_tokens[SCRAPER])
+        # ... nor one answered longer ago than max_stale (an hour) past its expiry
+        clock.now += 3600
+        with pytest.raises(AccessUnavailableError):
+            await checker.allowed(tenant, LIST_CONFIGMAPS_A)
     finally:
         plane.start_apiserver()
     assert await checker.allowed(Caller(user=TENANT, groups=tenant.groups), LIST_CONFIGMAPS_A)

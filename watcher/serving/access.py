@@ -4,9 +4,9 @@ kube-rbac-proxy do): a bearer token is authenticated with a `TokenReview`, and t
 
 Both answers are cached, bounded in size: a success for `allowed_ttl`, a refusal for `denied_ttl` (shorter, so a new
 RoleBinding takes effect soon), so a scrape every 15 seconds is not an API call each time. When the API server
-cannot answer, an expired answer is used still (a cached caller is not turned away while the API server restarts);
-without one, `AccessUnavailableError` is raised (the endpoint answers 503). Tokens are kept only as SHA-256 digests, and
-are never logged.
+cannot answer, an answer expired less than `max_stale` ago is used still (a cached caller is not turned away while
+the API server restarts); without one, `AccessUnavailableError` is raised (the endpoint answers 503). Tokens are
+kept only as SHA-256 digests, and are never logged.
 """
 
 from __future__ import annotations
@@ -101,6 +101,7 @@ class Access:
     audiences: tuple[str, ...] = ()  # a token must be issued for one of these (empty: the API server's own)
     allowed_ttl: float = 300.0
     denied_ttl: float = 30.0
+    max_stale: float = 3600.0  # how long past its expiry an answer may stand in for one the API server cannot give
     size: int = 10_000
     clock: Callable[[], float] = time.monotonic
     stats: AccessStats = field(default_factory=AccessStats)
@@ -164,7 +165,7 @@ class Access:
         except Exception as exc:  # (any failure to review: an older answer, or unavailable)
             self.stats.reviews[(kind, "error")] += 1
             self.stats.last_error = f"{type(exc).__name__}: {exc}"[:300]  # (the API server's message, not the body)
-            if found is not None:
+            if found is not None and now - found[0] <= self.max_stale:
                 self.stats.stale_answers += 1
                 return found[1]
             raise AccessUnavailableError(f"the API server could not review the request: {type(exc).__name__}") from None

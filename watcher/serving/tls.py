@@ -7,8 +7,8 @@ files (inode, size, modification time; a Secret volume swaps a symlink) and load
 only when it is complete and consistent: a key that does not match its certificate yet (files written one after
 the other) keeps the old certificate until the next check.
 
-Without files, an ECDSA P-256 certificate for this host's names is generated at start (valid a year, renewed a day
-before it expires); its SHA-256 fingerprint is what a client can pin.
+Without files, an ECDSA P-256 certificate for this host's names is generated at start (valid a year, renewed 30
+days before it expires); its SHA-256 fingerprint is what a client can pin.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from cryptography.x509.oid import NameOID
 
 ClientAuth = Literal["none", "optional", "required"]
 SELF_SIGNED_DAYS = 365
-RENEW_BEFORE = datetime.timedelta(days=1)
+RENEW_BEFORE = datetime.timedelta(days=30)  # (well before FightwatchCertificateExpiring: 7 days)
 _VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
 
@@ -93,7 +93,7 @@ class ServingTls:
         return self._client_auth != "none"
 
     def refresh(self) -> bool:
-        """Load the certificate again if its files changed (or a self-signed one is about to expire); True when a
+        """Load the certificate again if its files changed (or a self-signed one expires within 30 days); True when a
         new one is served from now on. A pair that cannot be loaded keeps the old one (`last_error` says why)."""
         if self._cert_file is None:
             if self.certificate.not_after - self._clock() > RENEW_BEFORE:
