@@ -35,7 +35,7 @@ from watcher.detection.join import Joined, guessed_resource
 from watcher.detection.native import implementation, native_available
 from watcher.detection.request_engine import RequestEngine
 from watcher.model import ChangeKind, Finding, FindingChange, ObjectRef, format_observed
-from watcher.serving.access import Access
+from watcher.serving.access import Access, missing_permissions
 from watcher.serving.guard import Guard, KubeGuard, OpenGuard
 from watcher.serving.server import HttpServer
 from watcher.serving.tls import CertificateError, ServingTls
@@ -322,6 +322,7 @@ class Service:
         ]
         if self.receiver is not None:
             tasks.append(asyncio.create_task(self._analyse_requests(self.receiver), name="audit"))
+        checked = asyncio.create_task(self._check_review_permissions(api)) if self.access is not None else None
         stopped = asyncio.create_task(stop.wait())
         crashed: list[asyncio.Task[Any]] = []
         try:
@@ -333,10 +334,12 @@ class Service:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
             stopped.cancel()
+            if checked is not None:
+                checked.cancel()
             for task in tasks:
                 task.cancel()
             async with asyncio.timeout(STOP_DEADLINE):
-                await asyncio.gather(*tasks, return_exceptions=True)
+                await asyncio.gather(*tasks, *([checked] if checked is not None else []), return_exceptions=True)
                 await cluster.stop()
         self._advance()  # (findings quiet long enough resolve; the changes still reach delivery's drain)
         if self._recording is not None:
@@ -421,6 +424,21 @@ class Service:
             self.metrics.set_tracked(self.engine.tracked_objects)
             if self._recording is not None:
                 self._recording.flush()
+
+    async def _check_review_permissions(self, api: KubeApi) -> None:
+        """Say at start, not at the first caller, when fightwatch may not have callers reviewed."""
+        try:
+            missing = await missing_permissions(api.create)
+        except Exception as exc:  # (the API server unreachable: the watches say so, and reviews will)
+            log.info("review permissions not checked", error=str(exc)[:300])
+            return
+        if missing:
+            log.warning(
+                "callers cannot be reviewed: every request to /metrics and /api/v1/findings will answer 503",
+                missing=missing,
+                hint="grant fightwatch's service account create on tokenreviews and subjectaccessreviews "
+                "(the chart's RBAC does)",
+            )
 
     def _check_serving(self) -> None:
         """Serve certificates rotated on disk; say when a rotation or access reviews start or stop failing (once)."""

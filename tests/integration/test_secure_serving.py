@@ -44,11 +44,12 @@ ACCOUNTS = {
 }
 PLATFORM_USER, PLATFORM_GROUP = "platform-oncall", "platform-team"
 UNSEEN = "a-token-never-seen-before"
+UNREVIEWING = "watcher-without-reviews"  # a watcher's own user, allowed to watch but not to review callers
 
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    cp = start_control_plane(tmp_path_factory.mktemp("secure-serving"))
+    cp = start_control_plane(tmp_path_factory.mktemp("secure-serving"), users=(UNREVIEWING,))
     try:
         cp.start_controller_manager()  # (its clusterrole-aggregation controller fills the `view` role's rules)
         yield cp
@@ -115,6 +116,8 @@ async def _bind(kube: Kube) -> None:
         ),
     ):
         await kube.ensure(f"{RBAC}/clusterrolebindings", binding(name, role, subjects), manager="test")
+    unreviewing = binding("watch-only", "view", [{"kind": "User", "name": UNREVIEWING}])
+    await kube.ensure(f"{RBAC}/clusterrolebindings", unreviewing, manager="test")
     developer = binding("developer-view", "view", [subject("team-a", "developer")], namespace="team-a")
     await kube.ensure(f"{RBAC}/namespaces/team-a/rolebindings", developer, manager="test")
     give_up = time.monotonic() + 120
@@ -360,3 +363,24 @@ async def _presented(url: str) -> str:
 
 async def _presented_pem(url: str) -> bytes:
     return ssl.DER_cert_to_PEM_cert(await _presented_der(url)).encode()
+
+
+async def test_a_watcher_that_may_not_review_callers_says_so_at_start_and_answers_503(
+    plane: ControlPlane, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    config = {"watch": {"resources": ["configmaps"]}}
+    kubeconfig = plane.kubeconfig_for(UNREVIEWING)
+    async with Watcher(tmp_path, kubeconfig=kubeconfig, config=config, token=tokens["prometheus"]) as unable:
+        warning = await unable.wait_for_log(
+            lambda e: str(e.get("event", "")).startswith("callers cannot be reviewed"), what="the warning at start"
+        )
+        assert warning["missing"] == [
+            "create tokenreviews.authentication.k8s.io",
+            "create subjectaccessreviews.authorization.k8s.io",
+        ]
+        status, body = await unable.get("/metrics")
+        assert status == 503
+        assert "could not review" in body["error"]
+        await unable.wait_for_log(lambda e: e.get("event") == "cannot review access", what="the failure logged")
+        _, probe = await unable.readiness()
+        assert set(probe) == {"ready"}  # (the probe answers still; its report needs a reviewed caller)

@@ -175,6 +175,29 @@ class Access:
         return value
 
 
+SELF_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+NEEDED = (("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews"))
+
+
+async def missing_permissions(post: Post) -> list[str]:
+    """What fightwatch itself may not do of what reviewing callers needs (`create` on tokenreviews and
+    subjectaccessreviews), asked with SelfSubjectAccessReviews (which every authenticated user may create)."""
+    missing = []
+    for group, resource in NEEDED:
+        answer = await post(
+            SELF_REVIEWS,
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": {"verb": "create", "group": group, "resource": resource}},
+            },
+        )
+        status = answer.get("status") if isinstance(answer, dict) else None
+        if not (isinstance(status, dict) and status.get("allowed") is True):
+            missing.append(f"create {resource}.{group}")
+    return missing
+
+
 def certificate_caller(peer: Any) -> Caller | None:
     """The caller a verified client certificate names, as the API server takes it: the subject's common name is
     the user, its organizations the groups (with system:authenticated, as every authenticated user has)."""
@@ -211,4 +234,5 @@ __all__ = [
     "Caller",
     "Resource",
     "certificate_caller",
+    "missing_permissions",
 ]
