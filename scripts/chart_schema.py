@@ -23,10 +23,28 @@ _OBJ = {"type": "object"}
 _ARR = {"type": "array"}
 _LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
 _DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"}
+_OPTIONAL_DURATION = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"
+_DAYS = {"type": "integer", "minimum": 1}
 
 
 def strict(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"type": "object", "additionalProperties": False, "properties": properties, **extra}
+
+
+# The subjects of a ClusterRoleBinding (a ServiceAccount's need its namespace).
+_SUBJECTS = {
+    "type": "array",
+    "items": strict(
+        {
+            "kind": {"enum": ["ServiceAccount", "User", "Group"]},
+            "name": {"type": "string", "minLength": 1},
+            "namespace": _STR,
+            "apiGroup": _STR,
+        },
+        required=["kind", "name"],
+        **{"if": {"properties": {"kind": {"const": "ServiceAccount"}}}, "then": {"required": ["namespace"]}},
+    ),
+}
 
 
 def chart_schema() -> dict[str, Any]:
@@ -84,6 +102,32 @@ def chart_schema() -> dict[str, Any]:
                         "port": {"type": "integer", "minimum": 1, "maximum": 65535},
                     }
                 ),
+                "tls": strict(
+                    {
+                        "source": {"enum": ["helm", "certManager", "secret", "selfSigned"]},
+                        "helm": strict(
+                            {
+                                "caValidityDays": _DAYS,
+                                "certValidityDays": _DAYS,
+                                "renewBeforeDays": {"type": "integer", "minimum": 0},
+                            }
+                        ),
+                        "certManager": strict(
+                            {
+                                "issuerRef": strict(
+                                    {"name": {"type": "string", "minLength": 1}, "kind": _STR, "group": _STR}
+                                ),
+                                "duration": {**_DURATION, "pattern": _OPTIONAL_DURATION},
+                                "renewBefore": {**_DURATION, "pattern": _OPTIONAL_DURATION},
+                            }
+                        ),
+                        "secret": strict({"name": _STR}),
+                        "extraDnsNames": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                    }
+                ),
+                "insecureHTTP": _BOOL,
+                "metricsReader": strict({"create": _BOOL, "subjects": _SUBJECTS}),
+                "findingsReader": strict({"create": _BOOL, "subjects": _SUBJECTS}),
                 "auditWebhook": strict(
                     {
                         "enabled": _BOOL,
@@ -109,6 +153,7 @@ def chart_schema() -> dict[str, Any]:
                         "scrapeTimeout": _DURATION,
                         "relabelings": _ARR,
                         "metricRelabelings": _ARR,
+                        "tlsConfig": _OBJ,
                     }
                 ),
                 "prometheusRule": strict(

@@ -42,6 +42,40 @@ app.kubernetes.io/part-of: fightwatch
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{/* The serving port's name and scheme: https, or http with insecureHTTP (development only). */}}
+{{- define "fightwatch.scheme" -}}
+{{- if .Values.insecureHTTP }}http{{ else }}https{{ end }}
+{{- end }}
+
+{{/* Where the pod finds the serving certificate (tls.source other than selfSigned). */}}
+{{- define "fightwatch.tls.mountPath" -}}
+/etc/fightwatch/tls
+{{- end }}
+
+{{/*
+The kubernetes.io/tls Secret served from: "" when fightwatch serves a self-signed certificate (tls.source
+selfSigned) or plain HTTP (insecureHTTP). Fails on an unknown source or a source missing its settings.
+*/}}
+{{- define "fightwatch.tls.secretName" -}}
+{{- if not .Values.insecureHTTP }}
+{{- $source := .Values.tls.source }}
+{{- if or (eq $source "helm") (eq $source "certManager") }}
+{{- printf "%s-tls" (include "fightwatch.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- else if eq $source "secret" }}
+{{- required "tls.source=secret needs tls.secret.name: an existing kubernetes.io/tls Secret (tls.crt, tls.key and ca.crt) in the release namespace" .Values.tls.secret.name }}
+{{- else if ne $source "selfSigned" }}
+{{- fail (printf "tls.source must be helm, certManager, secret or selfSigned, not %q" $source) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The names the serving certificate is for (helm and certManager sources): the Service's, as a JSON list. */}}
+{{- define "fightwatch.tls.dnsNames" -}}
+{{- $fullname := include "fightwatch.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $names := list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.cluster.local" $fullname $ns) }}
+{{- concat $names .Values.tls.extraDnsNames | uniq | toJson }}
+{{- end }}
 
 {{/* The pod template shared by the Deployment and, with sharding, the StatefulSet. */}}
 {{- define "fightwatch.podTemplate" -}}
@@ -97,7 +131,7 @@ spec:
         {{- toYaml . | nindent 8 }}
         {{- end }}
       ports:
-        - name: http
+        - name: {{ include "fightwatch.scheme" . }}
           containerPort: {{ .Values.service.port }}
           protocol: TCP
         {{- if .Values.auditWebhook.enabled }}
@@ -105,23 +139,28 @@ spec:
           containerPort: {{ .Values.auditWebhook.port }}
           protocol: TCP
         {{- end }}
+      # /healthz and /readyz answer without authentication (their status; details need `get` on the path). The
+      # kubelet does not verify the serving certificate.
       startupProbe:
         httpGet:
           path: /healthz
-          port: http
+          port: {{ include "fightwatch.scheme" . }}
+          scheme: {{ include "fightwatch.scheme" . | upper }}
         periodSeconds: 5
         failureThreshold: 24
       livenessProbe:
         httpGet:
           path: /healthz
-          port: http
+          port: {{ include "fightwatch.scheme" . }}
+          scheme: {{ include "fightwatch.scheme" . | upper }}
         periodSeconds: 10
         timeoutSeconds: 5
         failureThreshold: 6
       readinessProbe:
         httpGet:
           path: /readyz
-          port: http
+          port: {{ include "fightwatch.scheme" . }}
+          scheme: {{ include "fightwatch.scheme" . | upper }}
         periodSeconds: 10
         timeoutSeconds: 5
       resources:
@@ -134,6 +173,13 @@ spec:
           readOnly: true
         - name: tmp
           mountPath: /tmp
+        {{- if include "fightwatch.tls.secretName" . }}
+        # The Secret's directory, not subPath files: a renewed certificate reaches the running pod (and fightwatch
+        # re-reads it when it changes).
+        - name: tls
+          mountPath: {{ include "fightwatch.tls.mountPath" . }}
+          readOnly: true
+        {{- end }}
         {{- if .Values.auditWebhook.enabled }}
         - name: audit-tls
           mountPath: /etc/fightwatch/audit-tls
@@ -159,6 +205,11 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 64Mi
+    {{- with include "fightwatch.tls.secretName" . }}
+    - name: tls
+      secret:
+        secretName: {{ . }}
+    {{- end }}
     {{- if .Values.auditWebhook.enabled }}
     - name: audit-tls
       secret:
