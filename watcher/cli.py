@@ -375,7 +375,8 @@ def _parser() -> argparse.ArgumentParser:
         "run",
         help="watch a cluster and serve findings",
         description="Watch every resource of a cluster (or those the config selects) and report controllers that "
-        "fight over objects and hot reconcile loops: in the log, at /api/v1/findings and /metrics. Credentials: "
+        "fight over objects and hot reconcile loops: in the log, and at /api/v1/findings and /metrics over HTTPS "
+        "for callers the API server authenticates and authorizes (serve.*). Credentials: "
         "--kubeconfig, else $KUBECONFIG, else the pod's service account, else ~/.kube/config. Stops on "
         "SIGTERM or SIGINT.",
     )
