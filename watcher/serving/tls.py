@@ -85,7 +85,9 @@ class ServingTls:
         self.reload_errors = 0
         self.last_error = ""
         self._current, self.certificate = self._load()
-        self.context = self._new_context()  # the listener's: handshakes move to the newest certificate
+        # The listener's context: the first certificate, and a callback (OpenSSL calls it on every ClientHello,
+        # with or without a server name) that moves each handshake to the newest one.
+        self.context = self._current
         self.context.sni_callback = self._select
 
     @property
