@@ -593,6 +593,7 @@ class Service:
             samples["fightwatch_access_reviews"] = [(k, float(n)) for k, n in a.reviews.items()]
             samples["fightwatch_access_cached_answers"] = [
                 (("fresh",), float(a.cache_hits)),
+                (("shared",), float(a.shared_answers)),
                 (("stale",), float(a.stale_answers)),
             ]
         return samples

@@ -11,12 +11,13 @@ kept only as SHA-256 digests, and are never logged.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"  # noqa: S105 - a path, not a secret
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
@@ -57,6 +58,7 @@ class Resource:
 class AccessStats:
     reviews: Counter[tuple[str, str]] = field(default_factory=Counter)  # (TokenReview|SubjectAccessReview, result)
     cache_hits: int = 0
+    shared_answers: int = 0  # answers of a review another request had already asked for
     stale_answers: int = 0  # expired answers used because the API server could not answer
     last_error: str = ""  # why the last review failed ("" once one succeeded again); never holds a token
 
@@ -109,6 +111,7 @@ class Access:
     def __post_init__(self) -> None:
         self._callers: _Cache[Caller | None] = _Cache(self.size)
         self._decisions: _Cache[bool] = _Cache(self.size)
+        self._in_flight: dict[tuple[str, Any], asyncio.Future[Any]] = {}
 
     async def authenticate(self, token: str) -> Caller | None:
         """The caller a bearer token belongs to, or None when the API server does not accept it."""
@@ -155,11 +158,38 @@ class Access:
     async def _cached(
         self, cache: _Cache[V], key: Any, review: Callable[[], Awaitable[V]], *, kind: str, ok: Callable[[V], bool]
     ) -> V:
-        now = self.clock()
         found = cache.get(key)
-        if found is not None and found[0] > now:
+        if found is not None and found[0] > self.clock():
             self.stats.cache_hits += 1
             return found[1]
+        # One review per question at a time: callers asking what is being asked already wait for that answer (as
+        # the API server's own token cache does), so a burst of requests with one new token is one TokenReview.
+        flight = (kind, key)
+        pending = self._in_flight.get(flight)
+        if pending is not None:
+            self.stats.shared_answers += 1
+            return cast(V, await asyncio.shield(pending))
+        task = asyncio.ensure_future(self._review(cache, key, found, review, kind=kind, ok=ok))
+        self._in_flight[flight] = task
+        task.add_done_callback(lambda done: self._landed(flight, done))
+        return await asyncio.shield(task)
+
+    def _landed(self, flight: tuple[str, Any], task: asyncio.Future[Any]) -> None:
+        self._in_flight.pop(flight, None)
+        if not task.cancelled():
+            task.exception()  # (retrieved: waiters that gave up do not leave it unretrieved)
+
+    async def _review(
+        self,
+        cache: _Cache[V],
+        key: Any,
+        found: tuple[float, V] | None,
+        review: Callable[[], Awaitable[V]],
+        *,
+        kind: str,
+        ok: Callable[[V], bool],
+    ) -> V:
+        now = self.clock()
         try:
             value = await review()
         except Exception as exc:  # (any failure to review: an older answer, or unavailable)

@@ -269,8 +269,9 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "fightwatch_access_cached_answers",
         "counter",
-        "Callers' authentication and authorization answered from the cache, by whether the answer was fresh or "
-        "stale (expired, used because the API server could not answer).",
+        "Callers' authentication and authorization answered without a review of their own, by freshness: fresh "
+        "(cached), shared (the answer of the same review another request was waiting for), stale (expired, used "
+        "because the API server could not answer).",
         ("freshness",),
         collected=True,
     ),
