@@ -70,10 +70,6 @@ class AccessStats:
     def access_reviews(self) -> int:
         return sum(n for (kind, _), n in self.reviews.items() if kind == ACCESS_REVIEW)
 
-    @property
-    def errors(self) -> int:
-        return sum(n for (_, result), n in self.reviews.items() if result == "error")
-
 
 class _Cache(Generic[V]):
     """At most `size` answers, the least recently used go first; each with the time it expires."""

@@ -8,7 +8,7 @@ development mode's (`serve.insecure_http`): every caller is anonymous and may re
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -37,11 +37,9 @@ class KubeGuard:
         self._certificates = certificates
 
     async def caller(self, request: web.Request) -> Caller | None:
-        if self._certificates and request.transport is not None:
-            # (only ever set for a certificate the handshake verified against the client CA)
-            peer = request.transport.get_extra_info("peercert")
-            if peer:
-                return certificate_caller(peer)
+        peer = verified_certificate(request) if self._certificates else None
+        if peer is not None:
+            return certificate_caller(peer)
         token = bearer_token(request)
         return await self.access.authenticate(token) if token else None
 
@@ -59,10 +57,18 @@ class OpenGuard:
         return True
 
 
+def verified_certificate(request: web.Request) -> dict[str, Any] | None:
+    """The client certificate of the request's TLS connection, as `ssl.SSLObject.getpeercert()` decodes it: only
+    ever one the handshake verified against the configured CA (None without one)."""
+    transport = request.transport
+    peer = transport.get_extra_info("peercert") if transport is not None else None
+    return peer or None
+
+
 def bearer_token(request: web.Request) -> str:
     """The token of an `Authorization: Bearer` header, "" without one."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
-__all__ = ["ANONYMOUS", "Guard", "KubeGuard", "OpenGuard", "bearer_token"]
+__all__ = ["ANONYMOUS", "Guard", "KubeGuard", "OpenGuard", "bearer_token", "verified_certificate"]

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from watcher.config import AuditWebhookSettings
 from watcher.detection.requests import Request
-from watcher.serving.guard import bearer_token
+from watcher.serving.guard import bearer_token, verified_certificate
 from watcher.serving.tls import ServingTls
 from watcher.sources.audit import AuditStats, decode_audit
 
@@ -105,9 +105,7 @@ class AuditReceiver:
         return _status(200, "ok")
 
     def _authenticated(self, request: web.Request) -> bool:
-        transport = request.transport
-        peer = transport.get_extra_info("peercert") if transport is not None else None
-        if peer:  # (only ever set for a certificate the TLS handshake verified against client_ca_file)
+        if verified_certificate(request) is not None:  # (of client_ca_file)
             return True
         if self._token is None:
             return False
