@@ -131,6 +131,23 @@ class ResolveSettings(_Strict):
     flip_periods: float = Field(3.0, gt=0, description="Quiet period in multiples of the observed flip period.")
 
 
+class TimelineSettings(_Strict):
+    """The record of writes each open finding keeps for its timeline (the page and `--html`): see
+    docs/detection.md#timelines."""
+
+    marks: int = Field(
+        512,
+        ge=0,
+        le=65_536,
+        description="Writes kept one by one per open finding (8 bytes each); earlier ones are folded into counts. "
+        "0: no timelines.",
+    )
+    bins: int = Field(32, ge=2, le=1024, description="Folds of earlier writes kept per open finding.")
+    resolved: int = Field(
+        200, ge=0, description="Resolved findings that keep their timeline (the most recent); older ones drop it."
+    )
+
+
 class IgnoreRule(_Strict):
     """Leave something out of the analysis. Selectors given together must all match.
 
@@ -178,6 +195,7 @@ class DetectionSettings(_Strict):
     apply_conflict: ApplyConflictSettings = ApplyConflictSettings()
     noop_writes: NoopWritesSettings = NoopWritesSettings()
     resolve: ResolveSettings = ResolveSettings()
+    timeline: TimelineSettings = TimelineSettings()
     max_clients: int = Field(
         16, ge=1, le=1000, description="API clients counted per object (audit events); the rest are counted together."
     )
@@ -478,6 +496,19 @@ class ServeSettings(_Strict):
         False,
         description="Development only: plain HTTP, and every caller may read everything (a warning is logged).",
     )
+    external_url: str | None = Field(
+        None,
+        description="Where users reach this watcher (e.g. https://fightwatch.example.com): Events, alerts and webhook "
+        "messages link to each finding's timeline on its page there.",
+    )
+    page_refresh: Seconds = Field(30.0, description="How often the page fetches the findings again.")
+
+    @field_validator("external_url")
+    @classmethod
+    def _an_http_url(cls, url: str | None) -> str | None:
+        if url is not None and not re.fullmatch(r"https?://[^/\s?#]+(/[^\s?#]*)?", url):
+            raise ValueError(f"{url!r} is not an http(s) URL without query or fragment")
+        return url.rstrip("/") if url is not None else None
 
     @model_validator(mode="after")
     def _plain_has_no_tls(self) -> ServeSettings:

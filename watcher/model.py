@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -127,6 +128,62 @@ class Client:
         return f"{self.manager or '?'} ({self.user or 'anonymous'})"
 
 
+# What a mark of a timeline is (bits of `Mark.kind`): a write, one that handed a contested field over, one rejected
+# with 409 Conflict (a failed write, where audit events tell).
+WRITE: Final = 0
+HANDOVER: Final = 1
+CONFLICT: Final = 2
+
+
+class Mark(NamedTuple):
+    """One write (or rejected write) on a finding's timeline."""
+
+    at: float
+    lane: int  # index into `Timeline.lanes`
+    kind: int  # WRITE, HANDOVER or CONFLICT
+
+
+class Bin(NamedTuple):
+    """Earlier writes of one lane, folded into a count over a span of time (a long finding keeps its recent writes
+    one by one and the earlier ones as bins; a hot loop's writes before it was detected are one bin). `lane` -1:
+    writes not told apart by writer (a conflict storm's conflicts before it was detected)."""
+
+    start: float
+    end: float
+    lane: int
+    writes: int  # writes, rejected ones included
+    handovers: int
+    conflicts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """A finding's record of writes to its object, for drawing: one lane per writer, a mark per write (the most
+    recent ones), earlier writes folded into bins. `words` holds the marks packed (see `detection.timeline`):
+    a snapshot copies bytes, and only a page that draws it decodes them (`marks`)."""
+
+    lanes: tuple[Writer, ...]
+    words: bytes
+    bins: tuple[Bin, ...]
+    quiet: float  # seconds without a write after which the finding resolves
+    partial: bool = False  # before detection only the writes that handed a field over are known (a fight)
+
+    def marks(self) -> list[Mark]:
+        """The marks, oldest first."""
+        words = array.array("Q")
+        words.frombytes(self.words)
+        return [Mark((w >> 12) / 1_000_000, (w >> 4) & 0xFF, w & 0xF) for w in words]
+
+
+MAX_LANES: Final = 255  # lanes of a timeline; the writers beyond share the last
+
+
+def mark_word(at: float, lane: int, kind: int) -> int:
+    """A mark packed into the 64-bit word `Timeline.words` holds: microseconds since the epoch (52 bits, until the
+    year 2112), the lane (8 bits) and the kind (4 bits). Words order as their times do."""
+    return (max(int(at * 1_000_000), 0) << 12) | (min(lane, MAX_LANES) << 4) | kind
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """An immutable snapshot of a finding, as sinks see it."""
@@ -152,6 +209,7 @@ class Finding:
     clients: tuple[Client, ...] = ()
     conflicts: int = 0
     related: str | None = None  # the id of the finding this one follows from (a cascade), where linked
+    timeline: Timeline | None = None  # its writes over time, where recorded (detection.timeline)
 
 
 @dataclass(frozen=True, slots=True)

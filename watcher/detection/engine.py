@@ -29,16 +29,22 @@ from watcher.config import DetectionSettings
 from watcher.detection.attribution import Attribution, Decoder, Write
 from watcher.detection.events import ObjectEvent, object_ref
 from watcher.detection.findings import flip_period, snapshot
+from watcher.detection.handovers import Handover
 from watcher.detection.ignore import RuleBook
 from watcher.detection.native import implementation
 from watcher.detection.rules import FightRule, HotLoopRule
 from watcher.detection.state import ObjectState, OpenFinding
+from watcher.detection.timeline import Record, keep_resolved, quiet_period
 from watcher.model import (
+    CONFLICT,
+    HANDOVER,
     UNATTRIBUTED,
+    WRITE,
     ChangeKind,
     Finding,
     FindingChange,
     FindingState,
+    FindingType,
     ObjectRef,
     Writer,
 )
@@ -241,7 +247,17 @@ class Engine:
             if change is not None:
                 self._track_opened(change, state.hot, state)
                 changes.append(change)
+        for finding in (state.fight, state.hot):
+            if finding is not None and finding.record is not None and finding.record.last < write.seq:
+                _record(finding, finding.record, write, handovers)
         return changes
+
+    def note_conflict(self, finding_id: str, at: float, manager: str) -> None:
+        """Mark a write rejected with 409 Conflict (told by API requests: see `join.py`) on an active finding's
+        timeline."""
+        active = self._active.get(finding_id)
+        if active is not None and (record := active[0].record) is not None:
+            record.add(at, record.manager_lane(manager), CONFLICT)
 
     def _track_opened(self, change: FindingChange, finding: OpenFinding | None, state: ObjectState) -> None:
         """Track a finding a rule just opened, until it resolves."""
@@ -315,9 +331,7 @@ class Engine:
     # ------------------------------------------------------------------------------------------- lifecycle
 
     def _quiet(self, finding: OpenFinding) -> float:
-        resolve = self.settings.resolve
-        period = flip_period(finding)
-        return max(resolve.after, resolve.flip_periods * period) if period else resolve.after
+        return quiet_period(self.settings.resolve, flip_period(finding))
 
     def _close(self, finding: OpenFinding, state: ObjectState, now: float) -> FindingChange:
         del self._active[finding.id]
@@ -327,12 +341,19 @@ class Engine:
         if state.hot is finding:
             state.hot = None
         resolved = snapshot(finding, state, FindingState.RESOLVED, now)
-        self._resolved.append(resolved)
+        keep_resolved(self._resolved, resolved, self.settings.timeline.resolved)
         return FindingChange(ChangeKind.RESOLVED, resolved)
 
     def _forget(self, key: int, state: ObjectState, now: float) -> list[FindingChange]:
         self._remove(key)
         return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
+
+
+def _record(finding: OpenFinding, record: Record, write: Write, handovers: list[Handover]) -> None:
+    """Record a write of an object with an open finding on the finding's timeline."""
+    record.last = write.seq
+    handed = finding.type is FindingType.FIGHT and any(h.path in finding.fields for h in handovers)
+    record.add(write.at, record.lane(write.writers[0]), HANDOVER if handed else WRITE)
 
 
 def _idle(queue: dict[int, ObjectState], horizon: float) -> list[int]:

@@ -44,6 +44,7 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
         flip_period=flip_period(finding),
         summary=_summary(finding, writers, fields, writes, rate),
         hint=hints.hint(evidence),
+        timeline=finding.record.timeline(flip_period(finding)) if finding.record is not None else None,
     )
 
 

@@ -77,7 +77,14 @@ class Joined:
         return [self._told(c) for c in changes]
 
     def process_request(self, request: Request) -> list[FindingChange]:
-        return [self._linked(c) for c in self.requests.process(request)]
+        changes = [self._linked(c) for c in self.requests.process(request)]
+        if request.version_conflict or request.apply_conflict:  # a failed write, on the timeline of a watch finding
+            found = self._open.get(
+                (request.object.api_group, request.object.resource, request.object.namespace, request.object.name)
+            )
+            if found is not None:
+                self.watch.note_conflict(found.id, request.time, request.manager or request.user)
+        return changes
 
     def advance(self, now: float) -> list[FindingChange]:
         return [self._told(c) for c in self.watch.advance(now)] + [self._linked(c) for c in self.requests.advance(now)]

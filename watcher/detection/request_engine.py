@@ -47,7 +47,10 @@ from watcher.detection.request_state import (
 )
 from watcher.detection.requests import Request, parse_apply_conflict
 from watcher.detection.state import Rate
+from watcher.detection.timeline import keep_resolved, new_record
 from watcher.model import (
+    CONFLICT,
+    WRITE,
     ChangeKind,
     Client,
     Finding,
@@ -136,7 +139,18 @@ class RequestEngine:
             self.stats.failed += 1
         if state.storm is not None and not request.version_conflict:
             state.storm.requests += 1
+        self._record(state, client, request)
         return changes
+
+    def _record(self, state: RequestState, client: ClientKey, request: Request) -> None:
+        """Record a request on the timelines of the findings open on its object that it concerns (a storm: every
+        client's; a stuck applier's or no-op writer's: its own), unless it opened them (it is in their first bin)."""
+        number = self.stats.requests
+        kind = CONFLICT if request.version_conflict or request.apply_conflict else WRITE
+        for finding in (state.storm, state.applies.get(client), state.noops.get(client)):
+            if finding is not None and (record := finding.record) is not None and record.last < number:
+                record.last = number
+                record.add(request.time, record.manager_lane(_manager(client)), kind)
 
     def _rejected(self, request: Request, tally: Tally, reason: str) -> None:
         """Count a write rejected with 409 (`reason`: version or apply): for its client, its resource, and
@@ -258,6 +272,9 @@ class RequestEngine:
                 FindingType.NOOP_WRITES, state, client=client, first_seen=rate.start
             )
             finding.requests = rate.streak
+            if finding.record is not None:
+                lane = finding.record.manager_lane(_manager(client))
+                finding.record.fold(rate.start, at, lane, writes=rate.streak)
             return [self._opened(finding, state)]
         before = self._progress(finding)
         finding.requests += 1
@@ -279,6 +296,8 @@ class RequestEngine:
                 return []
             storm = state.storm = self._open(FindingType.CONFLICT_STORM, state, client=None, first_seen=rate.start)
             storm.conflicts = storm.requests = rate.streak
+            if storm.record is not None:  # (which client each conflict of the streak was is not kept)
+                storm.record.fold(rate.start, request.time, -1, writes=rate.streak, conflicts=rate.streak)
             self._evidence(storm, state, request)
             return [self._opened(storm, state)]
         before = self._progress(storm)
@@ -305,6 +324,11 @@ class RequestEngine:
                 FindingType.APPLY_CONFLICT, state, client=client, first_seen=request.time
             )
             finding.conflicts = tally.rejections
+            if finding.record is not None:
+                lane = finding.record.manager_lane(_manager(client))
+                finding.record.fold(
+                    finding.first_seen, request.time, lane, writes=tally.rejections, conflicts=tally.rejections
+                )
             _note_owners(finding, request.message)
             return [self._opened(finding, state)]
         before = self._progress(finding)
@@ -339,9 +363,13 @@ class RequestEngine:
     def _open(
         self, kind: FindingType, state: RequestState, *, client: ClientKey | None, first_seen: float
     ) -> RequestFinding:
-        return RequestFinding(
+        finding = RequestFinding(
             kind, state.ref, client=client, first_seen=first_seen, at=self.now, opened_by=repr(first_seen)
         )
+        finding.record = record = new_record(self.settings.timeline, self.settings.resolve)
+        if record is not None:
+            record.last = self.stats.requests
+        return finding
 
     def _opened(self, finding: RequestFinding, state: RequestState) -> FindingChange:
         self._active[finding.id] = (finding, state)
@@ -366,7 +394,7 @@ class RequestEngine:
                 if table.get(finding.client) is finding:
                     del table[finding.client]
         resolved = self.snapshot(finding, state, FindingState.RESOLVED, at)
-        self._resolved.append(resolved)
+        keep_resolved(self._resolved, resolved, self.settings.timeline.resolved)
         return FindingChange(ChangeKind.RESOLVED, resolved)
 
     def _evict_idle(self) -> None:
@@ -437,7 +465,13 @@ class RequestEngine:
             hint=hints.request_hint(evidence),
             clients=clients,
             conflicts=finding.conflicts if finding.type is not FindingType.NOOP_WRITES else 0,
+            timeline=finding.record.timeline() if finding.record is not None else None,
         )
+
+
+def _manager(client: ClientKey) -> str:
+    """A client's lane on a timeline: its field manager, else its user."""
+    return client[2] or client[0]
 
 
 def _count(counts: dict[Any, int], key: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Final
 
 from watcher.detection.ignore import ObjectRules
 from watcher.detection.state import Rate
+from watcher.detection.timeline import Record
 from watcher.model import FindingType, ObjectRef
 
 ObjectKey = tuple[str, str, str, str]  # (API group, resource, namespace, name)
@@ -53,6 +54,7 @@ class RequestFinding:
         "id",
         "last_seen",
         "owners",
+        "record",
         "ref",
         "requests",
         "stale",
@@ -85,6 +87,7 @@ class RequestFinding:
         self.owners: set[str] = set()
         self.stale = False  # a client kept sending the same stale resourceVersion
         self.updates = False  # conflicting writes were full-object updates (PUT)
+        self.record: Record | None = None  # its requests, for its timeline (`timeline.py`)
 
 
 class RequestState:

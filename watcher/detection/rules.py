@@ -12,14 +12,15 @@ finding it opened or updated (None when nothing notable happened). Resolution is
 
 from __future__ import annotations
 
-from watcher.config import DetectionSettings
+from watcher.config import DetectionSettings, ResolveSettings, TimelineSettings
 from watcher.detection import hints, values
 from watcher.detection.attribution import Attribution, Write
 from watcher.detection.events import ObjectEvent, event_object, object_ref
 from watcher.detection.findings import absorb, notable, snapshot
 from watcher.detection.handovers import Handover, HandoverLog
 from watcher.detection.state import ObjectState, OpenFinding, Rate
-from watcher.model import ChangeKind, FindingChange, FindingState, FindingType, Writer
+from watcher.detection.timeline import Record, new_record
+from watcher.model import HANDOVER, ChangeKind, FindingChange, FindingState, FindingType, Writer
 
 
 class FightRule:
@@ -29,6 +30,7 @@ class FightRule:
         self._window = settings.fight.window
         self._backs = settings.fight.min_handovers - 1
         self._limit = settings.history
+        self._timeline, self._resolve = settings.timeline, settings.resolve
 
     def observe(
         self, state: ObjectState, handovers: list[Handover], write: Write, event: ObjectEvent
@@ -58,6 +60,7 @@ class FightRule:
                 version=write.version,
             )
             absorb(finding, involved)
+            finding.record = _fight_record(self._timeline, self._resolve, involved, write.seq)
             return FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))
         relevant = [h for h in handovers if h.path in contested or h.path in finding.fields]
         if not relevant:
@@ -78,6 +81,7 @@ class HotLoopRule:
         self._tau = hot.time_constant
         self._min_rate = hot.min_writes_per_minute
         self._min_writes = hot.min_writes
+        self._timeline, self._resolve = settings.timeline, settings.resolve
 
     def observe(
         self, state: ObjectState, writers: list[Writer], write: Write, event: ObjectEvent, attribution: Attribution
@@ -100,6 +104,12 @@ class HotLoopRule:
                 seq=first.start_seq,
                 version=first.start_version or write.version,
             )
+            finding.record = record = new_record(self._timeline, self._resolve)
+            if record is not None:  # the streaks up to this write (which the engine records, as every write)
+                for writer in hot:
+                    rate = rates[writer]
+                    record.fold(rate.start, write.at, record.lane(writer), writes=rate.streak - 1)
+                record.last = write.seq - 1
             before = None
         else:
             before = (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)
@@ -137,6 +147,24 @@ class HotLoopRule:
             if rate.rate >= self._min_rate and rate.streak >= self._min_writes:
                 hot.append(writer)
         return rates, hot
+
+
+def _fight_record(
+    settings: TimelineSettings, resolve: ResolveSettings, involved: list[Handover], seq: int
+) -> Record | None:
+    """The record of a fight just opened: what its object's handover log holds of the contested fields, one mark per
+    write that handed one over (the writes between are not known: `partial`)."""
+    record = new_record(settings, resolve)
+    if record is None:
+        return None
+    record.partial = True
+    marked: set[int] = set()
+    for h in involved:
+        if h.seq not in marked:
+            marked.add(h.seq)
+            record.add(h.at, record.lane(h.by), HANDOVER)
+    record.last = seq
+    return record
 
 
 def _note_evidence(

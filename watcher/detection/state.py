@@ -11,6 +11,7 @@ import math
 
 from watcher.detection.handovers import HandoverLog
 from watcher.detection.ignore import ObjectRules
+from watcher.detection.timeline import Record
 from watcher.model import FindingType, ObjectRef, Writer
 
 
@@ -52,6 +53,7 @@ class OpenFinding:
         "handovers",
         "id",
         "last_seen",
+        "record",
         "ref",
         "status_writes",
         "timestamp_values",
@@ -75,6 +77,7 @@ class OpenFinding:
         self.by_ownership = False
         self.timestamp_values = False
         self.status_writes = False
+        self.record: Record | None = None  # its writes, for its timeline (`timeline.py`)
 
 
 def finding_id(kind: FindingType, ref: ObjectRef, *, version: str, at: float) -> str:
