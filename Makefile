@@ -37,6 +37,7 @@ test: $(BIN)/fightwatch lint
 	scripts/control-plane.sh >/dev/null
 	scripts/helm.sh >/dev/null
 	scripts/monitoring.sh >/dev/null
+	scripts/browser.sh >/dev/null
 	$(BIN)/pytest
 
 ## Static checks; and the Rust-only logic's unit tests (cargo test without the extension-module feature, so that
