@@ -232,3 +232,25 @@ def test_delivery_config_errors_name_the_key(delivery: dict[str, object], messag
 def test_metrics_config_errors_name_the_key() -> None:
     with pytest.raises(ConfigError, match=re.escape("metrics.top_managers")):
         parse_config({"metrics": {"top_managers": 0}}, source="test")
+
+
+def test_with_the_watchers_address_every_message_links_to_the_findings_timeline() -> None:
+    finding = FIGHT[0].finding
+    page = f"https://fightwatch.example.com/findings#finding-{finding.id}"
+    assert f"Timeline: {page} " in kube_events.note(finding, page)
+    annotations = alertmanager.alert(finding, now=0.0, resend_interval=60.0, page="https://fightwatch.example.com")
+    assert annotations["annotations"]["page_url"] == page
+    body = webhook.payload(FindingChange(ChangeKind.OPENED, finding), "https://fightwatch.example.com")
+    assert body["url"] == page
+    assert body["text"].endswith(f"Timeline: {page}")
+    # without one, nothing points anywhere
+    assert "Timeline" not in kube_events.note(finding)
+    assert "page_url" not in alertmanager.alert(finding, now=0.0, resend_interval=60.0)["annotations"]
+    assert "url" not in webhook.payload(FindingChange(ChangeKind.OPENED, finding))
+
+
+@pytest.mark.parametrize("url", ["fightwatch.example.com", "ftp://x", "https://x/findings?a=1", "https://x/#y"])
+def test_the_watchers_address_must_be_an_http_url_without_query_or_fragment(url: str) -> None:
+    with pytest.raises(ConfigError, match="serve.external_url"):
+        parse_config({"serve": {"external_url": url}}, source="test")
+    assert parse_config({"serve": {"external_url": "https://x/fw/"}}, source="t").serve.external_url == "https://x/fw"

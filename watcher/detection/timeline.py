@@ -3,10 +3,11 @@
 folded into counts over time (bins).
 
 Bounded: at most `timeline.marks` marks, 8 bytes each in one `array` (time in microseconds, lane, kind: see
-`model.mark_word`); when a mark more would not fit, the oldest quarter is folded into one bin per writer, and at
-most `timeline.bins` folds are kept, neighbours merged in pairs beyond it. So a finding's record stays under
-`8 * marks` bytes plus its bins (about 100 bytes each per writer), however long it lasts; the first writes of a
-finding that lasts for days are counts over the hours they spanned, its last hundreds of writes are marks.
+`model.mark_word`); when a mark more would not fit, the oldest quarter is folded into counts per writer over the
+span it covered (a fold: a row of six numbers per writer, 48 bytes, in a second `array`), and at most
+`timeline.bins` folds are kept, neighbours merged in pairs beyond it. So a finding's record stays under
+`8 * marks` bytes plus `48 * bins` per writer, however long it lasts; the first writes of a finding that lasts for
+days are counts over the hours they spanned, its last hundreds of writes are marks.
 
 What is known before a finding was detected: a fight's contested handovers (from the object's handover log), so
 its record starts with the writes that handed a contested field over, not every write (`partial`); a hot loop's
@@ -23,33 +24,43 @@ from dataclasses import replace
 from watcher.config import ResolveSettings, TimelineSettings
 from watcher.model import CONFLICT, HANDOVER, MAX_LANES, Bin, Finding, Timeline, Writer, mark_word
 
-_Counts = dict[int, list[int]]  # lane -> [writes, handovers, conflicts]
+_Counts = dict[int, list[float]]  # lane -> [writes, handovers, conflicts]
+_ROW = 6  # a fold's row per lane: start, end, lane, writes, handovers, conflicts
 
 
-class Fold:
-    """Writes folded into counts per lane over a span of time."""
+def _rows(start: float, end: float, counts: _Counts) -> array[float]:
+    rows = array("d")
+    for lane in sorted(counts):
+        rows.extend((start, end, float(lane), *counts[lane]))
+    return rows
 
-    __slots__ = ("counts", "end", "start")
 
-    def __init__(self, start: float, end: float, counts: _Counts) -> None:
-        self.start = start
-        self.end = end
-        self.counts = counts
-
-    def merged(self, later: Fold) -> Fold:
-        counts = {lane: list(c) for lane, c in self.counts.items()}
-        for lane, (writes, handovers, conflicts) in later.counts.items():
-            mine = counts.setdefault(lane, [0, 0, 0])
-            mine[0] += writes
-            mine[1] += handovers
-            mine[2] += conflicts
-        return Fold(min(self.start, later.start), max(self.end, later.end), counts)
+def _merged_pairs(folds: array[float]) -> array[float]:
+    """The folds (runs of rows with one span) merged with their neighbour in pairs: half as many."""
+    spans: list[tuple[float, float, _Counts]] = []
+    for i in range(0, len(folds), _ROW):
+        start, end, lane, writes, handovers, conflicts = folds[i : i + _ROW]
+        if not spans or spans[-1][:2] != (start, end):
+            spans.append((start, end, {}))
+        spans[-1][2][int(lane)] = [writes, handovers, conflicts]
+    merged = array("d")
+    for i in range(0, len(spans), 2):
+        start, end, counts = spans[i]
+        if i + 1 < len(spans):
+            later_start, later_end, later = spans[i + 1]
+            start, end = min(start, later_start), max(end, later_end)
+            for index, added in later.items():
+                mine = counts.setdefault(index, [0.0, 0.0, 0.0])
+                for k in range(3):
+                    mine[k] += added[k]
+        merged.extend(_rows(start, end, counts))
+    return merged
 
 
 class Record:
     """The write record of one open finding (see the module docstring)."""
 
-    __slots__ = ("folds", "lanes", "last", "limit", "max_folds", "partial", "resolve", "words")
+    __slots__ = ("fold_count", "folds", "lanes", "last", "limit", "max_folds", "partial", "resolve", "words")
 
     def __init__(self, settings: TimelineSettings, resolve: ResolveSettings) -> None:
         self.limit = settings.marks
@@ -57,7 +68,8 @@ class Record:
         self.resolve = resolve
         self.lanes: list[Writer] = []
         self.words = array("Q")
-        self.folds: list[Fold] = []
+        self.folds = array("d")  # rows of `_ROW` numbers, one per lane of each fold, in time order
+        self.fold_count = 0
         self.last = -1  # the last write recorded (the object's write counter, or the request's number)
         self.partial = False
 
@@ -94,12 +106,14 @@ class Record:
     def fold(self, start: float, end: float, lane: int, *, writes: int, handovers: int = 0, conflicts: int = 0) -> None:
         """Record writes known only as a count over a span of time (before the finding was detected)."""
         if writes > 0:
-            self._keep(Fold(start, end, {lane: [writes, handovers, conflicts]}))
+            self._keep(_rows(start, end, {lane: [writes, handovers, conflicts]}))
 
     def timeline(self, flip_period: float | None = None) -> Timeline:
         """The snapshot sinks draw; `flip_period`: a fight's, which sets how long it must be quiet to resolve."""
+        folds = self.folds
         bins = tuple(
-            Bin(f.start, f.end, lane, *counts) for f in self.folds for lane, counts in sorted(f.counts.items())
+            Bin(folds[i], folds[i + 1], int(folds[i + 2]), int(folds[i + 3]), int(folds[i + 4]), int(folds[i + 5]))
+            for i in range(0, len(folds), _ROW)
         )
         quiet = quiet_period(self.resolve, flip_period)
         return Timeline(tuple(self.lanes), self.words.tobytes(), bins, quiet, self.partial)
@@ -108,25 +122,21 @@ class Record:
         words = self.words
         counts: _Counts = {}
         for word in words[:count]:
-            c = counts.setdefault((word >> 4) & 0xFF, [0, 0, 0])
+            c = counts.setdefault((word >> 4) & 0xFF, [0.0, 0.0, 0.0])
             c[0] += 1
             c[1] += (word & HANDOVER) != 0
             c[2] += (word & CONFLICT) != 0
         start, end = (words[0] >> 12) / 1_000_000, (words[count - 1] >> 12) / 1_000_000
         del words[:count]
-        self._keep(Fold(start, end, counts))
+        self._keep(_rows(start, end, counts))
 
-    def _keep(self, fold: Fold) -> None:
-        folds = self.folds
-        bisect.insort(folds, fold, key=_start)
-        if len(folds) > self.max_folds:
-            self.folds = [
-                folds[i].merged(folds[i + 1]) if i + 1 < len(folds) else folds[i] for i in range(0, len(folds), 2)
-            ]
-
-
-def _start(fold: Fold) -> float:
-    return fold.start
+    def _keep(self, rows: array[float]) -> None:
+        """Add a fold (after the others: folds are made oldest first); merge neighbours in pairs beyond the limit."""
+        self.folds.extend(rows)
+        self.fold_count += 1
+        if self.fold_count > self.max_folds:
+            self.folds = _merged_pairs(self.folds)
+            self.fold_count = (self.fold_count + 1) // 2
 
 
 def new_record(settings: TimelineSettings, resolve: ResolveSettings) -> Record | None:
@@ -149,4 +159,4 @@ def quiet_period(resolve: ResolveSettings, flip_period: float | None) -> float:
     return max(resolve.after, resolve.flip_periods * flip_period) if flip_period else resolve.after
 
 
-__all__ = ["Fold", "Record", "keep_resolved", "new_record", "quiet_period"]
+__all__ = ["Record", "keep_resolved", "new_record", "quiet_period"]
