@@ -1,0 +1,166 @@
+"""The findings drawn for people, in HTML: the self-contained report file (`replay --html`) and the watcher's live
+page (`sinks.http` serves it). One rendering for both, so a report attached to a ticket shows what the page showed.
+
+Every string in a finding comes from the cluster (object names, field managers, users) and is escaped: the
+templates autoescape and never mark data safe. The page keeps to itself under a Content-Security-Policy that
+admits only its own nonce'd style and script: no inline `style` attributes or event handlers, no fetches but the
+live page's own, nothing loaded from elsewhere (a report opened offline looks the same).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from watcher.model import Finding, FindingState, format_time
+from watcher.sinks.report import severity_order
+from watcher.sinks.timeline_axis import clock, date
+from watcher.sinks.timeline_layout import Lane, Layout, layout
+from watcher.sinks.timeline_shapes import svg_number
+
+MANAGERS_SHOWN: Final = 8  # of the writes by manager in the summary; the rest behind a disclosure
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What was analysed: the report's header section."""
+
+    sources: tuple[str, ...]  # file names analysed; the live page: ()
+    events: int
+    objects: int  # objects written
+    first: float | None  # epoch seconds of the first and last event
+    last: float | None
+    writes_by_manager: tuple[tuple[str, int], ...]  # most first; "(unattributed)" possible
+    note: str = ""  # e.g. "3 invalid events skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class LivePage:
+    """The live page's behaviour: it fetches `fragment_url` (relative) with the bearer token it was given and
+    shows it, every `refresh_seconds`; `signed_in`: the request that got the page was authenticated already (the
+    findings came inline)."""
+
+    fragment_url: str
+    refresh_seconds: float = 30.0
+    signed_in: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Card:
+    """One finding as its card shows it."""
+
+    finding: Finding
+    number: int  # for ids inside the card that must be unique on the page
+    timeline: Layout | None
+    lanes: dict[str, Lane]  # by writer.display(): the lane of a writer, for its marker beside its name
+
+
+_TEMPLATES: Final = Environment(
+    loader=PackageLoader("watcher", "sinks/templates"), autoescape=True, undefined=StrictUndefined
+)
+
+
+def render_findings(findings: Sequence[Finding], *, now: float, summary: Summary | None = None) -> str:
+    """The findings part (an HTML fragment, no script): what was analysed (given a summary), then one card per
+    finding, most severe first (`report.severity_order`: active ones first), each with its timeline."""
+    ordered = severity_order(findings)
+    return _TEMPLATES.get_template("findings.html.j2").render(
+        cards=[_card(f, n, now) for n, f in enumerate(ordered, 1)],
+        summary=summary,
+        managers_shown=MANAGERS_SHOWN,
+        overview=_overview(ordered),
+    )
+
+
+def render_page(
+    fragment: str | None, *, title: str, nonce: str, live: LivePage | None = None, meta_policy: bool = False
+) -> str:
+    """The whole document: one nonce'd style and one nonce'd script (filters; and given `live`, sign-in and
+    polling), the filter bar, and `fragment` in <main id="findings"> (None: empty, to be fetched).
+    `meta_policy`: state the Content-Security-Policy in the document too (a file has no headers)."""
+    policy = content_security_policy(nonce, live=live is not None, meta=True) if meta_policy else None
+    return _TEMPLATES.get_template("page.html.j2").render(
+        fragment=fragment, title=title, nonce=nonce, live=live, policy=policy
+    )
+
+
+def report(findings: Sequence[Finding], *, summary: Summary, now: float) -> str:
+    """The self-contained report file: nothing in it is fetched, and its policy lets nothing leave it."""
+    names = ", ".join(summary.sources) or "standard input"
+    return render_page(
+        render_findings(findings, now=now, summary=summary),
+        title=f"fightwatch report: {names}",
+        nonce=secrets.token_urlsafe(16),
+        meta_policy=True,
+    )
+
+
+def content_security_policy(nonce: str, *, live: bool, meta: bool = False) -> str:
+    """The page's policy: its own nonce'd style and script, images only as data; the live page may fetch from its
+    own origin. (`meta`: the directives a <meta> element may state; frame-ancestors only works as a header.)"""
+    directives = [
+        "default-src 'none'",
+        f"style-src 'nonce-{nonce}'",
+        f"script-src 'nonce-{nonce}'",
+        "img-src data:",
+        *(["connect-src 'self'"] if live else []),
+        "base-uri 'none'",
+        "form-action 'none'",
+        *([] if meta else ["frame-ancestors 'none'"]),
+    ]
+    return "; ".join(directives)
+
+
+def _card(finding: Finding, number: int, now: float) -> _Card:
+    drawn = layout(finding, finding.timeline, now=now) if finding.timeline is not None else None
+    lanes = {lane.writer: lane for lane in drawn.lanes} if drawn is not None else {}
+    return _Card(finding, number, drawn, lanes)
+
+
+def _overview(findings: Sequence[Finding]) -> str:
+    """`12 findings: 10 fights, 2 hot loops; 11 active`."""
+    if not findings:
+        return "No controller fights or hot loops found."
+    types = Counter(f.type for f in findings)
+    active = sum(f.state is FindingState.ACTIVE for f in findings)
+    kinds = ", ".join(kind.counted(number) for kind, number in types.most_common())
+    return f"{len(findings)} finding{'s' * (len(findings) != 1)}: {kinds}; {active} active"
+
+
+def utc(seconds: float) -> str:
+    """`2026-11-23 22:40:42 UTC`: a time for people (the page shows UTC only, as the cluster's logs do)."""
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration(seconds: float) -> str:
+    """`40 ms`, `1.5 s`, `50 s`, `2 min 30 s`, `3 h 5 min`, `2 d 4 h`: as precise as a reader needs."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    if seconds < 10:
+        return f"{seconds:.1f}".removesuffix(".0") + " s"
+    whole = round(seconds)
+    index = next(i for i, (size, _) in enumerate(_UNITS) if whole >= size)
+    size, unit = _UNITS[index]
+    text = f"{whole // size} {unit}"
+    if size > 1 and (rest := whole % size // _UNITS[index + 1][0]):
+        text += f" {rest} {_UNITS[index + 1][1]}"
+    return text
+
+
+_UNITS: Final = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"))
+
+
+def rate(per_minute: float) -> str:
+    """Three significant digits at most: `200`, `49.9`, `1.6`."""
+    return f"{per_minute:.3g}" if per_minute < 1000 else f"{per_minute:,.0f}"
+
+
+_TEMPLATES.filters.update(
+    utc=utc, iso=format_time, duration=duration, rate=rate, clock=clock, day=date, n=svg_number, number="{:,}".format
+)
