@@ -12,12 +12,13 @@ import argparse
 import gc
 import re
 import sys
+import time
 from collections import Counter
 from collections.abc import Generator, Sequence
 from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pydantic import ValidationError
 
@@ -29,10 +30,13 @@ from watcher.detection.join import Joined
 from watcher.detection.native import CHOICES, native_available
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
-from watcher.model import Finding, FindingState, FindingType, format_time
+from watcher.model import Finding, FindingState, FindingType, ObjectRef, Writer, format_time
 from watcher.sinks.report import write_json, write_table
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
+
+if TYPE_CHECKING:
+    from watcher.sinks.page import Summary
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -76,10 +80,11 @@ def _run(args: argparse.Namespace, config: Config) -> int:
 
 def _offline(args: argparse.Namespace, config: Config) -> int:
     """`fightwatch replay`, `fightwatch demo` and `fightwatch audit`."""
+    tally = WriteTally() if args.html is not None else None
     if args.command == "audit":
-        return _analyse(Analysis(config, requests=args.files), args)
+        return _analyse(Analysis(config, requests=args.files, tally=tally), args)
     try:
-        engine = Engine(config.detection, attribution=args.engine)
+        engine = Engine(config.detection, attribution=args.engine, on_write=tally)
     except ImportError:
         print(f"fightwatch: --engine native: {NOT_BUILT}", file=sys.stderr)
         return EXIT_ERROR
@@ -94,18 +99,58 @@ def _offline(args: argparse.Namespace, config: Config) -> int:
         else:
             files = args.files
         return _analyse(
-            Analysis(config, watch=engine, captures=files, requests=getattr(args, "audit", None) or []), args
+            Analysis(config, watch=engine, captures=files, requests=getattr(args, "audit", None) or [], tally=tally),
+            args,
         )
     return EXIT_OK  # pragma: no cover - ExitStack does not swallow exceptions
+
+
+class WriteTally:
+    """Who wrote how much, and to how many objects: the report's summary of what was analysed (`--html`). The watch
+    engine tells it of every write (`on_write`); the analysis, of every write request of audit-only analyses."""
+
+    def __init__(self) -> None:
+        self.by_manager: Counter[str] = Counter()
+        self.objects: set[tuple[str, str | None, str]] = set()
+
+    def __call__(self, ref: ObjectRef, writers: Sequence[Writer]) -> None:
+        self.objects.add((ref.kind or ref.resource, ref.namespace, ref.name))
+        for writer in writers:
+            self.by_manager[writer.manager or "(unattributed)"] += 1
+
+    def request(self, request: Request) -> None:
+        obj = request.object
+        self.objects.add((obj.resource, obj.namespace or None, obj.name))
+        self.by_manager[request.manager or request.user] += 1
+
+    def summary(self, analysis: Analysis, note: str) -> Summary:
+        from watcher.sinks.page import Summary  # noqa: PLC0415 - the template engine only for a report
+
+        return Summary(
+            sources=tuple(Path(f).name if f != "-" else "(standard input)" for f in analysis.files),
+            events=analysis.events,
+            objects=len(self.objects),
+            first=analysis.first,
+            last=analysis.last,
+            writes_by_manager=tuple(self.by_manager.most_common()),
+            note=note,
+        )
 
 
 class Analysis:
     """An offline analysis: captures of watch events, audit logs, or both (joined), fed in time order."""
 
     def __init__(
-        self, config: Config, *, watch: Engine | None = None, captures: Sequence[str] = (), requests: Sequence[str] = ()
+        self,
+        config: Config,
+        *,
+        watch: Engine | None = None,
+        captures: Sequence[str] = (),
+        requests: Sequence[str] = (),
+        tally: WriteTally | None = None,
     ) -> None:
         self.captures, self.audit_logs = list(captures), list(requests)
+        self.tally = tally
         self.watch = watch
         self.requests = RequestEngine(config.detection) if requests else None
         self.joined = Joined(watch, self.requests) if watch is not None and self.requests is not None else None
@@ -168,6 +213,8 @@ class Analysis:
 
     def _request(self, request: Request) -> None:
         assert self.requests is not None
+        if self.tally is not None and self.watch is None and request.is_write and request.object.name:
+            self.tally.request(request)
         if self.joined is not None:
             self.joined.process_request(request)
         else:
@@ -232,6 +279,8 @@ def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
         sys.stdout.flush()
     else:
         write_table(findings, sys.stdout, totals=analysis.totals(), empty=analysis.nothing_found())
+    if args.html is not None and not _write_report(args.html, analysis, findings, error):
+        return EXIT_ERROR
     for problem in analysis.problems():
         print(f"fightwatch: skipped {problem}", file=sys.stderr)
     if analysis.events == 0 and error is None:
@@ -254,6 +303,29 @@ def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
     if args.fail_on_findings and findings:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _write_report(path: Path, analysis: Analysis, findings: list[Finding], error: CaptureError | None) -> bool:
+    """Write the self-contained HTML report (`--html`): whole or not at all (a temporary file renamed into place)."""
+    from watcher.sinks.page import report  # noqa: PLC0415 - the template engine only for a report
+
+    assert analysis.tally is not None
+    notes = [f"{analysis.skipped_invalid:,} invalid events skipped"] if analysis.skipped_invalid else []
+    if error is not None:
+        notes.append(f"the analysis stopped at {error}: this report covers the events read before it")
+    summary = analysis.tally.summary(analysis, "; ".join(notes))
+    now = analysis.last if analysis.last is not None else time.time()
+    page = report(findings, summary=summary, now=now)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(page, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        print(f"fightwatch: --html {path}: {exc.strerror or exc}", file=sys.stderr)
+        partial.unlink(missing_ok=True)
+        return False
+    print(f"fightwatch: wrote the report to {path}", file=sys.stderr)
+    return True
 
 
 def tune_gc() -> None:
@@ -331,6 +403,12 @@ def _parser() -> argparse.ArgumentParser:
             "--fail-on-findings",
             action="store_true",
             help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)",
+        )
+        sub.add_argument(
+            "--html",
+            type=Path,
+            metavar="FILE",
+            help="also write the findings, with a timeline of each, as one self-contained HTML file (opens offline)",
         )
         if engine:
             engine_option(sub)

@@ -83,7 +83,8 @@ def test_lanes_beyond_the_limit_share_the_last() -> None:
 def test_a_fights_timeline_has_its_writers_and_marks_every_handover(implementation: str) -> None:
     (fight,), _ = analyse("fight-three-writers", engine=implementation)
     timeline = fight.timeline
-    assert timeline is not None and timeline.partial
+    assert timeline is not None
+    assert timeline.partial
     assert set(timeline.lanes) == {c.writer for c in fight.writers}
     marks = timeline.marks()
     assert sum(m.kind == HANDOVER for m in marks) == fight.handovers == 8
@@ -117,9 +118,11 @@ def test_every_write_after_a_fight_is_detected_is_on_its_timeline(implementation
 def test_a_hot_loops_timeline_counts_its_streak_and_marks_every_write_after(capture: str, implementation: str) -> None:
     loop, writes = _writes_by_time(capture, implementation)
     timeline = loop.timeline
-    assert timeline is not None and not timeline.partial
+    assert timeline is not None
+    assert not timeline.partial
     (before,) = timeline.bins  # the streak up to detection, one fold for the one hot writer
-    assert before.start == loop.first_seen and before.end <= loop.detected_at
+    assert before.start == loop.first_seen
+    assert before.end <= loop.detected_at
     assert [m.at for m in timeline.marks()] == [at for at in writes if at >= loop.detected_at]
     assert before.writes == loop.writers[0].writes - len(timeline.marks())
     assert _counted(timeline) <= loop.writes
