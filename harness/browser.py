@@ -13,16 +13,19 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
@@ -165,9 +168,18 @@ class Browser:
         )
 
 
+def spki_digest(certificate: Path) -> str:
+    """The base64 SHA-256 of a certificate's public key (SubjectPublicKeyInfo), as Chromium pins keys."""
+    cert = x509.load_pem_x509_certificate(certificate.read_bytes())
+    spki = cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(hashlib.sha256(spki).digest()).decode()
+
+
 @contextlib.contextmanager
-def open_browser(*, width: int = 1280, height: int = 900) -> Iterator[Browser]:
-    """A headless Chromium with a `width` x `height` viewport and a fresh profile, quit on exit."""
+def open_browser(*, width: int = 1280, height: int = 900, trust: Sequence[Path] = ()) -> Iterator[Browser]:
+    """A headless Chromium with a `width` x `height` viewport and a fresh profile, quit on exit. `trust`: server
+    certificates (PEM) it accepts whoever signed them (pinned by their public key; every other certificate is
+    verified as usual), e.g. a test server's."""
     chromium, chromedriver = browser_paths()
     # Explicit paths skip Selenium Manager altogether; should anything still call it, it downloads nothing.
     os.environ.setdefault("SE_OFFLINE", "true")
@@ -192,6 +204,8 @@ def open_browser(*, width: int = 1280, height: int = 900) -> Iterator[Browser]:
             "--no-pings",
         ):
             options.add_argument(argument)
+        if trust:
+            options.add_argument(f"--ignore-certificate-errors-spki-list={','.join(map(spki_digest, trust))}")
         options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
         options.add_experimental_option("perfLoggingPrefs", {"enableNetwork": True, "enablePage": False})
         service = Service(executable_path=str(chromedriver), log_output=str(log), service_args=["--enable-chrome-logs"])

@@ -129,7 +129,9 @@ class Service:
             return _cannot_start("cannot connect", error=str(exc))
         try:
             try:  # the Events sink writes through the watcher's own client: the same credentials and CA
-                sinks = build_sinks(settings.delivery, api_client=connection.api_client)
+                sinks = build_sinks(
+                    settings.delivery, api_client=connection.api_client, page=settings.serve.external_url
+                )
                 delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
             except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
                 return _cannot_start("cannot deliver", config="delivery", error=str(exc))
@@ -221,7 +223,7 @@ class Service:
             return _cannot_start("cannot serve TLS", config="serve.tls", error=str(exc))
         tls = self._tls.get("serve.tls")
         server = HttpServer(
-            make_app(self._sources(), guard, self.served),
+            make_app(self._sources(), guard, self.served, refresh=serve.page_refresh),
             address=serve.address,
             port=serve.port,
             tls=tls.context if tls is not None else None,

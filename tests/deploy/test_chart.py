@@ -302,6 +302,28 @@ def test_operator_objects_take_the_additional_labels_and_overrides(helm: str) ->
     assert sorted(alerts) == sorted(r["alert"] for g in source["groups"] for r in g["rules"] if "alert" in r)
 
 
+def test_with_the_watchers_address_each_finding_alert_links_to_its_page(helm: str) -> None:
+    url = "https://fightwatch.example.com/"
+    docs = render(helm, "--set", "prometheusRule.enabled=true", "--set", f"config.serve.external_url={url}")
+    (rule,) = of_kind(docs, "PrometheusRule")
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    linked = {name for name, r in alerts.items() if "page_url" in r.get("annotations", {})}
+    assert linked == {
+        "ControllerFightDetected",
+        "ControllerHotLoop",
+        "KubernetesConflictStorm",
+        "ServerSideApplyStuck",
+        "ControllerNoopWrites",
+    }
+    page = alerts["ControllerFightDetected"]["annotations"]["page_url"]
+    assert page == ("https://fightwatch.example.com/findings?namespace={{ $labels.namespace }}&kind={{ $labels.kind }}")
+    (config,) = [d for d in of_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
+    assert yaml.safe_load(config["data"]["config.yaml"])["serve"]["external_url"] == url
+    plain = render(helm, "--set", "prometheusRule.enabled=true")
+    (rule,) = of_kind(plain, "PrometheusRule")
+    assert not [r for g in rule["spec"]["groups"] for r in g["rules"] if "page_url" in r.get("annotations", {})]
+
+
 def test_dashboards_ship_as_sidecar_config_maps(helm: str) -> None:
     docs = render(helm, "--set", "dashboards.enabled=true")
     shipped = {name: doc for doc in of_kind(docs, "ConfigMap") for name in doc["data"] if name.endswith(".json")}

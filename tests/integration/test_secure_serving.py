@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
+import re
 import shutil
 import ssl
 import time
@@ -23,7 +24,11 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 import yaml
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
 
+from harness.browser import open_browser
 from harness.control_plane import ControlPlane, start_control_plane
 from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client
 from harness.monitoring import start_prometheus
@@ -219,6 +224,70 @@ async def test_each_caller_sees_the_findings_about_objects_it_may_list(
     assert places(await watcher.findings(token=tokens["developer"], namespace="team-b")) == set()
     assert places(await watcher.findings(token=tokens["engineer"])) == set(TEAMS)
     assert places(await watcher.findings(token=tokens["reporter"])) == set(TEAMS)
+
+
+def _cards(html: str) -> set[str]:
+    """The ids of the findings a page (or its findings part) shows."""
+    return set(re.findall(r'<article[^>]* id="finding-([0-9a-f]+)"', html))
+
+
+async def test_the_page_shows_each_caller_the_findings_it_may_see(watcher: Watcher, tokens: dict[str, str]) -> None:
+    ids = {f["object"]["namespace"]: f["id"] for f in await watcher.findings() if f["object"]["name"] == "contested"}
+    status, frame = await watcher.get("/findings", token="")
+    assert status == 200
+    assert _cards(frame) == set()  # without credentials: the page alone, which asks for a token
+    assert (await watcher.get("/findings", token="", fragment="1"))[0] == 401
+    assert (await watcher.get("/findings", token=UNSEEN, fragment="1"))[0] == 401
+    for account, seen in (("developer", {"team-a"}), ("engineer", set(TEAMS)), ("nobody", set())):
+        status, page = await watcher.get("/findings", token=tokens[account])
+        assert status == 200
+        assert _cards(page) & set(ids.values()) == {ids[team] for team in seen}, account
+        status, part = await watcher.get("/findings", token=tokens[account], fragment="1")
+        assert status == 200
+        assert _cards(part) & set(ids.values()) == {ids[team] for team in seen}, account
+    # each shown with its timeline: a lane per operator
+    _, page = await watcher.get("/findings", token=tokens["developer"], namespace="team-a")
+    assert 'data-writer="team-a-operator' in page
+    assert 'data-writer="team-b-operator' in page
+
+
+async def test_in_a_browser_a_token_signs_in_and_shows_what_it_may_see(
+    watcher: Watcher, plane: ControlPlane, tokens: dict[str, str]
+) -> None:
+    """The page in a real Chromium: it asks for a token, shows the tenant's fight with a lane per operator, shows
+    nothing to a token without RBAC, and says so of a token the API server does not accept."""
+    await asyncio.to_thread(_browse, watcher.url, plane.watcher_serving_pair[0], tokens)
+
+
+def _browse(url: str, certificate: Path, tokens: dict[str, str]) -> None:
+    with open_browser(trust=(certificate,)) as browser:
+        browser.open(url + "/findings")
+        driver = browser.driver
+        wait = WebDriverWait(driver, 30)
+
+        def sign_in(token: str) -> None:
+            wait.until(lambda d: d.find_element(By.ID, "signin").is_displayed())
+            driver.find_element(By.ID, "signin-token").send_keys(token)
+            driver.find_element(By.CSS_SELECTOR, "#signin-form button[type=submit]").click()
+
+        def shown() -> list[WebElement]:
+            wait.until(lambda d: d.find_element(By.ID, "live-controls").is_displayed())
+            return driver.find_elements(By.CSS_SELECTOR, "article.finding")
+
+        sign_in(tokens["developer"])
+        cards = [c for c in shown() if c.get_attribute("data-namespace") in TEAMS]
+        assert [c.get_attribute("data-namespace") for c in cards] == ["team-a"]
+        lanes = {g.get_attribute("data-writer") for g in cards[0].find_elements(By.CSS_SELECTOR, "svg g.lane")}
+        assert lanes == {"team-a-operator (Update)", "team-b-operator (Update)"}
+        assert all(r.startswith(url + "/") for r in browser.requests() if not r.startswith("data:"))
+        driver.find_element(By.ID, "live-forget").click()
+        assert driver.find_elements(By.CSS_SELECTOR, "article.finding") == []
+        sign_in(tokens["nobody"])
+        assert shown() == []
+        driver.find_element(By.ID, "live-forget").click()
+        sign_in("a-token-nobody-issued")
+        wait.until(lambda d: "not accepted" in d.find_element(By.ID, "live-message").text)
+        assert driver.find_elements(By.CSS_SELECTOR, "article.finding") == []
 
 
 async def test_a_client_certificate_of_the_clusters_ca_authenticates_its_user_and_groups(

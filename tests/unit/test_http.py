@@ -3,6 +3,7 @@ what (the guard's answers are a table here; tests/integration/test_secure_servin
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -257,3 +258,64 @@ async def test_list_on_the_findings_of_fightwatch_io_grants_every_finding(
     guard.asked.clear()
     assert len(await _findings_of(client, "", as_user("nobody-token"))) == 4
     assert [w.resource for _, w in guard.asked] == ["findings"]  # (nothing else asked)
+
+
+def _cards(html: str) -> set[tuple[str, str]]:
+    """The findings a page shows, by (namespace, object name): from the ids of its cards."""
+    by_id = {f.id: (f.object.namespace or "", f.object.name) for f in _findings()}
+    return {by_id[i] for i in re.findall(r'<article[^>]* id="finding-([0-9a-f]+)"', html)}
+
+
+async def test_the_page_shows_a_caller_what_the_findings_api_gives_it(client: TestClient[Any, Any]) -> None:
+    for token, expected in (
+        ("admin-token", 4),
+        ("tenant-token", {("fight-data", "service-endpoints"), ("hot-loop-timestamp", "reconcile-state")}),
+        ("nobody-token", set()),
+    ):
+        for query in ("", "?fragment=1"):
+            response = await client.get(f"/findings{query}", headers=as_user(token))
+            assert response.status == 200
+            assert response.content_type == "text/html"
+            shown = _cards(await response.text())
+            assert (len(shown) if isinstance(expected, int) else shown) == expected, (token, query)
+    response = await client.get("/findings?namespace=fight-data&fragment=1", headers=as_user("tenant-token"))
+    assert _cards(await response.text()) == {("fight-data", "service-endpoints")}  # the API's filters apply
+
+
+async def test_without_credentials_the_page_has_no_findings_and_its_part_is_a_401(
+    client: TestClient[Any, Any],
+) -> None:
+    for headers in ({"Authorization": ""}, as_user("not-a-token")):
+        response = await client.get("/findings", headers=headers)
+        assert response.status == 200
+        assert _cards(await response.text()) == set()
+        response = await client.get("/findings?fragment=1", headers=headers)
+        assert response.status == 401
+    assert (await client.get("/findings?fragment=1&colour=red")).status == 400
+    response = await client.get("/", allow_redirects=False)
+    assert (response.status, response.headers["Location"]) == (302, "/findings")
+
+
+async def test_the_page_admits_only_its_own_script_and_style(client: TestClient[Any, Any]) -> None:
+    response = await client.get("/findings")
+    policy = response.headers["Content-Security-Policy"]
+    html = await response.text()
+    nonces = set(re.findall(r'<(?:script|style)[^>]* nonce="([^"]+)"', html))
+    assert len(nonces) == 1
+    (nonce,) = nonces
+    assert f"script-src 'nonce-{nonce}'" in policy
+    assert "default-src 'none'" in policy
+    assert "frame-ancestors 'none'" in policy
+    assert (response.headers["Cache-Control"], response.headers["X-Content-Type-Options"]) == ("no-store", "nosniff")
+    again = await client.get("/findings")
+    assert again.headers["Content-Security-Policy"] != policy  # a nonce per response
+
+
+async def test_the_page_needs_the_api_server_only_for_its_findings(
+    client: TestClient[Any, Any], guard: TableGuard
+) -> None:
+    guard.down = True
+    response = await client.get("/findings")
+    assert response.status == 200  # the page, whose script asks again
+    assert _cards(await response.text()) == set()
+    assert (await client.get("/findings?fragment=1")).status == 503

@@ -251,6 +251,6 @@ def test_with_the_watchers_address_every_message_links_to_the_findings_timeline(
 
 @pytest.mark.parametrize("url", ["fightwatch.example.com", "ftp://x", "https://x/findings?a=1", "https://x/#y"])
 def test_the_watchers_address_must_be_an_http_url_without_query_or_fragment(url: str) -> None:
-    with pytest.raises(ConfigError, match="serve.external_url"):
+    with pytest.raises(ConfigError, match=r"serve\.external_url"):
         parse_config({"serve": {"external_url": url}}, source="test")
     assert parse_config({"serve": {"external_url": "https://x/fw/"}}, source="t").serve.external_url == "https://x/fw"

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from watcher.config import AlertmanagerSettings
 from watcher.model import ChangeKind, Finding, FindingChange, FindingType, format_time
 from watcher.sinks.http_client import JsonPoster, ssl_context
+from watcher.sinks.report import finding_page
 
 ALERT_NAMES = {
     FindingType.FIGHT: "ControllerFightDetected",
@@ -31,8 +32,16 @@ RUNBOOK_ANCHORS = {t: name.lower() for t, name in ALERT_NAMES.items()}
 ENDS_AFTER_RESENDS = 4  # an active alert ends this many re-send intervals ahead unless re-sent (as Prometheus)
 
 
-def alert(finding: Finding, *, now: float, resend_interval: float, generator_url: str | None = None) -> dict[str, Any]:
-    """The Alertmanager API v2 `postableAlert` of a finding."""
+def alert(
+    finding: Finding,
+    *,
+    now: float,
+    resend_interval: float,
+    generator_url: str | None = None,
+    page: str | None = None,
+) -> dict[str, Any]:
+    """The Alertmanager API v2 `postableAlert` of a finding; `page`: the watcher's address as users reach it, for a
+    `page_url` annotation linking to the finding's timeline."""
     ref = finding.object
     labels = {
         "alertname": ALERT_NAMES[finding.type],
@@ -53,6 +62,8 @@ def alert(finding: Finding, *, now: float, resend_interval: float, generator_url
         "runbook_url": f"{RUNBOOK}#{RUNBOOK_ANCHORS[finding.type]}",
         "finding_id": finding.id,
     }
+    if (url := finding_page(page, finding)) is not None:
+        annotations["page_url"] = url
     if finding.type is FindingType.FIGHT:
         annotations["handovers"] = str(finding.handovers)
     if finding.clients:
@@ -82,9 +93,11 @@ class AlertmanagerSink:
         settings: AlertmanagerSettings,
         *,
         bearer_token: str | None = None,
+        page: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         parts = urlsplit(url)
+        self._page = page
         if parts.scheme not in {"http", "https"} or not parts.netloc:
             raise ValueError(f"delivery.alertmanager.urls: {url!r} is not an http(s) URL")
         self.name = f"alertmanager:{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
@@ -122,9 +135,9 @@ class AlertmanagerSink:
                 self._active[finding.id] = finding
         now = self._clock()
         interval = self.settings.resend_interval
-        url = self.settings.generator_url
-        alerts = [alert(f, now=now, resend_interval=interval, generator_url=url) for f in self._active.values()]
-        alerts += [alert(f, now=now, resend_interval=interval, generator_url=url) for f in resolved]
+        url, page = self.settings.generator_url, self._page
+        told = [*self._active.values(), *resolved]
+        alerts = [alert(f, now=now, resend_interval=interval, generator_url=url, page=page) for f in told]
         if alerts:
             await self._poster.post(alerts)
 

@@ -24,6 +24,7 @@ from kubernetes_asyncio.client import ApiClient
 from watcher.config import EventsSettings
 from watcher.model import ChangeKind, Finding, FindingChange, FindingType, JSONObject
 from watcher.sinks.delivery import DeliveryError
+from watcher.sinks.report import finding_page
 
 REPORTING_CONTROLLER = "fightwatch"
 EVENTS_V1 = "events.k8s.io/v1"
@@ -64,8 +65,9 @@ def event_namespace(finding: Finding, api: str) -> str:
     return "kube-system" if api == EVENTS_V1 else "default"
 
 
-def note(finding: Finding) -> str:
-    """The message: what happens (writers, fields, rate) and how to stop it, within the 1 KiB limit."""
+def note(finding: Finding, page: str | None = None) -> str:
+    """The message: what happens (writers, fields, rate), where its timeline is (`page`, the watcher's page for the
+    finding, where its address is configured) and how to stop it, within the 1 KiB limit."""
     writers = ", ".join(f"{c.writer.display()} x{c.writes}" for c in finding.writers)
     rate = f"{finding.writes_per_minute:g} {_RATE_UNITS.get(finding.type, 'writes')}/min"
     if finding.conflicts:
@@ -76,6 +78,8 @@ def note(finding: Finding) -> str:
     if finding.clients:  # (from audit events: who stands behind the managers)
         told = [f"{c.display()}: {c.conflicts} conflicts, {c.writes} writes" for c in finding.clients[:3]]
         text += f"Clients: {', '.join(told)}. "
+    if page is not None:
+        text += f"Timeline: {page} "
     text += f"Hint: {finding.hint}"
     if finding.resolved_at is not None:
         text = f"Resolved, quiet since {_time(finding.last_seen)}: {text}"
@@ -97,14 +101,20 @@ class KubeEventsSink:
         api_client: ApiClient,
         settings: EventsSettings | None = None,
         *,
+        page: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`page`: the watcher's address as users reach it (`serve.external_url`): messages link there."""
         self.settings = settings or EventsSettings()
+        self._page = page
         self._api_client = api_client
         self._clock = clock
         self._instance = reporting_instance(self.settings)
         self._api: str | None = None if self.settings.api == "auto" else self.settings.api
         self._counts: dict[str, int] = {}  # finding id -> occurrences in its Event's series
+
+    def _note(self, finding: Finding) -> str:
+        return note(finding, finding_page(self._page, finding))
 
     def wants(self, change: FindingChange) -> bool:
         """Every change of a finding on an object known by kind (an Event must name its object's kind: a finding
@@ -173,7 +183,7 @@ class KubeEventsSink:
             if created:
                 self._counts[finding.id] = 1
                 return
-        patch = _series(api, finding, count + 1, now)
+        patch = _series(api, count + 1, now, self._note(finding))
         status, body = await self._call("PATCH", f"{_collection(api, namespace)}/{name}", patch, merge=True)
         if status >= 300:
             raise _error("update", status, body)
@@ -212,7 +222,7 @@ class KubeEventsSink:
                 "action": action,
                 "reason": reason,
                 "regarding": regarding,
-                "note": note(finding),
+                "note": self._note(finding),
                 "type": kind,
             }
         stamp = _time(now)
@@ -222,7 +232,7 @@ class KubeEventsSink:
             "metadata": metadata,
             "involvedObject": regarding,
             "reason": reason,
-            "message": note(finding),
+            "message": self._note(finding),
             "type": kind,
             "source": {"component": REPORTING_CONTROLLER},
             "firstTimestamp": stamp,
@@ -256,10 +266,10 @@ def _collection(api: str, namespace: str) -> str:
     return f"{prefix}/namespaces/{namespace}/events"
 
 
-def _series(api: str, finding: Finding, count: int, now: float) -> JSONObject:
+def _series(api: str, count: int, now: float, message: str) -> JSONObject:
     if api == EVENTS_V1:
-        return {"series": {"count": count, "lastObservedTime": _micro_time(now)}, "note": note(finding)}
-    return {"count": count, "lastTimestamp": _time(now), "message": note(finding)}
+        return {"series": {"count": count, "lastObservedTime": _micro_time(now)}, "note": message}
+    return {"count": count, "lastTimestamp": _time(now), "message": message}
 
 
 def _occurrences(api: str, event: bytes) -> int:

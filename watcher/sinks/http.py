@@ -1,4 +1,4 @@
-"""The watcher's HTTP endpoints (aiohttp): /metrics, /healthz, /readyz and /api/v1/findings.
+"""The watcher's HTTP endpoints (aiohttp): /metrics, /healthz, /readyz, /api/v1/findings and the page /findings.
 
 Who may read what (docs/security.md), decided by the `Guard` (the API server's TokenReview and
 SubjectAccessReview, cached):
@@ -13,6 +13,11 @@ SubjectAccessReview, cached):
   API serves, only RBAC names. (Not a non-resource permission on the path: the built-in `system:discovery` role
   grants `get` on `/api/*` to every authenticated user.)
 
+- `/findings`: the page (`sinks.page`) of the findings `/api/v1/findings` would give the caller, each with its
+  timeline. A request without credentials (a browser) gets the page without findings, whose script asks for a
+  token (kept in the tab's session storage) and fetches them with it (`/findings?fragment=1`, guarded as the API).
+  Its headers keep it to itself: a Content-Security-Policy admitting only its own nonce'd script and style.
+
 No credential, or one the API server does not accept: 401. Not allowed: 403. The API server unable to review a
 request that no cached answer covers: 503. Tokens are never logged or kept (only their digest, in the cache).
 
@@ -25,9 +30,11 @@ through plain callables, so this module knows nothing of watches or the engine.
 from __future__ import annotations
 
 import asyncio
+import secrets
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -36,10 +43,13 @@ from aiohttp import web
 from watcher.model import Finding, FindingState, FindingType, ObjectRef
 from watcher.serving.access import AccessUnavailableError, Caller, Resource
 from watcher.serving.guard import Guard
+from watcher.sinks import page
 from watcher.sinks.report import finding_json, severity_order
 
 FILTERS = ("namespace", "kind", "type", "state")
 FINDINGS_PATH = "/api/v1/findings"
+PAGE_PATH = "/findings"
+TITLE = "fightwatch: findings"
 EVERY_FINDING = Resource("list", resource="findings", group="fightwatch.io")  # (cluster scope: all of them)
 REVIEWS_AT_ONCE = 8  # SubjectAccessReviews in flight for one request
 _JSON = "application/json"
@@ -65,7 +75,10 @@ class ServedRequests:
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
 
 
-def make_app(sources: Sources, guard: Guard, served: ServedRequests | None = None) -> web.Application:
+def make_app(
+    sources: Sources, guard: Guard, served: ServedRequests | None = None, *, refresh: float = 30.0
+) -> web.Application:
+    """The endpoints; `refresh`: how often the page fetches the findings again (seconds)."""
     counts = (served or ServedRequests()).counts
 
     @web.middleware
@@ -81,13 +94,30 @@ def make_app(sources: Sources, guard: Guard, served: ServedRequests | None = Non
         return response
 
     app = web.Application(middlewares=[count])
+    endpoints = Endpoints(sources, guard, refresh=refresh)
+    app.router.add_get("/healthz", endpoints.healthz)
+    app.router.add_get("/readyz", endpoints.readyz)
+    app.router.add_get("/metrics", endpoints.protected(endpoints.metrics))
+    app.router.add_get(FINDINGS_PATH, endpoints.protected(endpoints.findings))
+    app.router.add_get(PAGE_PATH, endpoints.page)
+    app.router.add_get("/", endpoints.home)
+    return app
 
-    def protected(handler: Callable[[web.Request, Caller], Awaitable[web.Response]]) -> Handler:
+
+class Endpoints:
+    """The handlers, over the sources they read and the guard that admits callers."""
+
+    def __init__(self, sources: Sources, guard: Guard, *, refresh: float) -> None:
+        self.sources = sources
+        self.guard = guard
+        self.live = page.LivePage(fragment_url=f"{PAGE_PATH.lstrip('/')}?fragment=1", refresh_seconds=refresh)
+
+    def protected(self, handler: Callable[[web.Request, Caller], Awaitable[web.Response]]) -> Handler:
         """The handler, for authenticated callers only (401 otherwise; 503 when that cannot be decided)."""
 
         async def guarded(request: web.Request) -> web.Response:
             try:
-                caller = await guard.caller(request)
+                caller = await self.guard.caller(request)
                 if caller is None:
                     return _json(
                         {"error": "Unauthorized: send a bearer token the Kubernetes API server accepts"},
@@ -100,47 +130,77 @@ def make_app(sources: Sources, guard: Guard, served: ServedRequests | None = Non
 
         return guarded
 
-    async def details(request: web.Request) -> bool:
+    async def _details(self, request: web.Request) -> bool:
         """Whether the caller of an open endpoint may see its whole report (never an error: probes stay open)."""
-        if not guard.secure:
+        if not self.guard.secure:
             return True
         try:
-            caller = await guard.caller(request)
-            return caller is not None and await guard.allowed(caller, Resource("get", path=request.path))
+            caller = await self.guard.caller(request)
+            return caller is not None and await self.guard.allowed(caller, Resource("get", path=request.path))
         except AccessUnavailableError:
             return False
 
-    async def healthz(request: web.Request) -> web.Response:
-        report = sources.liveness()
-        body = report if await details(request) else {"alive": report["alive"]}
+    async def healthz(self, request: web.Request) -> web.Response:
+        report = self.sources.liveness()
+        body = report if await self._details(request) else {"alive": report["alive"]}
         return _json(body, status=200 if report["alive"] else 503)
 
-    async def readyz(request: web.Request) -> web.Response:
-        report = sources.readiness()
-        body = report if await details(request) else {"ready": report["ready"]}
+    async def readyz(self, request: web.Request) -> web.Response:
+        report = self.sources.readiness()
+        body = report if await self._details(request) else {"ready": report["ready"]}
         return _json(body, status=200 if report["ready"] else 503)
 
-    async def metrics(request: web.Request, caller: Caller) -> web.Response:
-        if not await guard.allowed(caller, Resource("get", path=request.path)):
+    async def metrics(self, request: web.Request, caller: Caller) -> web.Response:
+        if not await self.guard.allowed(caller, Resource("get", path=request.path)):
             return _forbidden(caller, request.path)
-        body, content_type = sources.metrics(request.headers.get("Accept"))
+        body, content_type = self.sources.metrics(request.headers.get("Accept"))
         return web.Response(body=body, headers={"Content-Type": content_type})
 
-    async def findings(request: web.Request, caller: Caller) -> web.Response:
+    async def _visible(self, request: web.Request, caller: Caller) -> list[Finding]:
+        """The findings the query's filters choose that the caller may see, most severe first (ValueError: a bad
+        filter)."""
+        wanted = parse_filters((k, v) for k, v in request.query.items() if k != "fragment")
+        chosen = [f for f in self.sources.findings() if keep(f, wanted)]
+        if not await self.guard.allowed(caller, EVERY_FINDING):
+            chosen = await readable(chosen, caller, self.guard.allowed, self.sources.resource)
+        return severity_order(chosen)
+
+    async def findings(self, request: web.Request, caller: Caller) -> web.Response:
         try:
-            wanted = parse_filters(request.query.items())
+            chosen = await self._visible(request, caller)
         except ValueError as exc:
             return _json({"error": str(exc)}, status=400)
-        chosen = [f for f in sources.findings() if keep(f, wanted)]
-        if not await guard.allowed(caller, EVERY_FINDING):
-            chosen = await readable(chosen, caller, guard.allowed, sources.resource)
-        return _json({"findings": [finding_json(f) for f in severity_order(chosen)]})
+        return _json({"findings": [finding_json(f) for f in chosen]})
 
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", protected(metrics))
-    app.router.add_get(FINDINGS_PATH, protected(findings))
-    return app
+    async def _fragment(self, request: web.Request, caller: Caller) -> web.Response:
+        """The findings part of the page, for its script to show and refresh (with the token it was given)."""
+        try:
+            chosen = await self._visible(request, caller)
+        except ValueError as exc:
+            return _json({"error": str(exc)}, status=400)
+        return _html(page.render_findings(chosen, now=time.time()), nonce="")
+
+    async def page(self, request: web.Request) -> web.StreamResponse:
+        """The page: for a request with credentials, the findings the caller may see with their timelines; for one
+        without (a browser), the page without them, whose script asks for a token and fetches them with it."""
+        if "fragment" in request.query:
+            return await self.protected(self._fragment)(request)
+        try:
+            caller = await self.guard.caller(request)  # (None without credentials: no review asked)
+            chosen = await self._visible(request, caller) if caller is not None else None
+        except ValueError as exc:
+            return _json({"error": str(exc)}, status=400)
+        except AccessUnavailableError:  # the page's script asks again, and the API server may answer then
+            chosen = None
+        nonce = secrets.token_urlsafe(16)
+        if chosen is None:
+            return _html(page.render_page(None, title=TITLE, nonce=nonce, live=self.live), nonce=nonce)
+        body = page.render_findings(chosen, now=time.time())
+        live = replace(self.live, signed_in=True)
+        return _html(page.render_page(body, title=TITLE, nonce=nonce, live=live), nonce=nonce)
+
+    async def home(self, _request: web.Request) -> web.Response:
+        raise web.HTTPFound(PAGE_PATH)
 
 
 async def readable(
@@ -200,6 +260,19 @@ def keep(finding: Finding, wanted: dict[str, set[str]]) -> bool:
         "state": finding.state.value,
     }
     return all(checks[key] in values for key, values in wanted.items())
+
+
+def _html(body: str, *, nonce: str) -> web.Response:
+    """A page (or a part of one) with headers that keep it to itself: its own scripts and styles only, no frames,
+    no caching, no referrer."""
+    headers = {
+        "Content-Security-Policy": page.content_security_policy(nonce, live=True),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+        "X-Frame-Options": "DENY",
+    }
+    return web.Response(text=body, content_type="text/html", charset="utf-8", headers=headers)
 
 
 def _json(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

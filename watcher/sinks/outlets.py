@@ -16,20 +16,21 @@ from watcher.sinks.events import KubeEventsSink
 from watcher.sinks.webhook import WebhookSink
 
 
-def build_sinks(settings: DeliverySettings, *, api_client: ApiClient | None) -> list[Sink]:
-    """Every configured sink; raises CredentialError or ValueError (naming the config key) at start-up."""
+def build_sinks(settings: DeliverySettings, *, api_client: ApiClient | None, page: str | None = None) -> list[Sink]:
+    """Every configured sink; raises CredentialError or ValueError (naming the config key) at start-up. `page`: the
+    watcher's address as users reach it (`serve.external_url`), which messages link to."""
     sinks: list[Sink] = []
     if settings.events.enabled and api_client is not None:
-        sinks.append(KubeEventsSink(api_client, settings.events))
+        sinks.append(KubeEventsSink(api_client, settings.events, page=page))
     manager = settings.alertmanager
     token = (
         read_secret(manager.bearer_token, key="delivery.alertmanager.bearer_token")
         if manager.bearer_token is not None
         else None
     )
-    sinks.extend(AlertmanagerSink(url, manager, bearer_token=token) for url in manager.urls)
+    sinks.extend(AlertmanagerSink(url, manager, bearer_token=token, page=page) for url in manager.urls)
     for index, hook in enumerate(settings.webhooks):
-        sinks.append(WebhookSink.from_settings(hook, key=f"delivery.webhooks.{index}"))
+        sinks.append(WebhookSink.from_settings(hook, key=f"delivery.webhooks.{index}", page=page))
     return sinks
 
 

@@ -83,6 +83,12 @@ def _writer_json(count: WriterCount) -> dict[str, Any]:
     }
 
 
+def finding_page(base: str | None, finding: Finding) -> str | None:
+    """Where a finding's card (with its timeline) is on the watcher's page, given the page's address as users reach
+    it (`serve.external_url`); None without one."""
+    return f"{base.rstrip('/')}/findings#finding-{finding.id}" if base else None
+
+
 def write_json(findings: Iterable[Finding], out: IO[bytes]) -> None:
     for finding in severity_order(findings):
         out.write(orjson.dumps(finding_json(finding)) + b"\n")

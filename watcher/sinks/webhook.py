@@ -15,7 +15,7 @@ from watcher.config import WebhookSettings
 from watcher.model import ChangeKind, FindingChange, FindingType
 from watcher.sinks.credentials import read_headers, read_secret
 from watcher.sinks.http_client import JsonPoster, ssl_context
-from watcher.sinks.report import finding_json
+from watcher.sinks.report import finding_json, finding_page
 
 _TITLES = {
     FindingType.FIGHT: "Controller fight",
@@ -26,8 +26,8 @@ _TITLES = {
 }
 
 
-def text(change: FindingChange) -> str:
-    """The chat message: what, where, who, which fields, how to stop it."""
+def text(change: FindingChange, page: str | None = None) -> str:
+    """The chat message: what, where, who, which fields, how to stop it, and where its timeline is (`page`)."""
     finding = change.finding
     title = _TITLES[finding.type]
     where = finding.object.display()
@@ -36,30 +36,39 @@ def text(change: FindingChange) -> str:
     icon = ":rotating_light:" if change.kind is ChangeKind.OPENED else ":warning:"
     verb = "on" if change.kind is ChangeKind.OPENED else "still going on"
     fields = ", ".join(finding.fields) or "-"
-    return f"{icon} {title} {verb} {where}: {finding.summary}. Fields: {fields}. Hint: {finding.hint}"
+    timeline = f" Timeline: {page}" if page else ""
+    return f"{icon} {title} {verb} {where}: {finding.summary}. Fields: {fields}. Hint: {finding.hint}{timeline}"
 
 
-def payload(change: FindingChange) -> dict[str, Any]:
-    return {"text": text(change), "event": change.kind.value, "finding": finding_json(change.finding)}
+def payload(change: FindingChange, page_base: str | None = None) -> dict[str, Any]:
+    """The JSON posted; `page_base`: the watcher's address as users reach it (`serve.external_url`), for `url`."""
+    page = finding_page(page_base, change.finding)
+    body = {"text": text(change, page), "event": change.kind.value, "finding": finding_json(change.finding)}
+    if page is not None:
+        body["url"] = page
+    return body
 
 
 class WebhookSink:
     batch_size = 1
     resend_interval = None
 
-    def __init__(self, settings: WebhookSettings, *, url: str, headers: dict[str, str]) -> None:
+    def __init__(
+        self, settings: WebhookSettings, *, url: str, headers: dict[str, str], page: str | None = None
+    ) -> None:
         self.name = f"webhook:{settings.name}"
+        self._page = page
         self.settings = settings
         tls = ssl_context(ca_file=settings.ca_file, verify=settings.tls_verify)
         self._poster = JsonPoster(url, headers=headers, tls=tls)
 
     @classmethod
-    def from_settings(cls, settings: WebhookSettings, *, key: str) -> WebhookSink:
+    def from_settings(cls, settings: WebhookSettings, *, key: str, page: str | None = None) -> WebhookSink:
         """Read the URL and headers from their file or environment variable; `key` names the config entry."""
         url = read_secret(settings.url, key=f"{key}.url")
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"{key}.url: not an http(s) URL (the value is not shown: it may be a credential)")
-        return cls(settings, url=url, headers=read_headers(settings.headers, key=f"{key}.headers"))
+        return cls(settings, url=url, headers=read_headers(settings.headers, key=f"{key}.headers"), page=page)
 
     def wants(self, change: FindingChange) -> bool:
         """Opened and resolved findings (and updates when asked); a new leader's catch-up only re-posts what
@@ -73,7 +82,7 @@ class WebhookSink:
 
     async def send(self, changes: Sequence[FindingChange]) -> None:
         for change in changes:
-            await self._poster.post(payload(change))
+            await self._poster.post(payload(change, self._page))
 
     async def close(self) -> None:
         await self._poster.close()
