@@ -49,6 +49,7 @@ ACCOUNTS = {
 }
 PLATFORM_USER, PLATFORM_GROUP = "platform-oncall", "platform-team"
 UNSEEN = "a-token-never-seen-before"
+UNKNOWN = "a-token-nobody-issued"  # refused, and so cached as refused
 UNREVIEWING = "watcher-without-reviews"  # a watcher's own user, allowed to watch but not to review callers
 
 
@@ -237,7 +238,7 @@ async def test_the_page_shows_each_caller_the_findings_it_may_see(watcher: Watch
     assert status == 200
     assert _cards(frame) == set()  # without credentials: the page alone, which asks for a token
     assert (await watcher.get("/findings", token="", fragment="1"))[0] == 401
-    assert (await watcher.get("/findings", token="not-a-token-anyone-issued", fragment="1"))[0] == 401
+    assert (await watcher.get("/findings", token=UNKNOWN, fragment="1"))[0] == 401
     for account, seen in (("developer", {"team-a"}), ("engineer", set(TEAMS)), ("nobody", set())):
         status, page = await watcher.get("/findings", token=tokens[account])
         assert status == 200
@@ -285,7 +286,7 @@ def _browse(url: str, certificate: Path, tokens: dict[str, str]) -> None:
         sign_in(tokens["nobody"])
         assert shown() == []
         driver.find_element(By.ID, "live-forget").click()
-        sign_in("a-token-nobody-issued")
+        sign_in(UNKNOWN)
         wait.until(lambda d: "not accepted" in d.find_element(By.ID, "live-message").text)
         assert driver.find_elements(By.CSS_SELECTOR, "article.finding") == []
 
