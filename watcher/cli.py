@@ -275,7 +275,7 @@ def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
         error = exc
     findings = analysis.findings()
     if args.output == "json":
-        write_json(findings, sys.stdout.buffer)
+        write_json(findings, sys.stdout.buffer, incidents=args.incidents)
         sys.stdout.flush()
     else:
         write_table(findings, sys.stdout, totals=analysis.totals(), empty=analysis.nothing_found())
@@ -403,6 +403,12 @@ def _parser() -> argparse.ArgumentParser:
             "--fail-on-findings",
             action="store_true",
             help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)",
+        )
+        sub.add_argument(
+            "--incidents",
+            action="store_true",
+            help="with --output json: one line per incident (findings of one pattern on many objects) instead of "
+            "per finding",
         )
         sub.add_argument(
             "--html",

@@ -213,6 +213,28 @@ class Finding:
 
 
 @dataclass(frozen=True, slots=True)
+class Incident:
+    """Findings of one pattern (type, writers, normalised fields) on any number of objects: one root cause
+    (`detection.incidents`)."""
+
+    id: str
+    type: FindingType
+    state: FindingState  # active while any of its findings is
+    writers: tuple[WriterCount, ...]  # their writes summed over the findings, most first
+    fields: tuple[str, ...]  # normalised: keys that follow the object read `*`
+    findings: tuple[str, ...]  # ids, active first, then by rate
+    objects: int
+    namespaces: tuple[str, ...]  # "" for cluster-scoped objects
+    kinds: tuple[str, ...]
+    writes_per_minute: float  # of its active findings together (all of them, once resolved)
+    first_seen: float
+    detected_at: float
+    last_seen: float
+    resolved_at: float | None
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
 class FindingChange:
     """A finding opened, updated or resolved. `catch_up`: told again to delivery by a replica that just became
     the leader (the previous leader may have delivered it already: sinks make it idempotent or skip it)."""

@@ -11,6 +11,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.unit.captures import analyse
+from watcher.detection.incidents import group
 from watcher.detection.join import guessed_resource
 from watcher.model import Finding
 from watcher.serving.access import AccessUnavailableError, Caller, Resource
@@ -319,3 +320,17 @@ async def test_the_page_needs_the_api_server_only_for_its_findings(
     assert response.status == 200  # the page, whose script asks again
     assert _cards(await response.text()) == set()
     assert (await client.get("/findings?fragment=1")).status == 503
+
+
+async def test_incidents_are_made_of_the_findings_a_caller_may_see(client: TestClient[Any, Any]) -> None:
+    response = await client.get("/api/v1/incidents")
+    assert response.status == 200
+    everything = (await response.json())["incidents"]
+    assert [i["id"] for i in everything] == [i.id for i in group(_findings())]
+    response = await client.get("/api/v1/incidents", headers=as_user("tenant-token"))
+    seen = (await response.json())["incidents"]
+    assert {n for i in seen for n in i["namespaces"]} == {"fight-data", "hot-loop-timestamp"}
+    assert sum(i["objects"] for i in seen) == 2
+    assert (await client.get("/api/v1/incidents", headers=as_user("nobody-token"))).status == 200
+    assert (await client.get("/api/v1/incidents", headers={"Authorization": ""})).status == 401
+    assert (await client.get("/api/v1/incidents?colour=red")).status == 400

@@ -13,6 +13,8 @@ SubjectAccessReview, cached):
   API serves, only RBAC names. (Not a non-resource permission on the path: the built-in `system:discovery` role
   grants `get` on `/api/*` to every authenticated user.)
 
+- `/api/v1/incidents`: the incidents (`detection.incidents`) of the findings `/api/v1/findings` gives the caller,
+  with the same filters: an incident as made of the objects the caller may read.
 - `/findings`: the page (`sinks.page`) of the findings `/api/v1/findings` would give the caller, each with its
   timeline. A request without credentials (a browser) gets the page without findings, whose script asks for a
   token (kept in the tab's session storage) and fetches them with it (`/findings?fragment=1`, guarded as the API).
@@ -40,14 +42,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from watcher.detection.incidents import group
 from watcher.model import Finding, FindingState, FindingType, ObjectRef
 from watcher.serving.access import AccessUnavailableError, Caller, Resource
 from watcher.serving.guard import Guard
 from watcher.sinks import page
-from watcher.sinks.report import finding_json, severity_order
+from watcher.sinks.report import finding_json, incident_json, severity_order
 
 FILTERS = ("namespace", "kind", "type", "state")
 FINDINGS_PATH = "/api/v1/findings"
+INCIDENTS_PATH = "/api/v1/incidents"
 PAGE_PATH = "/findings"
 TITLE = "fightwatch: findings"
 EVERY_FINDING = Resource("list", resource="findings", group="fightwatch.io")  # (cluster scope: all of them)
@@ -99,6 +103,7 @@ def make_app(
     app.router.add_get("/readyz", endpoints.readyz)
     app.router.add_get("/metrics", endpoints.protected(endpoints.metrics))
     app.router.add_get(FINDINGS_PATH, endpoints.protected(endpoints.findings))
+    app.router.add_get(INCIDENTS_PATH, endpoints.protected(endpoints.incidents))
     app.router.add_get(PAGE_PATH, endpoints.page)
     app.router.add_get("/", endpoints.home)
     return app
@@ -171,6 +176,14 @@ class Endpoints:
         except ValueError as exc:
             return _json({"error": str(exc)}, status=400)
         return _json({"findings": [finding_json(f) for f in chosen]})
+
+    async def incidents(self, request: web.Request, caller: Caller) -> web.Response:
+        """The incidents of the findings the caller may see: an incident with the objects it may read."""
+        try:
+            chosen = await self._visible(request, caller)
+        except ValueError as exc:
+            return _json({"error": str(exc)}, status=400)
+        return _json({"incidents": [incident_json(i) for i in group(chosen)]})
 
     async def _fragment(self, request: web.Request, caller: Caller) -> web.Response:
         """The findings part of the page, for its script to show and refresh (with the token it was given)."""

@@ -12,26 +12,20 @@ from typing import IO, Any
 
 import orjson
 
-from watcher.model import Finding, FindingState, FindingType, WriterCount, format_time
+from watcher.detection.incidents import group, incident_id, severity
+from watcher.model import Finding, FindingType, Incident, WriterCount, format_time
 
 
 def severity_order(findings: Iterable[Finding]) -> list[Finding]:
     """Most severe first: active before resolved, then by write rate, then by handovers."""
-    return sorted(
-        findings,
-        key=lambda f: (
-            f.state is not FindingState.ACTIVE,
-            -f.writes_per_minute,
-            -f.handovers,
-            f.object.display(),
-        ),
-    )
+    return sorted(findings, key=severity)
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:
     ref = finding.object
     return {
         "id": finding.id,
+        "incident": incident_id(finding),
         "type": finding.type.value,
         "state": finding.state.value,
         "object": {
@@ -72,6 +66,26 @@ def finding_json(finding: Finding) -> dict[str, Any]:
     }
 
 
+def incident_json(incident: Incident) -> dict[str, Any]:
+    return {
+        "id": incident.id,
+        "type": incident.type.value,
+        "state": incident.state.value,
+        "summary": incident.summary,
+        "writers": [_writer_json(c) for c in incident.writers],
+        "fields": list(incident.fields),
+        "objects": incident.objects,
+        "namespaces": [n or None for n in incident.namespaces],
+        "kinds": list(incident.kinds),
+        "findings": list(incident.findings),
+        "writes_per_minute": incident.writes_per_minute,
+        "first_seen": format_time(incident.first_seen),
+        "detected_at": format_time(incident.detected_at),
+        "last_seen": format_time(incident.last_seen),
+        "resolved_at": None if incident.resolved_at is None else format_time(incident.resolved_at),
+    }
+
+
 def _writer_json(count: WriterCount) -> dict[str, Any]:
     w = count.writer
     return {
@@ -89,7 +103,12 @@ def finding_page(base: str | None, finding: Finding) -> str | None:
     return f"{base.rstrip('/')}/findings#finding-{finding.id}" if base else None
 
 
-def write_json(findings: Iterable[Finding], out: IO[bytes]) -> None:
+def write_json(findings: Iterable[Finding], out: IO[bytes], *, incidents: bool = False) -> None:
+    """One JSON object per line: per finding, most severe first; or (`incidents`) per incident."""
+    if incidents:
+        for incident in group(findings):
+            out.write(orjson.dumps(incident_json(incident)) + b"\n")
+        return
     for finding in severity_order(findings):
         out.write(orjson.dumps(finding_json(finding)) + b"\n")
 
@@ -97,26 +116,19 @@ def write_json(findings: Iterable[Finding], out: IO[bytes]) -> None:
 def write_table(
     findings: Iterable[Finding], out: IO[str], *, totals: str, empty: str = "No controller fights or hot loops found."
 ) -> None:
-    ordered = severity_order(findings)
+    findings = list(findings)
+    incidents = group(findings)
+    ordered, incident_of = _by_incident(incidents, findings)
     if not ordered:
         out.write(empty + "\n")
     else:
         width = shutil.get_terminal_size((160, 24)).columns
-        rows = [("#", "TYPE", "STATE", "OBJECT", "WRITERS", "FIELDS", "HANDOVERS", "RATE/MIN", "SINCE")]
-        for number, f in enumerate(ordered, 1):
-            rows.append(
-                (
-                    str(number),
-                    f.type.label,
-                    f.state.value,
-                    f.object.display(),
-                    ", ".join(c.writer.display() for c in f.writers),
-                    _shorten(", ".join(f.fields) or "-", 60),
-                    str(f.handovers) if f.type is FindingType.FIGHT else "-",
-                    f"{f.writes_per_minute:g}",
-                    format_time(f.first_seen),
-                )
-            )
+        shared = [(n, i) for n, i in enumerate(incidents, 1) if len(i.findings) > 1]
+        for number, incident in shared:
+            out.write(_wrap(f"Incident {number} ({incident.id}): {incident.summary}.", width, indent="   ") + "\n")
+        if shared:
+            out.write("\n")
+        rows = _rows(ordered, incident_of if shared else None)
         sizes = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         for row in rows:
             out.write("  ".join(cell.ljust(size) for cell, size in zip(row, sizes, strict=True)).rstrip() + "\n")
@@ -125,6 +137,39 @@ def write_table(
             out.write(_wrap(f"{number}. {f.summary}.", width, indent="   ") + "\n")
             out.write(_wrap(f"Hint: {f.hint}", width, indent="   ", first="   ") + "\n")
     out.write(f"\n{totals}\n")
+
+
+def _rows(ordered: list[Finding], incident_of: dict[str, int] | None) -> list[list[str]]:
+    """The table's cells; an INCIDENT column only where some incident has several findings."""
+    rows = [["#", "INCIDENT", "TYPE", "STATE", "OBJECT", "WRITERS", "FIELDS", "HANDOVERS", "RATE/MIN", "SINCE"]]
+    for number, f in enumerate(ordered, 1):
+        rows.append(
+            [
+                str(number),
+                str(incident_of[f.id]) if incident_of is not None else "",
+                f.type.label,
+                f.state.value,
+                f.object.display(),
+                ", ".join(c.writer.display() for c in f.writers),
+                _shorten(", ".join(f.fields) or "-", 60),
+                str(f.handovers) if f.type is FindingType.FIGHT else "-",
+                f"{f.writes_per_minute:g}",
+                format_time(f.first_seen),
+            ]
+        )
+    return rows if incident_of is not None else [row[:1] + row[2:] for row in rows]
+
+
+def _by_incident(incidents: list[Incident], findings: Iterable[Finding]) -> tuple[list[Finding], dict[str, int]]:
+    """The findings in the order of their incidents (most severe first), and each one's incident number."""
+    by_id = {f.id: f for f in findings}
+    ordered: list[Finding] = []
+    numbers: dict[str, int] = {}
+    for number, incident in enumerate(incidents, 1):
+        for finding_id in incident.findings:
+            ordered.append(by_id[finding_id])
+            numbers[finding_id] = number
+    return ordered, numbers
 
 
 def _shorten(text: str, limit: int) -> str:

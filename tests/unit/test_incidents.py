@@ -1,0 +1,142 @@
+"""Incidents (`detection.incidents`): the same fight on many objects is one incident with a stable id, whichever
+order the objects were seen in; distinct patterns are never merged. On copies of recorded captures: the same
+recorded fight played on several objects (new names, namespaces and uids), as many objects managed by the same two
+writers would be."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.unit.captures import analyse, capture
+from watcher.config import Config
+from watcher.detection.engine import Engine
+from watcher.detection.incidents import group, incident_id, normalised
+from watcher.model import Finding, FindingState, FindingType
+from watcher.sources.capture import ReadStats, read_captures
+
+COPIES = 5
+
+
+def _copies(name: str, out: Path, *, count: int = COPIES, reverse: bool = False) -> Path:
+    """The events of a recorded capture played on `count` objects (each its own name, namespace and uid), their
+    times shifted a little per copy, the copies in the order given: a replica that saw them in another order."""
+    events = [orjson.loads(line) for line in capture(name).read_bytes().splitlines() if line.strip()]
+    lines = []
+    order = range(count - 1, -1, -1) if reverse else range(count)
+    for step, copy in enumerate(order):
+        for event in events:
+            obj = orjson.loads(orjson.dumps(event["object"]))
+            meta = obj["metadata"]
+            meta["name"] = f"{meta['name']}-{copy}"
+            if meta.get("namespace"):
+                meta["namespace"] = f"{meta['namespace']}-{copy}"
+            meta["uid"] = f"{meta['uid'][:-4]}{copy:04d}"
+            lines.append({"type": event["type"], "object": obj, "order": step})
+    path = out / f"{name}{'-reversed' if reverse else ''}.jsonl"
+    path.write_bytes(b"".join(orjson.dumps({k: v for k, v in e.items() if k != "order"}) + b"\n" for e in lines))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "expected"),
+    [
+        ("spec.replicas", "web", "spec.replicas"),
+        ("spec.template.spec.containers[name=web-app].image", "web-app", "spec.template.spec.containers[name=*].image"),
+        ("data[web-app.conf]", "web-app", "data[*]"),
+        ("data.web-app", "web-app", "data.*"),
+        ("metadata.annotations[example.com/web-app-hash]", "web-app", "metadata.annotations[*]"),
+        ("metadata.labels.tier", "ti", "metadata.labels.tier"),  # too short a name to tell
+        (
+            "webhooks[name=validate.example.com].clientConfig.caBundle",
+            "cfg",
+            "webhooks[name=validate.example.com].clientConfig.caBundle",
+        ),
+    ],
+)
+def test_keys_that_follow_the_object_are_normalised(path: str, name: str, expected: str) -> None:
+    assert normalised(path, name) == expected
+
+
+def test_one_fight_on_many_objects_is_one_incident(tmp_path: Path) -> None:
+    findings, _ = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path))
+    assert len(findings) == COPIES
+    (incident,) = group(findings)
+    assert incident.type is FindingType.FIGHT
+    assert incident.state is FindingState.ACTIVE
+    assert incident.objects == COPIES
+    assert len(incident.namespaces) == COPIES
+    assert incident.kinds == ("Deployment",)
+    assert incident.fields == ("spec.replicas",)
+    assert set(incident.findings) == {f.id for f in findings}
+    assert {c.writer.manager for c in incident.writers} == {"custom-autoscaler", "argocd-controller"}
+    assert sum(c.writes for c in incident.writers) == sum(c.writes for f in findings for c in f.writers)
+    assert incident.summary == (
+        f"custom-autoscaler (Update) and argocd-controller (Apply) fight over spec.replicas on {COPIES} Deployments "
+        f"in {COPIES} namespaces"
+    )
+
+
+def test_the_incident_id_is_the_same_whichever_object_was_seen_first(tmp_path: Path) -> None:
+    forward, _ = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path))
+    backward, _ = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path, reverse=True))
+    assert {f.id for f in forward} == {f.id for f in backward}  # the findings themselves
+    assert [i.id for i in group(forward)] == [i.id for i in group(backward)]
+    assert len({incident_id(f) for f in forward}) == 1
+    # and it does not depend on when or whether it resolved
+    resolved = [replace(f, state=FindingState.RESOLVED, resolved_at=f.last_seen + 900) for f in forward]
+    assert [i.id for i in group(resolved)] == [i.id for i in group(forward)]
+    assert group(resolved)[0].state is FindingState.RESOLVED
+
+
+def test_distinct_patterns_are_never_merged(tmp_path: Path) -> None:
+    fights, _ = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path))
+    loops, _ = analyse_file(_copies("hot-loop-timestamp", tmp_path, count=3))
+    others = []
+    for name in ("fight-scale-vs-apply", "fight-three-writers", "fight-update-vs-update-label", "fight-shared-manager"):
+        others += analyse(name)[0]
+    incidents = group([*fights, *loops, *others])
+    assert sorted(i.objects for i in incidents) == [1, 1, 1, 1, 3, COPIES]
+    assert incidents[0].objects == COPIES  # the widest first
+    # same field and type, other writers: apart (fight-update-vs-update-label and fight-shared-manager both
+    # contest metadata.labels.owner)
+    owners = [i for i in incidents if i.fields == ("metadata.labels.owner",)]
+    assert len(owners) == 2
+
+
+def test_a_single_finding_is_an_incident_of_one_and_the_table_stays_as_it_was() -> None:
+    result = run("replay", str(capture("fight-three-writers")))
+    assert result.returncode == 0, result.stderr
+    table = result.stdout.decode()
+    assert "INCIDENT" not in table
+    assert "Incident 1" not in table
+
+
+def test_replay_names_each_findings_incident_and_prints_incidents_when_asked(tmp_path: Path) -> None:
+    path = _copies("fight-apply-vs-update-replicas", tmp_path)
+    other = str(capture("fight-three-writers"))
+    findings = [orjson.loads(line) for line in run("replay", str(path), other, "-o", "json").stdout.splitlines()]
+    assert len({f["incident"] for f in findings}) == 2
+    incidents = [
+        orjson.loads(line) for line in run("replay", str(path), other, "-o", "json", "--incidents").stdout.splitlines()
+    ]
+    assert [i["objects"] for i in incidents] == [COPIES, 1]
+    assert set(incidents[0]["findings"]) == {f["id"] for f in findings if f["incident"] == incidents[0]["id"]}
+    table = run("replay", str(path), other).stdout.decode()
+    assert f"Incident 1 ({incidents[0]['id']}): {incidents[0]['summary']}." in table.replace("\n   ", " ")
+
+
+def analyse_file(path: Path) -> tuple[list[Finding], Engine]:
+    engine = Engine(Config().detection)
+    for event in read_captures([str(path)], engine.decode, stats=ReadStats()):
+        engine.process(event)
+    return engine.active() + engine.resolved(), engine
+
+
+def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True, check=False, timeout=120)

@@ -1,0 +1,142 @@
+"""Incidents: one root cause on many objects. Findings of the same type, by the same writers (field managers, and
+the users behind them where audit events tell), over the same fields are one incident, whatever the objects are
+called and wherever they are: an autoscaler and a GitOps tool over `spec.replicas` of forty Deployments is one
+incident of forty findings, not forty.
+
+Field paths are compared with the parts that follow the object normalised away: a list key or map key that holds
+the object's name (`spec.template.spec.containers[name=web].image` of the Deployment `web`) reads `*` there.
+
+An incident's id is a stable hash of that pattern: the same on every replica, in every replay, whichever object
+was seen first, and the same when the pattern comes back after it resolved. Grouping is a pure function of the
+findings at hand (`group`), so an incident opens, grows, shrinks and resolves as its findings do, and a caller who
+may see only some of the findings sees the incident made of those.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Final
+
+from watcher.detection.hints import listed
+from watcher.model import Finding, FindingState, FindingType, Incident, Writer, WriterCount
+
+_PARTS: Final = re.compile(r"\[[^\]]*\]|[^.\[]+")
+_MIN_NAME: Final = 3  # shorter names would match inside unrelated keys
+
+Pattern = tuple[str, tuple[str, ...], tuple[str, ...]]  # type, writers (with users), normalised fields
+
+
+def normalised(path: str, name: str) -> str:
+    """A field path with each key that holds the object's name read as `*` (`containers[name=web-app].image` of
+    `web-app` -> `containers[name=*].image`; `data[web-app.conf]` -> `data[*]`)."""
+    if len(name) < _MIN_NAME or name not in path:
+        return path
+    parts = []
+    for part in _PARTS.findall(path):
+        if name not in part:
+            parts.append(part)
+        elif part.startswith("[") and "=" in part:
+            parts.append(part.split("=", 1)[0] + "=*]")
+        else:
+            parts.append("[*]" if part.startswith("[") else "*")
+    return ".".join(parts).replace(".[", "[")
+
+
+def _writer(count: WriterCount) -> str:
+    users = f" as {', '.join(count.users)}" if count.users else ""
+    return count.writer.display() + users
+
+
+def pattern(finding: Finding) -> Pattern:
+    """What makes findings one incident: type, writers (and the users behind them), normalised fields."""
+    writers = tuple(sorted({_writer(c) for c in finding.writers}))
+    fields = tuple(sorted({normalised(p, finding.object.name) for p in finding.fields}))
+    return (finding.type.value, writers, fields)
+
+
+def incident_id(finding: Finding) -> str:
+    """The id of a finding's incident (see the module docstring)."""
+    kind, writers, fields = pattern(finding)
+    text = "\n".join((kind, "\x1f".join(writers), "\x1f".join(fields)))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def group(findings: Iterable[Finding]) -> list[Incident]:
+    """The incidents of these findings, most severe first: active before resolved, then those on more objects, then
+    in the order of their most severe findings (so incidents of one finding each keep the findings' order)."""
+    by_id: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_id.setdefault(incident_id(finding), []).append(finding)
+    made = [(_incident(key, members), min(map(severity, members))) for key, members in by_id.items()]
+    made.sort(key=lambda pair: (pair[0].state is not FindingState.ACTIVE, -pair[0].objects, pair[1]))
+    return [incident for incident, _ in made]
+
+
+def severity(finding: Finding) -> tuple[bool, float, int, str]:
+    """Most severe first: active before resolved, then by write rate, then by handovers."""
+    return (
+        finding.state is not FindingState.ACTIVE,
+        -finding.writes_per_minute,
+        -finding.handovers,
+        finding.object.display(),
+    )
+
+
+def _incident(key: str, members: Sequence[Finding]) -> Incident:
+    first = members[0]
+    active = [f for f in members if f.state is FindingState.ACTIVE]
+    ordered = sorted(members, key=severity)
+    writes: dict[Writer, int] = {}
+    users: dict[Writer, set[str]] = {}
+    for finding in members:
+        for count in finding.writers:
+            writes[count.writer] = writes.get(count.writer, 0) + count.writes
+            users.setdefault(count.writer, set()).update(count.users)
+    writers = tuple(
+        WriterCount(w, n, tuple(sorted(users[w]))) for w, n in sorted(writes.items(), key=lambda kv: -kv[1])
+    )
+    objects = {(f.object.group, f.object.kind or f.object.resource, f.object.namespace, f.object.name) for f in members}
+    namespaces = tuple(sorted({f.object.namespace or "" for f in members}))
+    kinds = tuple(sorted({f.object.kind or f.object.resource for f in members}))
+    resolved = None if active else max(f.resolved_at or f.last_seen for f in members)
+    incident = Incident(
+        id=key,
+        type=first.type,
+        state=FindingState.ACTIVE if active else FindingState.RESOLVED,
+        writers=writers,
+        fields=pattern(first)[2],
+        findings=tuple(f.id for f in ordered),
+        objects=len(objects),
+        namespaces=namespaces,
+        kinds=kinds,
+        writes_per_minute=round(sum(f.writes_per_minute for f in active or members), 2),
+        first_seen=min(f.first_seen for f in members),
+        detected_at=min(f.detected_at for f in members),
+        last_seen=max(f.last_seen for f in members),
+        resolved_at=resolved,
+        summary="",
+    )
+    return _with_summary(incident)
+
+
+def _with_summary(incident: Incident) -> Incident:
+    """`hpa-controller (Update) and argocd (Apply) fight over spec.replicas on 40 Deployments in 12 namespaces`."""
+    who = listed([c.writer.display() for c in incident.writers])
+    what = ", ".join(incident.fields[:3]) + (f" (+{len(incident.fields) - 3} more)" if len(incident.fields) > 3 else "")
+    kinds = "/".join(incident.kinds) or "object"
+    count = f"{incident.objects} {kinds}{'s' * (incident.objects != 1)}"
+    spaces = [n for n in incident.namespaces if n]
+    where = f" in {len(spaces)} namespaces" if len(spaces) > 1 else f" in {spaces[0]}" if spaces else ""
+    if incident.type is FindingType.FIGHT:
+        text = f"{who} fight over {what or 'fields'} on {count}{where}"
+    elif incident.type is FindingType.HOT_LOOP:
+        text = f"{who} rewrite{'s' * (len(incident.writers) == 1)} {count}{where} in a hot loop"
+    else:
+        text = f"{incident.type.counted(incident.objects).split(' ', 1)[1]} by {who} on {count}{where}"
+    return replace(incident, summary=text)
+
+
+__all__ = ["Pattern", "group", "incident_id", "normalised", "pattern", "severity"]
