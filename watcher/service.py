@@ -31,10 +31,11 @@ from watcher import __version__
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent
+from watcher.detection.incidents import group
 from watcher.detection.join import Joined, guessed_resource
 from watcher.detection.native import implementation, native_available
 from watcher.detection.request_engine import RequestEngine
-from watcher.model import ChangeKind, Finding, FindingChange, ObjectRef, format_observed
+from watcher.model import ChangeKind, Finding, FindingChange, Incident, ObjectRef, format_observed
 from watcher.serving.access import Access, missing_permissions
 from watcher.serving.guard import Guard, KubeGuard, OpenGuard
 from watcher.serving.server import HttpServer
@@ -113,6 +114,7 @@ class Service:
         self._lag = 0.0
         self._audit_url: str | None = None
         self.served = ServedRequests()
+        self._incidents: tuple[int, dict[str, Incident]] = (-1, {})  # (second, finding id -> incident)
         self.access: Access | None = None  # (None: serve.insecure_http)
         self._tls: dict[str, ServingTls] = {}  # by the config key it comes from: serve.tls, audit_webhook
         self._logged: dict[str, str] = {}  # the last error logged of each (certificate reloads, access reviews)
@@ -130,7 +132,10 @@ class Service:
         try:
             try:  # the Events sink writes through the watcher's own client: the same credentials and CA
                 sinks = build_sinks(
-                    settings.delivery, api_client=connection.api_client, page=settings.serve.external_url
+                    settings.delivery,
+                    api_client=connection.api_client,
+                    page=settings.serve.external_url,
+                    incident_of=self.incident_of,
                 )
                 delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
             except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
@@ -492,6 +497,16 @@ class Service:
         if self.joined is not None:
             return self.joined.active() + self.joined.resolved()
         return self.engine.active() + self.engine.resolved()
+
+    def incident_of(self, finding: Finding) -> Incident | None:
+        """The incident a finding is part of, among the active findings, when it has others too (grouped once a
+        second at most: a burst of findings opening at once is grouped once)."""
+        now = int(time.monotonic())
+        if self._incidents[0] != now:
+            findings = self.joined.active() if self.joined is not None else self.engine.active()
+            shared = (i for i in group(findings) if len(i.findings) > 1)
+            self._incidents = (now, {finding_id: i for i in shared for finding_id in i.findings})
+        return self._incidents[1].get(finding.id)
 
     def readiness(self) -> dict[str, Any]:
         if self._cluster is None:

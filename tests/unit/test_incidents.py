@@ -18,18 +18,19 @@ from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.detection.incidents import group, incident_id, normalised
 from watcher.model import Finding, FindingState, FindingType
+from watcher.sinks.page import render_findings
 from watcher.sources.capture import ReadStats, read_captures
 
 COPIES = 5
 
 
 def _copies(name: str, out: Path, *, count: int = COPIES, reverse: bool = False) -> Path:
-    """The events of a recorded capture played on `count` objects (each its own name, namespace and uid), their
-    times shifted a little per copy, the copies in the order given: a replica that saw them in another order."""
+    """The events of a recorded capture played on `count` objects (each its own name, namespace and uid) at the
+    same times, the copies in the order given (`reverse`: a replica that saw them the other way round)."""
     events = [orjson.loads(line) for line in capture(name).read_bytes().splitlines() if line.strip()]
     lines = []
     order = range(count - 1, -1, -1) if reverse else range(count)
-    for step, copy in enumerate(order):
+    for copy in order:
         for event in events:
             obj = orjson.loads(orjson.dumps(event["object"]))
             meta = obj["metadata"]
@@ -37,9 +38,9 @@ def _copies(name: str, out: Path, *, count: int = COPIES, reverse: bool = False)
             if meta.get("namespace"):
                 meta["namespace"] = f"{meta['namespace']}-{copy}"
             meta["uid"] = f"{meta['uid'][:-4]}{copy:04d}"
-            lines.append({"type": event["type"], "object": obj, "order": step})
+            lines.append(event | {"object": obj})
     path = out / f"{name}{'-reversed' if reverse else ''}.jsonl"
-    path.write_bytes(b"".join(orjson.dumps({k: v for k, v in e.items() if k != "order"}) + b"\n" for e in lines))
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in lines))
     return path
 
 
@@ -140,3 +141,15 @@ def analyse_file(path: Path) -> tuple[list[Finding], Engine]:
 
 def run(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True, check=False, timeout=120)
+
+
+def test_the_page_lists_incidents_of_several_findings_and_each_card_links_to_its_own(tmp_path: Path) -> None:
+    fights, engine = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path))
+    alone = analyse("fight-three-writers")[0]
+    html = render_findings([*fights, *alone], now=engine.now)
+    (incident,) = group(fights)
+    assert html.count('<li class="incident') == 1  # the lone fight is no incident of its own on the page
+    assert f'id="incident-{incident.id}"' in html
+    assert html.count(f'href="#incident-{incident.id}"') == COPIES
+    for finding_id in incident.findings:
+        assert f'href="#finding-{finding_id}"' in html

@@ -12,6 +12,7 @@ import pytest
 from tests.unit.captures import events
 from watcher.config import AlertmanagerSettings, Config, ConfigError, Secret, WebhookSettings, parse_config
 from watcher.detection.engine import Engine
+from watcher.detection.incidents import group
 from watcher.model import ChangeKind, Finding, FindingChange, ObjectRef, format_time
 from watcher.sinks import alertmanager, webhook
 from watcher.sinks import events as kube_events
@@ -254,3 +255,13 @@ def test_the_watchers_address_must_be_an_http_url_without_query_or_fragment(url:
     with pytest.raises(ConfigError, match=r"serve\.external_url"):
         parse_config({"serve": {"external_url": url}}, source="test")
     assert parse_config({"serve": {"external_url": "https://x/fw/"}}, source="t").serve.external_url == "https://x/fw"
+
+
+def test_the_event_note_names_the_incident_a_finding_is_part_of() -> None:
+    finding = FIGHT[0].finding
+    twin = replace(finding, id="0" * 16, object=replace(finding.object, name="web-2", uid="another"))
+    (incident,) = group([finding, twin])
+    note = kube_events.note(finding, None, incident)
+    assert f"Incident {incident.id} on 2 objects: {incident.summary}. " in note
+    assert note.startswith(f"{finding.summary}. Incident ")
+    assert len(kube_events.note(replace(finding, summary="x" * 2000), None, incident).encode()) <= 1024

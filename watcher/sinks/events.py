@@ -22,7 +22,7 @@ import orjson
 from kubernetes_asyncio.client import ApiClient
 
 from watcher.config import EventsSettings
-from watcher.model import ChangeKind, Finding, FindingChange, FindingType, JSONObject
+from watcher.model import ChangeKind, Finding, FindingChange, FindingType, Incident, JSONObject
 from watcher.sinks.delivery import DeliveryError
 from watcher.sinks.report import finding_page
 
@@ -65,16 +65,20 @@ def event_namespace(finding: Finding, api: str) -> str:
     return "kube-system" if api == EVENTS_V1 else "default"
 
 
-def note(finding: Finding, page: str | None = None) -> str:
-    """The message: what happens (writers, fields, rate), where its timeline is (`page`, the watcher's page for the
-    finding, where its address is configured) and how to stop it, within the 1 KiB limit."""
+def note(finding: Finding, page: str | None = None, incident: Incident | None = None) -> str:
+    """The message: what happens (writers, fields, rate), the incident it is part of (when that spans other objects
+    too), where its timeline is (`page`, the watcher's page for the finding, where its address is configured) and
+    how to stop it, within the 1 KiB limit."""
     writers = ", ".join(f"{c.writer.display()} x{c.writes}" for c in finding.writers)
     rate = f"{finding.writes_per_minute:g} {_RATE_UNITS.get(finding.type, 'writes')}/min"
     if finding.conflicts:
         rate += f", {finding.conflicts} conflicts"
     if finding.type is FindingType.FIGHT:
         rate += f", {finding.handovers} handovers"
-    text = f"{finding.summary}. Writers: {writers}. Fields: {', '.join(finding.fields) or '-'}. Rate: {rate}. "
+    text = f"{finding.summary}. "
+    if incident is not None:
+        text += f"Incident {incident.id} on {incident.objects} objects: {incident.summary}. "
+    text += f"Writers: {writers}. Fields: {', '.join(finding.fields) or '-'}. Rate: {rate}. "
     if finding.clients:  # (from audit events: who stands behind the managers)
         told = [f"{c.display()}: {c.conflicts} conflicts, {c.writes} writes" for c in finding.clients[:3]]
         text += f"Clients: {', '.join(told)}. "
@@ -102,11 +106,14 @@ class KubeEventsSink:
         settings: EventsSettings | None = None,
         *,
         page: str | None = None,
+        incident_of: Callable[[Finding], Incident | None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`page`: the watcher's address as users reach it (`serve.external_url`): messages link there."""
+        """`page`: the watcher's address as users reach it (`serve.external_url`): messages link there.
+        `incident_of`: the incident of a finding when it has other findings too (messages name it)."""
         self.settings = settings or EventsSettings()
         self._page = page
+        self._incident_of = incident_of
         self._api_client = api_client
         self._clock = clock
         self._instance = reporting_instance(self.settings)
@@ -114,7 +121,8 @@ class KubeEventsSink:
         self._counts: dict[str, int] = {}  # finding id -> occurrences in its Event's series
 
     def _note(self, finding: Finding) -> str:
-        return note(finding, finding_page(self._page, finding))
+        incident = self._incident_of(finding) if self._incident_of is not None else None
+        return note(finding, finding_page(self._page, finding), incident)
 
     def wants(self, change: FindingChange) -> bool:
         """Every change of a finding on an object known by kind (an Event must name its object's kind: a finding

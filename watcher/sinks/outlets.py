@@ -6,9 +6,12 @@ without an ApiClient there are no Kubernetes Events (e.g. `replay`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kubernetes_asyncio.client import ApiClient
 
 from watcher.config import DeliverySettings
+from watcher.model import Finding, Incident
 from watcher.sinks.alertmanager import AlertmanagerSink
 from watcher.sinks.credentials import read_secret
 from watcher.sinks.delivery import Sink
@@ -16,12 +19,19 @@ from watcher.sinks.events import KubeEventsSink
 from watcher.sinks.webhook import WebhookSink
 
 
-def build_sinks(settings: DeliverySettings, *, api_client: ApiClient | None, page: str | None = None) -> list[Sink]:
+def build_sinks(
+    settings: DeliverySettings,
+    *,
+    api_client: ApiClient | None,
+    page: str | None = None,
+    incident_of: Callable[[Finding], Incident | None] | None = None,
+) -> list[Sink]:
     """Every configured sink; raises CredentialError or ValueError (naming the config key) at start-up. `page`: the
-    watcher's address as users reach it (`serve.external_url`), which messages link to."""
+    watcher's address as users reach it (`serve.external_url`), which messages link to; `incident_of`: a finding's
+    incident when it spans other objects too, which Events name."""
     sinks: list[Sink] = []
     if settings.events.enabled and api_client is not None:
-        sinks.append(KubeEventsSink(api_client, settings.events, page=page))
+        sinks.append(KubeEventsSink(api_client, settings.events, page=page, incident_of=incident_of))
     manager = settings.alertmanager
     token = (
         read_secret(manager.bearer_token, key="delivery.alertmanager.bearer_token")

@@ -12,13 +12,14 @@ from __future__ import annotations
 import secrets
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Final
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from watcher.model import Finding, FindingState, format_time
+from watcher.detection.incidents import group
+from watcher.model import Finding, FindingState, Incident, format_time
 from watcher.sinks.report import severity_order
 from watcher.sinks.timeline_axis import clock, date
 from watcher.sinks.timeline_layout import Lane, Layout, layout
@@ -59,6 +60,7 @@ class _Card:
     number: int  # for ids inside the card that must be unique on the page
     timeline: Layout | None
     lanes: dict[str, Lane]  # by writer.display(): the lane of a writer, for its marker beside its name
+    incident: Incident | None = None  # the incident it is part of, when that has other findings too
 
 
 _TEMPLATES: Final = Environment(
@@ -67,11 +69,15 @@ _TEMPLATES: Final = Environment(
 
 
 def render_findings(findings: Sequence[Finding], *, now: float, summary: Summary | None = None) -> str:
-    """The findings part (an HTML fragment, no script): what was analysed (given a summary), then one card per
-    finding, most severe first (`report.severity_order`: active ones first), each with its timeline."""
+    """The findings part (an HTML fragment, no script): what was analysed (given a summary), the incidents of
+    several findings (`detection.incidents`), then one card per finding, most severe first
+    (`report.severity_order`: active ones first), each with its timeline and its incident."""
     ordered = severity_order(findings)
+    shared = [i for i in group(ordered) if len(i.findings) > 1]
+    incident_of = {finding_id: i for i in shared for finding_id in i.findings}
     return _TEMPLATES.get_template("findings.html.j2").render(
-        cards=[_card(f, n, now) for n, f in enumerate(ordered, 1)],
+        cards=[replace(_card(f, n, now), incident=incident_of.get(f.id)) for n, f in enumerate(ordered, 1)],
+        incidents=shared,
         summary=summary,
         managers_shown=MANAGERS_SHOWN,
         overview=_overview(ordered),
