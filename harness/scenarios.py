@@ -1,10 +1,12 @@
 """Scenarios: real clients writing to a real API server, some fighting, some not.
 
 Every scenario works in its own namespace, named after the scenario, so they can all run concurrently
-against one server (cluster-scoped objects they own are listed in CLUSTER_OBJECT_OWNERS). Each writer is a
-distinct field manager unless a scenario says otherwise. Update writers read-modify-write (GET, change,
-PUT) and retry on 409 Conflict; when the object does not exist yet, the first such write creates it (POST,
-same manager). Apply writers use server-side apply with force=True; their first apply creates the object.
+against one server (cluster-scoped objects they own are listed in CLUSTER_OBJECT_OWNERS); the `incident-*`
+scenarios, one root cause on many objects, work in several (`<scenario>-a`, `-b`, ...: NAMESPACE_OWNERS) and
+run only when named (`Scenario.separate`). Each writer is a distinct field manager unless a scenario says
+otherwise. Update writers read-modify-write (GET, change, PUT) and retry on 409 Conflict; when the object
+does not exist yet, the first such write creates it (POST, same manager). Apply writers use server-side
+apply with force=True; their first apply creates the object.
 
 Alternating writes are spaced STEP seconds apart on a fixed schedule from the scenario's start.
 ``benign-status-vs-spec`` needs kube-controller-manager (ControlPlane.start_controller_manager()).
@@ -103,6 +105,15 @@ def _deployment(namespace: str, name: str, *, replicas: int, image: str = "nginx
                 "spec": {"containers": [{"name": name, "image": image}]},
             },
         },
+    }
+
+
+def _widget(namespace: str, name: str, *, size: int = 1, color: str = "green") -> JSON:
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"size": size, "color": color},
     }
 
 
@@ -588,6 +599,61 @@ async def benign_leader_election(api_client: ApiClient, *, period: float = 1.0, 
 
 
 # --------------------------------------------------------------------------------------------------------
+# incidents: one root cause on many objects, in several namespaces (`<scenario>-a`, `<scenario>-b`, ...)
+
+INCIDENT_REPLICAS_OBJECTS = {
+    "incident-replicas-a": ("web", "api"),
+    "incident-replicas-b": ("cart", "search"),
+    "incident-replicas-c": ("auth", "pay"),
+}
+INCIDENT_HOT_LOOP_OBJECTS = {
+    "incident-hot-loop-a": ("cog", "gear"),
+    "incident-hot-loop-b": ("rotor", "spindle"),
+}
+
+
+async def incident_replicas(api_client: ApiClient) -> None:
+    """fight-apply-vs-update-replicas on 6 Deployments in 3 namespaces, by the same two writers.
+
+    Each Deployment gets Apply gitops-sync 2 / Update replica-autoscaler 5, x3, STEP seconds apart; the writes to
+    the 6 interleave (one every STEP / 6 seconds, Deployment after Deployment).
+    """
+    kube = Kube(api_client)
+    for ns in INCIDENT_REPLICAS_OBJECTS:
+        await ensure_namespace(kube, ns)
+
+    def replicas(count: int) -> Mutation:
+        def mutate(obj: JSON) -> None:
+            obj["spec"]["replicas"] = count
+
+        return mutate
+
+    rounds: list[list[Write]] = [[], []]
+    for ns, names in INCIDENT_REPLICAS_OBJECTS.items():
+        for name in names:
+            path = DEPLOYMENTS.path(ns, name)
+            rounds[0].append(_applier(kube, path, "gitops-sync", _deployment(ns, name, replicas=2)))
+            rounds[1].append(functools.partial(kube.read_modify_write, path, replicas(5), manager="replica-autoscaler"))
+    await _at_intervals((rounds[0] + rounds[1]) * 3, STEP / len(rounds[0]))
+
+
+async def incident_hot_loop(api_client: ApiClient, *, rate: float = 5.0, duration: float = 30.0) -> None:
+    """hot-loop-timestamp on 4 Widgets in 2 namespaces: one controller, widget-reconciler, stamping the current time
+    into each one's annotation `rate` times a second for `duration` seconds."""
+    kube = Kube(api_client)
+    for ns in INCIDENT_HOT_LOOP_OBJECTS:
+        await ensure_namespace(kube, ns)
+    await ensure_widget_crd(kube)
+    stamp = _set_annotation("example.com/last-reconciled", functools.partial(rfc3339_now, digits=6))
+    async with asyncio.TaskGroup() as group:
+        for ns, names in INCIDENT_HOT_LOOP_OBJECTS.items():
+            for name in names:
+                new = functools.partial(_widget, ns, name)
+                write = _updater(kube, WIDGETS.path(ns, name), new, "widget-reconciler", stamp)
+                group.create_task(_for_duration(write, period=1.0 / rate, duration=duration))
+
+
+# --------------------------------------------------------------------------------------------------------
 # registry
 
 Expectation = Literal["fight", "hot-loop", "benign"]
@@ -595,11 +661,15 @@ Expectation = Literal["fight", "hot-loop", "benign"]
 
 @dataclass(frozen=True)
 class Scenario:
-    name: str  # also the namespace it works in
+    name: str  # also the namespace it works in, unless `namespaces` names others
     run: ScenarioFn
     expect: Expectation
     summary: str
     needs_controller_manager: bool = False
+    namespaces: tuple[str, ...] = ()  # the namespaces it works in, when not just the one named after it
+    # Run only when named (record_captures.py --only), not with every scenario (SCENARIOS): its one root cause makes
+    # a finding on each of several objects, where every scenario run together makes one finding per scenario.
+    separate: bool = False
 
 
 _ALL = [
@@ -710,10 +780,30 @@ _ALL = [
         "benign",
         "Lease example-controller (leader-elector) and ConfigMap lock annotation (old-elector) renewed 1/s for 15 s",
     ),
+    Scenario(
+        "incident-replicas",
+        incident_replicas,
+        "fight",
+        "Deployments web, api (-a), cart, search (-b), auth, pay (-c) spec.replicas: Apply gitops-sync 2 / Update "
+        "replica-autoscaler 5, x3 each, the 6 interleaved: 6 fights, one incident",
+        namespaces=tuple(INCIDENT_REPLICAS_OBJECTS),
+        separate=True,
+    ),
+    Scenario(
+        "incident-hot-loop",
+        incident_hot_loop,
+        "hot-loop",
+        "Widgets cog, gear (-a), rotor, spindle (-b) annotation example.com/last-reconciled: Update "
+        "widget-reconciler, 5/s each for 30 s: 4 hot loops, one incident",
+        namespaces=tuple(INCIDENT_HOT_LOOP_OBJECTS),
+        separate=True,
+    ),
 ]
 
-SCENARIO_INFO: dict[str, Scenario] = {s.name: s for s in _ALL}
-SCENARIOS: dict[str, ScenarioFn] = {s.name: s.run for s in _ALL}
+SCENARIO_INFO: dict[str, Scenario] = {s.name: s for s in _ALL}  # every scenario, the separate ones included
+SCENARIOS: dict[str, ScenarioFn] = {s.name: s.run for s in _ALL if not s.separate}  # those run all together
+# Namespace -> the scenario working in it.
+NAMESPACE_OWNERS: dict[str, str] = {ns: s.name for s in _ALL for ns in s.namespaces or (s.name,)}
 
 # Cluster-scoped objects written by a scenario: (kind, name) -> scenario.
 CLUSTER_OBJECT_OWNERS: dict[tuple[str, str], str] = {
@@ -722,16 +812,16 @@ CLUSTER_OBJECT_OWNERS: dict[tuple[str, str], str] = {
 
 
 def scenario_of(obj: JSON) -> str | None:
-    """The scenario an object belongs to (by namespace, or CLUSTER_OBJECT_OWNERS), or None."""
+    """The scenario an object belongs to (by namespace, NAMESPACE_OWNERS, or CLUSTER_OBJECT_OWNERS), or None."""
     metadata = obj.get("metadata", {})
     namespace = metadata.get("namespace")
     if namespace:
-        return namespace if namespace in SCENARIOS else None
+        return NAMESPACE_OWNERS.get(namespace)
     return CLUSTER_OBJECT_OWNERS.get((obj.get("kind", ""), metadata.get("name", "")))
 
 
 async def run_scenario(api_client: ApiClient, name: str, *, slow_period: float = SLOW_PERIOD) -> None:
-    run = SCENARIOS[name]
+    run = SCENARIO_INFO[name].run
     if name == "fight-slow":
         await run(api_client, period=slow_period)
     else:
@@ -741,11 +831,12 @@ async def run_scenario(api_client: ApiClient, name: str, *, slow_period: float =
 async def run_scenarios(
     api_client: ApiClient, names: Iterable[str] | None = None, *, slow_period: float = SLOW_PERIOD
 ) -> None:
-    """Run the named scenarios (default: all) concurrently; the first failure cancels the rest and raises."""
+    """Run the named scenarios (default: all but the separate ones) concurrently; the first failure cancels the rest
+    and raises."""
     selected = list(names) if names is not None else list(SCENARIOS)
-    unknown = sorted(set(selected) - set(SCENARIOS))
+    unknown = sorted(set(selected) - set(SCENARIO_INFO))
     if unknown:
-        raise KeyError(f"unknown scenarios {unknown}; known: {sorted(SCENARIOS)}")
+        raise KeyError(f"unknown scenarios {unknown}; known: {sorted(SCENARIO_INFO)}")
     async with asyncio.TaskGroup() as group:
         for name in selected:
             group.create_task(run_scenario(api_client, name, slow_period=slow_period), name=name)

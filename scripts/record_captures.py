@@ -11,8 +11,9 @@ runs the scenarios concurrently, and writes
 
 The demo capture is rewritten only when every scenario is recorded (or --demo names a file).
 
-  .venv/bin/python scripts/record_captures.py                       # everything, about 4 minutes
+  .venv/bin/python scripts/record_captures.py                       # all but incident-*, about 4 minutes
   .venv/bin/python scripts/record_captures.py --only fight-data --slow-period 5
+  .venv/bin/python scripts/record_captures.py --only incident-replicas --only incident-hot-loop
 """
 
 from __future__ import annotations
@@ -48,7 +49,14 @@ Event = dict[str, Any]
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", metavar="NAME", choices=list(SCENARIOS), help="scenarios to record")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        action="extend",
+        metavar="NAME",
+        choices=list(SCENARIO_INFO),
+        help="scenarios to record (repeatable; the separate incident-* scenarios are recorded only when named)",
+    )
     parser.add_argument(
         "--slow-period", type=float, default=SLOW_PERIOD, help="seconds between fight-slow's writes (default 50)"
     )
@@ -96,12 +104,13 @@ Real watch events recorded from a real etcd ({etcd}) + kube-apiserver {server} (
 by `scripts/record_captures.py`, which starts the control plane of `harness/control_plane.py`, lists
 and then watches configmaps, deployments, replicasets, leases, validatingwebhookconfigurations and
 widgets.example.com cluster-wide, and runs the scenarios of `harness/scenarios.py` concurrently,
-each in its own namespace named after it.
+each in its own namespace named after it (the `incident-*` scenarios, one root cause on many objects, in
+several: `<scenario>-a`, `-b`, ...).
 
 Format: JSON Lines, one watch event per line, in the order received:
 `{{"type": "ADDED|MODIFIED|DELETED", "object": {{...full object, managedFields included...}},
 "observedAt": "<RFC 3339, microseconds, Z>"}}`. BOOKMARK events are not kept. A file holds every event of
-its scenario's namespace from the namespace's first object on, including the controller manager's
+its scenario's namespaces from each namespace's first object on, including the controller manager's
 (`kube-root-ca.crt` ConfigMaps, Deployment status, ReplicaSets); `fight-cabundle.jsonl` also holds the
 cluster-scoped ValidatingWebhookConfiguration `fightwatch-test-validate`. On v1.20 writes through the
 `scale` subresource (`fight-scale-vs-apply`) add no managedFields entry; writes through the `status`
@@ -111,7 +120,8 @@ writer that only rewrites values of fields it already owns (`hot-loop-status`, `
 kube-controller-manager's value-only status updates in `benign-status-vs-spec`) leaves it at its earlier
 second.
 
-`watcher/data/demo-capture.jsonl.gz` is every scenario's events in one capture, ordered by `observedAt`.
+`watcher/data/demo-capture.jsonl.gz` is every scenario's events (the `incident-*` ones' aside) in one capture,
+ordered by `observedAt`.
 
 Last recording: {datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}, {recorded}, fight-slow period
 {slow_period:g} s, {seconds:.0f} s in all:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from watcher.model import Finding, FindingType
+from watcher.detection.incidents import group
+from watcher.model import Finding, FindingType, Incident
 
 
 @dataclass(frozen=True)
@@ -119,3 +120,72 @@ def assert_found(scenario: str, findings: list[Finding]) -> Finding:
         assert found.handovers >= 3
         assert found.first_seen <= found.detected_at <= found.last_seen
     return found
+
+
+@dataclass(frozen=True)
+class ExpectedIncident:
+    """One root cause on many objects: a finding of the same type, fields, writers and hint on each, one incident."""
+
+    type: FindingType
+    kind: str
+    objects: frozenset[tuple[str, str]]  # (namespace, name)
+    fields: frozenset[str]
+    writers: frozenset[tuple[str, str]]  # (manager, operation)
+    hint: str  # a phrase each finding's hint must contain
+
+
+# The separate scenarios (harness.scenarios.Scenario.separate, recorded only when named): several findings each, so
+# not in FINDINGS, whose every scenario makes exactly one.
+INCIDENTS = {
+    "incident-replicas": ExpectedIncident(
+        FindingType.FIGHT,
+        "Deployment",
+        frozenset(
+            (f"incident-replicas-{suffix}", name)
+            for suffix, names in (("a", ("web", "api")), ("b", ("cart", "search")), ("c", ("auth", "pay")))
+            for name in names
+        ),
+        frozenset({"spec.replicas"}),
+        frozenset({("gitops-sync", "Apply"), ("replica-autoscaler", "Update")}),
+        "autoscaler",
+    ),
+    "incident-hot-loop": ExpectedIncident(
+        FindingType.HOT_LOOP,
+        "Widget",
+        frozenset(
+            (f"incident-hot-loop-{suffix}", name)
+            for suffix, names in (("a", ("cog", "gear")), ("b", ("rotor", "spindle")))
+            for name in names
+        ),
+        frozenset({"metadata.annotations[example.com/last-reconciled]"}),
+        frozenset({("widget-reconciler", "Update")}),
+        "timestamp",
+    ),
+}
+
+
+def assert_incident(scenario: str, findings: list[Finding]) -> Incident:
+    """Exactly one finding on each of the scenario's objects, each with its writers, fields and hint, and all of
+    them one incident."""
+    expected = INCIDENTS[scenario]
+    assert sorted((f.object.namespace, f.object.name) for f in findings) == sorted(expected.objects), [
+        f.summary for f in findings
+    ]
+    for found in findings:
+        assert found.type is expected.type
+        assert found.object.kind == expected.kind
+        assert set(found.fields) == expected.fields
+        assert {(c.writer.manager, c.writer.operation) for c in found.writers} == expected.writers
+        assert expected.hint in found.hint
+        if found.type is FindingType.FIGHT:
+            assert found.handovers >= 3
+            assert found.first_seen <= found.detected_at <= found.last_seen
+    (incident,) = group(findings)
+    assert incident.type is expected.type
+    assert incident.objects == len(expected.objects)
+    assert incident.namespaces == tuple(sorted({namespace for namespace, _ in expected.objects}))
+    assert incident.kinds == (expected.kind,)
+    assert set(incident.fields) == expected.fields
+    assert {(c.writer.manager, c.writer.operation) for c in incident.writers} == expected.writers
+    assert set(incident.findings) == {f.id for f in findings}
+    return incident

@@ -1,7 +1,8 @@
 """Incidents (`detection.incidents`): the same fight on many objects is one incident with a stable id, whichever
 order the objects were seen in; distinct patterns are never merged. On copies of recorded captures: the same
 recorded fight played on several objects (new names, namespaces and uids), as many objects managed by the same two
-writers would be."""
+writers would be; and on captures recorded with one root cause on many objects (`incident-replicas`: a GitOps tool and
+an autoscaler over 6 Deployments in 3 namespaces; `incident-hot-loop`: one controller's hot loop on 4 Widgets in 2)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.unit.captures import analyse, capture
+from tests.expectations import assert_incident
+from tests.unit.captures import IMPLEMENTATIONS, analyse, capture
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.detection.incidents import group, incident_id, normalised
@@ -153,3 +155,109 @@ def test_the_page_lists_incidents_of_several_findings_and_each_card_links_to_its
     assert html.count(f'href="#incident-{incident.id}"') == COPIES
     for finding_id in incident.findings:
         assert f'href="#finding-{finding_id}"' in html
+
+
+# --------------------------------------------------------------------------------------------------------
+# Recorded captures of one root cause on many objects (harness/scenarios.py: incident-replicas, incident-hot-loop)
+
+
+def _analyse(paths: list[Path], implementation: str) -> list[Finding]:
+    engine = Engine(Config().detection, attribution=implementation)
+    for event in read_captures([str(p) for p in paths], engine.decode, stats=ReadStats()):
+        engine.process(event)
+    return engine.active() + engine.resolved()
+
+
+def _by_object(name: str, out: Path, first: str) -> Path:
+    """A recorded capture with each object's events together and in their own order, the objects of namespace
+    `first` first, the others in the reverse of the order they first appeared in (a replica that saw them so)."""
+    by_uid: dict[str, list[bytes]] = {}
+    namespace: dict[str, str] = {}
+    for line in capture(name).read_bytes().splitlines():
+        if line.strip():
+            meta = orjson.loads(line)["object"]["metadata"]
+            by_uid.setdefault(meta["uid"], []).append(line)
+            namespace[meta["uid"]] = meta.get("namespace", "")
+    seen = {uid: n for n, uid in enumerate(by_uid)}
+    order = sorted(by_uid, key=lambda uid: (namespace[uid] != first, -seen[uid]))
+    assert order != list(by_uid)
+    path = out / f"{name}-{first}-first.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for uid in order for line in by_uid[uid]))
+    return path
+
+
+def _groups(findings: list[Finding]) -> dict[str, set[tuple[str | None, str]]]:
+    """Each incident's id and the objects of its findings."""
+    objects = {f.id: (f.object.namespace, f.object.name) for f in findings}
+    return {i.id: {objects[f] for f in i.findings} for i in group(findings)}
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_a_recorded_fight_on_six_deployments_in_three_namespaces_is_one_incident(implementation: str) -> None:
+    findings = _analyse([capture("incident-replicas")], implementation)
+    assert len(findings) == 6
+    assert all(f.type is FindingType.FIGHT for f in findings)
+    incident = assert_incident("incident-replicas", findings)
+    assert incident.objects == 6
+    assert incident.namespaces == ("incident-replicas-a", "incident-replicas-b", "incident-replicas-c")
+    assert incident.kinds == ("Deployment",)
+    assert incident.fields == ("spec.replicas",)
+    assert {(c.writer.manager, c.writer.operation) for c in incident.writers} == {
+        ("gitops-sync", "Apply"),
+        ("replica-autoscaler", "Update"),
+    }
+    assert sum(c.writes for c in incident.writers) == sum(c.writes for f in findings for c in f.writers)
+    assert incident.summary == (
+        "replica-autoscaler (Update) and gitops-sync (Apply) fight over spec.replicas on 6 Deployments in 3 namespaces"
+    )
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_a_recorded_hot_loop_on_four_widgets_in_two_namespaces_is_one_incident(implementation: str) -> None:
+    findings = _analyse([capture("incident-hot-loop")], implementation)
+    assert len(findings) == 4
+    assert all(f.type is FindingType.HOT_LOOP for f in findings)
+    incident = assert_incident("incident-hot-loop", findings)
+    assert incident.objects == 4
+    assert incident.namespaces == ("incident-hot-loop-a", "incident-hot-loop-b")
+    assert incident.kinds == ("Widget",)
+    assert incident.summary == "widget-reconciler (Update) rewrites 4 Widgets in 2 namespaces in a hot loop"
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_recorded_incidents_and_an_unrelated_fight_replayed_together_are_never_merged(implementation: str) -> None:
+    names = ("incident-replicas", "incident-hot-loop", "fight-three-writers")
+    findings = _analyse([capture(n) for n in names], implementation)
+    assert len(findings) == 6 + 4 + 1
+    incidents = {i.objects: i for i in group(findings)}
+    assert sorted(incidents) == [1, 4, 6]
+    assert [incidents[n].type for n in (6, 4, 1)] == [FindingType.FIGHT, FindingType.HOT_LOOP, FindingType.FIGHT]
+    assert {(f.object.kind, f.object.name) for f in findings if f.id in incidents[1].findings} == {
+        ("ConfigMap", "placement")
+    }
+    # each the incident it is when its capture is replayed alone
+    separately: dict[str, set[tuple[str | None, str]]] = {}
+    for name in names:
+        separately |= _groups(_analyse([capture(name)], implementation))
+    assert _groups(findings) == separately
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize(
+    ("name", "first"), [("incident-replicas", "incident-replicas-c"), ("incident-hot-loop", "incident-hot-loop-b")]
+)
+def test_a_recorded_incidents_id_does_not_depend_on_the_order_its_objects_were_seen_in(
+    tmp_path: Path, implementation: str, name: str, first: str
+) -> None:
+    """(The engine never moves its clock backwards: seen object after object, later objects' writes are seen at
+    later times. Their findings' times may differ, the incident and its objects may not.)"""
+    recorded = _groups(_analyse([capture(name)], implementation))
+    reordered = _groups(_analyse([_by_object(name, tmp_path, first)], implementation))
+    assert len(recorded) == 1
+    assert reordered == recorded
+
+
+@pytest.mark.parametrize("name", ["incident-replicas", "incident-hot-loop"])
+def test_a_recorded_incident_is_the_same_on_either_attribution_implementation(name: str) -> None:
+    recorded = [_groups(_analyse([capture(name)], implementation)) for implementation in IMPLEMENTATIONS]
+    assert all(groups == recorded[0] for groups in recorded)
