@@ -162,35 +162,29 @@ class Endpoints:
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def _visible(self, request: web.Request, caller: Caller) -> list[Finding]:
-        """The findings the query's filters choose that the caller may see, most severe first (ValueError: a bad
-        filter)."""
-        wanted = parse_filters((k, v) for k, v in request.query.items() if k != "fragment")
+        """The findings the query's filters choose that the caller may see, most severe first; a bad filter is a
+        400 that says why."""
+        try:
+            wanted = parse_filters((k, v) for k, v in request.query.items() if k != "fragment")
+        except ValueError as exc:
+            raise web.HTTPBadRequest(text=orjson.dumps({"error": str(exc)}).decode(), content_type=_JSON) from None
         chosen = [f for f in self.sources.findings() if keep(f, wanted)]
         if not await self.guard.allowed(caller, EVERY_FINDING):
             chosen = await readable(chosen, caller, self.guard.allowed, self.sources.resource)
         return severity_order(chosen)
 
     async def findings(self, request: web.Request, caller: Caller) -> web.Response:
-        try:
-            chosen = await self._visible(request, caller)
-        except ValueError as exc:
-            return _json({"error": str(exc)}, status=400)
+        chosen = await self._visible(request, caller)
         return _json({"findings": [finding_json(f) for f in chosen]})
 
     async def incidents(self, request: web.Request, caller: Caller) -> web.Response:
         """The incidents of the findings the caller may see: an incident with the objects it may read."""
-        try:
-            chosen = await self._visible(request, caller)
-        except ValueError as exc:
-            return _json({"error": str(exc)}, status=400)
+        chosen = await self._visible(request, caller)
         return _json({"incidents": [incident_json(i) for i in group(chosen)]})
 
     async def _fragment(self, request: web.Request, caller: Caller) -> web.Response:
         """The findings part of the page, for its script to show and refresh (with the token it was given)."""
-        try:
-            chosen = await self._visible(request, caller)
-        except ValueError as exc:
-            return _json({"error": str(exc)}, status=400)
+        chosen = await self._visible(request, caller)
         return _html(page.render_findings(chosen, now=time.time()), nonce="")
 
     async def page(self, request: web.Request) -> web.StreamResponse:
@@ -201,8 +195,6 @@ class Endpoints:
         try:
             caller = await self.guard.caller(request)  # (None without credentials: no review asked)
             chosen = await self._visible(request, caller) if caller is not None else None
-        except ValueError as exc:
-            return _json({"error": str(exc)}, status=400)
         except AccessUnavailableError:  # the page's script asks again, and the API server may answer then
             chosen = None
         nonce = secrets.token_urlsafe(16)
