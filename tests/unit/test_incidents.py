@@ -67,7 +67,7 @@ def test_keys_that_follow_the_object_are_normalised(path: str, name: str, expect
 
 
 def test_one_fight_on_many_objects_is_one_incident(tmp_path: Path) -> None:
-    findings, _ = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path))
+    findings = _analyse([_copies("fight-apply-vs-update-replicas", tmp_path)])
     assert len(findings) == COPIES
     (incident,) = group(findings)
     assert incident.type is FindingType.FIGHT
@@ -86,8 +86,8 @@ def test_one_fight_on_many_objects_is_one_incident(tmp_path: Path) -> None:
 
 
 def test_the_incident_id_is_the_same_whichever_object_was_seen_first(tmp_path: Path) -> None:
-    forward, _ = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path))
-    backward, _ = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path, reverse=True))
+    forward = _analyse([_copies("fight-apply-vs-update-replicas", tmp_path)])
+    backward = _analyse([_copies("fight-apply-vs-update-replicas", tmp_path, reverse=True)])
     assert {f.id for f in forward} == {f.id for f in backward}  # the findings themselves
     assert [i.id for i in group(forward)] == [i.id for i in group(backward)]
     assert len({incident_id(f) for f in forward}) == 1
@@ -98,8 +98,8 @@ def test_the_incident_id_is_the_same_whichever_object_was_seen_first(tmp_path: P
 
 
 def test_distinct_patterns_are_never_merged(tmp_path: Path) -> None:
-    fights, _ = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path))
-    loops, _ = analyse_file(_copies("hot-loop-timestamp", tmp_path, count=3))
+    fights = _analyse([_copies("fight-apply-vs-update-replicas", tmp_path)])
+    loops = _analyse([_copies("hot-loop-timestamp", tmp_path, count=3)])
     others = []
     for name in ("fight-scale-vs-apply", "fight-three-writers", "fight-update-vs-update-label", "fight-shared-manager"):
         others += analyse(name)[0]
@@ -134,21 +134,14 @@ def test_replay_names_each_findings_incident_and_prints_incidents_when_asked(tmp
     assert f"Incident 1 ({incidents[0]['id']}): {incidents[0]['summary']}." in table.replace("\n   ", " ")
 
 
-def analyse_file(path: Path) -> tuple[list[Finding], Engine]:
-    engine = Engine(Config().detection)
-    for event in read_captures([str(path)], engine.decode, stats=ReadStats()):
-        engine.process(event)
-    return engine.active() + engine.resolved(), engine
-
-
 def run(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "watcher", *args], capture_output=True, check=False, timeout=120)
 
 
 def test_the_page_lists_incidents_of_several_findings_and_each_card_links_to_its_own(tmp_path: Path) -> None:
-    fights, engine = analyse_file(_copies("fight-apply-vs-update-replicas", tmp_path))
+    fights = _analyse([_copies("fight-apply-vs-update-replicas", tmp_path)])
     alone = analyse("fight-three-writers")[0]
-    html = render_findings([*fights, *alone], now=engine.now)
+    html = render_findings([*fights, *alone], now=max(f.last_seen for f in fights))
     (incident,) = group(fights)
     assert html.count('<li class="incident') == 1  # the lone fight is no incident of its own on the page
     assert f'id="incident-{incident.id}"' in html
@@ -161,7 +154,7 @@ def test_the_page_lists_incidents_of_several_findings_and_each_card_links_to_its
 # Recorded captures of one root cause on many objects (harness/scenarios.py: incident-replicas, incident-hot-loop)
 
 
-def _analyse(paths: list[Path], implementation: str) -> list[Finding]:
+def _analyse(paths: list[Path], implementation: str = "auto") -> list[Finding]:
     engine = Engine(Config().detection, attribution=implementation)
     for event in read_captures([str(p) for p in paths], engine.decode, stats=ReadStats()):
         engine.process(event)
