@@ -653,6 +653,36 @@ async def incident_hot_loop(api_client: ApiClient, *, rate: float = 5.0, duratio
                 group.create_task(_for_duration(write, period=1.0 / rate, duration=duration))
 
 
+CASCADE_OBJECTS = ("web", "api")  # Deployments in the namespace cascade-replicas
+
+
+async def cascade_replicas(api_client: ApiClient, *, period: float = 1.0, flips: int = 40) -> None:
+    """Deployments web and api spec.replicas fought over (Apply gitops-sync 1 / Update replica-autoscaler 3) every
+    `period` seconds, `flips` times each: the real kube-controller-manager scales each one's ReplicaSet after every
+    flip (spec.replicas, then its status), so the ReplicaSets are rewritten as fast as the fight goes on."""
+    ns = "cascade-replicas"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+
+    def replicas(count: int) -> Mutation:
+        def mutate(obj: JSON) -> None:
+            obj["spec"]["replicas"] = count
+
+        return mutate
+
+    writes: list[Write] = []
+    for flip in range(flips):
+        for name in CASCADE_OBJECTS:
+            path = DEPLOYMENTS.path(ns, name)
+            if flip % 2 == 0:
+                writes.append(_applier(kube, path, "gitops-sync", _deployment(ns, name, replicas=1)))
+            else:
+                writes.append(
+                    functools.partial(kube.read_modify_write, path, replicas(3), manager="replica-autoscaler")
+                )
+    await _at_intervals(writes, period / len(CASCADE_OBJECTS))
+
+
 # --------------------------------------------------------------------------------------------------------
 # registry
 
@@ -796,6 +826,16 @@ _ALL = [
         "Widgets cog, gear (-a), rotor, spindle (-b) annotation example.com/last-reconciled: Update "
         "widget-reconciler, 5/s each for 30 s: 4 hot loops, one incident",
         namespaces=tuple(INCIDENT_HOT_LOOP_OBJECTS),
+        separate=True,
+    ),
+    Scenario(
+        "cascade-replicas",
+        cascade_replicas,
+        "fight",
+        "Deployments web, api spec.replicas: Apply gitops-sync 1 / Update replica-autoscaler 3, 40 flips each 1 s "
+        "apart; kube-controller-manager rescales their ReplicaSets after each: 2 fights, 2 ReplicaSet hot loops "
+        "following from them, one incident",
+        needs_controller_manager=True,
         separate=True,
     ),
 ]

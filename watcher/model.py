@@ -224,6 +224,7 @@ class Incident:
     fields: tuple[str, ...]  # normalised: keys that follow the object read `*`
     findings: tuple[str, ...]  # ids, active first, then by rate
     objects: int
+    examples: tuple[ObjectRef, ...]  # the objects of its most severe findings (EXAMPLES at most)
     namespaces: tuple[str, ...]  # "" for cluster-scoped objects
     kinds: tuple[str, ...]
     writes_per_minute: float  # of its active findings together (all of them, once resolved)
@@ -232,6 +233,22 @@ class Incident:
     last_seen: float
     resolved_at: float | None
     summary: str
+    hint: str  # its most severe finding's
+    consequences: tuple[str, ...] = ()  # ids of findings that follow from its findings (cascades: `related`)
+
+
+EXAMPLES: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentChange:
+    """An incident opened, changed (grew, shrank, its findings changed) or resolved, as delivery per incident tells
+    it (`detection.incidents.IncidentBook`); `findings`: its findings now (the last ones, once resolved)."""
+
+    kind: ChangeKind
+    incident: Incident
+    findings: tuple[Finding, ...]
+    catch_up: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,10 +48,17 @@ fn allocated() -> usize {
     ALLOCATED.load(Ordering::Relaxed)
 }
 
+/// The key an object is tracked by (`Parsed.key`): a 64-bit hash of its uid.
+#[pyfunction]
+fn object_key(uid: &str) -> i64 {
+    event::object_key(uid)
+}
+
 #[pymodule]
 fn _native(_py: Python<'_>, m: &PyModule) -> PyResult<()> {
     m.add_class::<front::Front>()?;
     m.add_class::<event::Parsed>()?;
     m.add_function(wrap_pyfunction!(allocated, m)?)?;
+    m.add_function(wrap_pyfunction!(object_key, m)?)?;
     Ok(())
 }

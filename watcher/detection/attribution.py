@@ -61,6 +61,10 @@ class Attribution(Protocol):
         """The decoder whose events this implementation reads."""
         ...
 
+    def object_key(self, uid: str) -> int:
+        """The key of the object with this uid, as this implementation's events carry it (`ObjectEvent.key`)."""
+        ...
+
     def baseline(self, event: ObjectEvent, rules: ObjectRules) -> ObjectState:
         """The state of an object first seen (ADDED, or there when the stream began): ownership and values as of
         this version; no write."""

@@ -10,6 +10,13 @@ argument.
    both after the object's ignore rules,
 5. resolves findings after their quiet period (`advance`) and lets idle objects go.
 
+Cascades: a finding on an object whose controller (its `ownerReferences` entry with `controller: true`) has an
+active finding of its own follows from it (`Finding.related`: a ReplicaSet rewritten again and again because its
+Deployment is fought over); so does a hot loop on an object with a fight (the writes that react to each flip, such
+as the Deployment controller's status updates). A finding's cause is a function of what is active, so the link is
+the same whichever opens first; it is redone when a finding opens or resolves, each change told as an update of
+the finding that follows.
+
 State per object is small and bounded (see `state.ObjectState`). The number of objects is bounded too: objects
 are kept in the order they were last written (or first seen), an object idle for `idle_after` is let go, and
 beyond `max_objects` the least recently written are let go first. An object with an open finding is never let go
@@ -27,7 +34,7 @@ from dataclasses import dataclass
 
 from watcher.config import DetectionSettings
 from watcher.detection.attribution import Attribution, Decoder, Write
-from watcher.detection.events import ObjectEvent, object_ref
+from watcher.detection.events import ObjectEvent, controller, object_ref
 from watcher.detection.findings import flip_period, snapshot
 from watcher.detection.handovers import Handover
 from watcher.detection.ignore import RuleBook
@@ -93,6 +100,7 @@ class Engine:
         self.now = -math.inf
         self._objects: dict[int, ObjectState] = {}
         self._active: dict[str, tuple[OpenFinding, ObjectState]] = {}
+        self._controlled: dict[int, list[OpenFinding]] = {}  # a controller's key -> active findings on its objects
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
         self._next_deadline = math.inf  # no active finding can resolve before this
         # Objects with a write rate by last write, oldest first: idle ones give up their rates.
@@ -177,7 +185,7 @@ class Engine:
         for finding, state in list(self._active.values()):
             deadline = finding.last_seen + self._quiet(finding)
             if self.now >= deadline:
-                changes.append(self._close(finding, state, deadline))
+                changes += self._close(finding, state, deadline)
             else:  # (later writes only ever move a deadline later, so this stays a lower bound)
                 self._next_deadline = min(self._next_deadline, deadline)
         return changes
@@ -237,16 +245,14 @@ class Engine:
         if handovers:
             change = self._fight.observe(state, handovers, write, event)
             if change is not None:
-                self._track_opened(change, state.fight, state)
-                changes.append(change)
+                changes += self._track_opened(change, state.fight, state, event)
         counted = [w for w in write.writers if not rules.manager_ignored(w)]
         if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
             counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
         if counted and write.timed:
             change = self._hot_loop.observe(state, counted, write, event, self._attribution)
             if change is not None:
-                self._track_opened(change, state.hot, state)
-                changes.append(change)
+                changes += self._track_opened(change, state.hot, state, event)
         for finding in (state.fight, state.hot):
             if finding is not None and finding.record is not None and finding.record.last < write.seq:
                 _record(finding, finding.record, write, handovers)
@@ -259,11 +265,50 @@ class Engine:
         if active is not None and (record := active[0].record) is not None:
             record.add(at, record.manager_lane(manager), CONFLICT)
 
-    def _track_opened(self, change: FindingChange, finding: OpenFinding | None, state: ObjectState) -> None:
-        """Track a finding a rule just opened, until it resolves."""
-        if change.kind is ChangeKind.OPENED and finding is not None:
-            self._active[finding.id] = (finding, state)
-            self._next_deadline = min(self._next_deadline, finding.last_seen + self._quiet(finding))
+    def _track_opened(
+        self, change: FindingChange, finding: OpenFinding | None, state: ObjectState, event: ObjectEvent
+    ) -> list[FindingChange]:
+        """Track a finding a rule just opened, until it resolves; link its cascades. The change, and the updates of
+        the findings it turned out to cause."""
+        if change.kind is not ChangeKind.OPENED or finding is None:
+            return [change]
+        self._active[finding.id] = (finding, state)
+        self._next_deadline = min(self._next_deadline, finding.last_seen + self._quiet(finding))
+        finding.key = event.key
+        owner = controller(event)
+        uid = owner.get("uid") if owner is not None else None
+        if isinstance(uid, str) and uid and (owner_key := self._attribution.object_key(uid)) != finding.key:
+            finding.owner = owner_key
+            self._controlled.setdefault(finding.owner, []).append(finding)
+        finding.cause = self._cause(finding, state)
+        if finding.cause is not None:
+            change = FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))
+        return [change, *(c for c in self._relink(finding.key, state) if c.finding.id != finding.id)]
+
+    def _cause(self, finding: OpenFinding, state: ObjectState) -> OpenFinding | None:
+        """The active finding `finding` (on the object of `state`) follows from: the fight on the same object, for a
+        hot loop (the churn of the writes that react to it); else the finding on its controller (its fight, else its
+        hot loop); else none."""
+        if finding is state.hot and state.fight is not None:
+            return state.fight
+        owner = self._objects.get(finding.owner) if finding.owner else None
+        return None if owner is None else owner.fight or owner.hot
+
+    def _relink(self, key: int, state: ObjectState) -> list[FindingChange]:
+        """Link again the active findings that may follow from the findings of the object `key` (those on the
+        objects it controls, and its own hot loop): an update for each whose cause changed."""
+        changes = []
+        for child in (*self._controlled.get(key, ()), state.hot):
+            if child is None:
+                continue
+            child_state = self._active[child.id][1]
+            cause = self._cause(child, child_state)
+            if cause is not child.cause:
+                child.cause = cause
+                changes.append(
+                    FindingChange(ChangeKind.UPDATED, snapshot(child, child_state, FindingState.ACTIVE, None))
+                )
+        return changes
 
     # ----------------------------------------------------------------------------------------- memory bounds
 
@@ -333,20 +378,27 @@ class Engine:
     def _quiet(self, finding: OpenFinding) -> float:
         return quiet_period(self.settings.resolve, flip_period(finding))
 
-    def _close(self, finding: OpenFinding, state: ObjectState, now: float) -> FindingChange:
+    def _close(self, finding: OpenFinding, state: ObjectState, now: float) -> list[FindingChange]:
+        """Resolve a finding: its change, and the updates of the findings that followed from it (linked to the
+        object's other finding, or to none)."""
         del self._active[finding.id]
         if state.fight is finding:
             state.fight = None
             state.history = None  # the handovers of a resolved fight do not count towards the next one
         if state.hot is finding:
             state.hot = None
+        if finding.owner:
+            siblings = self._controlled[finding.owner]
+            siblings.remove(finding)
+            if not siblings:
+                del self._controlled[finding.owner]
         resolved = snapshot(finding, state, FindingState.RESOLVED, now)
         keep_resolved(self._resolved, resolved, self.settings.timeline.resolved)
-        return FindingChange(ChangeKind.RESOLVED, resolved)
+        return [FindingChange(ChangeKind.RESOLVED, resolved), *self._relink(finding.key, state)]
 
     def _forget(self, key: int, state: ObjectState, now: float) -> list[FindingChange]:
         self._remove(key)
-        return [self._close(f, state, now) for f in (state.fight, state.hot) if f is not None]
+        return [c for f in (state.fight, state.hot) if f is not None for c in self._close(f, state, now)]
 
 
 def _record(finding: OpenFinding, record: Record, write: Write, handovers: list[Handover]) -> None:

@@ -273,6 +273,23 @@ def event_object(event: ObjectEvent) -> JSONObject:
     return obj
 
 
+def controller(event: ObjectEvent) -> JSONObject | None:
+    """The object's controller: its `ownerReferences` entry with `controller: true` (apiVersion, kind, name, uid),
+    or None (decoded only when the event's text names owners at all)."""
+    if b'"ownerReferences"' not in event.data:
+        return None
+    try:
+        owners = (event_object(event).get("metadata") or {}).get("ownerReferences") or []
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(owners, list):
+        return None
+    for owner in owners:
+        if isinstance(owner, dict) and owner.get("controller") is True:
+            return owner
+    return None
+
+
 def object_ref(event: ObjectEvent) -> ObjectRef:
     """The reference to the object of an event (type and namespace strings interned: findings keep them)."""
     namespace = event.namespace

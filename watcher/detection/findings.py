@@ -27,6 +27,14 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
     writes = state.seq - finding.first_seq + 1
     span = max(finding.last_seen - finding.first_seen, 1.0)
     rate = writes * 60.0 / span
+    summary = _summary(finding, writers, fields, writes, rate)
+    hint = hints.hint(evidence)
+    cause = finding.cause
+    if cause is not None:  # a cascade: see `engine.Engine._cause`
+        where = "the same object" if cause.key == finding.key else f"its controller {cause.ref.display()}"
+        what = f"the {cause.type.label} on {where}"
+        summary += f"; it follows from {what} (finding {cause.id})"
+        hint = f"This follows from {what}: stop that {cause.type.label} and this stops with it. {hint}"
     return Finding(
         id=finding.id,
         type=finding.type,
@@ -42,8 +50,9 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
         last_seen=finding.last_seen,
         resolved_at=resolved_at,
         flip_period=flip_period(finding),
-        summary=_summary(finding, writers, fields, writes, rate),
-        hint=hints.hint(evidence),
+        summary=summary,
+        hint=hint,
+        related=None if cause is None else cause.id,
         timeline=finding.record.timeline(flip_period(finding)) if finding.record is not None else None,
     )
 

@@ -21,10 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
-import orjson
-
 from watcher.detection.engine import Engine
-from watcher.detection.events import ObjectEvent, event_object, object_ref
+from watcher.detection.events import ObjectEvent, controller, object_ref
 from watcher.detection.ignore import resource_of
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.request_state import ObjectKey
@@ -185,24 +183,14 @@ class Joined:
 
 
 def _controller(event: ObjectEvent, key: ObjectKey, resource: Callable[[ObjectRef], str]) -> ObjectKey | None:
-    """The key of an object's controller (its ownerReferences entry with `controller: true`), or None."""
-    if b'"ownerReferences"' not in event.data:
+    """The key of an object's controller (`events.controller`), or None."""
+    owner = controller(event)
+    if owner is None:
         return None
-    try:
-        owners = (event_object(event).get("metadata") or {}).get("ownerReferences") or []
-    except orjson.JSONDecodeError:
-        return None
-    for owner in owners:
-        if isinstance(owner, dict) and owner.get("controller") is True:
-            ref = ObjectRef(
-                str(owner.get("apiVersion", "")),
-                str(owner.get("kind", "")),
-                key[2] or None,
-                str(owner.get("name", "")),
-                "",
-            )
-            return (ref.group, resource(ref), key[2], ref.name)
-    return None
+    ref = ObjectRef(
+        str(owner.get("apiVersion", "")), str(owner.get("kind", "")), key[2] or None, str(owner.get("name", "")), ""
+    )
+    return (ref.group, resource(ref), key[2], ref.name)
 
 
 def _with_users(count: WriterCount, clients: tuple[Client, ...], named: set[str]) -> WriterCount:

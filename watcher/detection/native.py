@@ -10,6 +10,7 @@ else the reference.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, cast
 
 from watcher.detection import events
@@ -51,6 +52,7 @@ class NativeAttribution:
         native = importlib.import_module("watcher._native")  # (built only where Rust was there: ImportError)
         self._front: Front = native.Front(Writer, Handover, Write, UNATTRIBUTED)
         self.decode = self._decode
+        self.object_key: Callable[[str], int] = native.object_key
 
     def _decode(
         self, data: bytes, *, observed_at: float | None = None, api_version: str | None = None, kind: str | None = None

@@ -92,6 +92,7 @@ class PythonAttribution:
         self._tables = values.TableCache()
         self._statuses: dict[int, BodyTable] = {}  # object key -> status table (see `_status`)
         self.decode = events.decode
+        self.object_key = events.object_key
 
     def baseline(self, event: ObjectEvent, rules: ObjectRules) -> ObjectState:
         state = TrackedObject(event.rv, rules)

@@ -46,13 +46,16 @@ class OpenFinding:
 
     __slots__ = (
         "by_ownership",
+        "cause",
         "detected_at",
         "fields",
         "first_seen",
         "first_seq",
         "handovers",
         "id",
+        "key",
         "last_seen",
+        "owner",
         "record",
         "ref",
         "status_writes",
@@ -78,6 +81,11 @@ class OpenFinding:
         self.timestamp_values = False
         self.status_writes = False
         self.record: Record | None = None  # its writes, for its timeline (`timeline.py`)
+        # Cascades (set by the engine once it tracks the finding): the object's key, its controller's key (0: none),
+        # and the active finding on the controller this one follows from.
+        self.key = 0
+        self.owner = 0
+        self.cause: OpenFinding | None = None
 
 
 def finding_id(kind: FindingType, ref: ObjectRef, *, version: str, at: float) -> str:
