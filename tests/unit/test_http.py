@@ -334,3 +334,22 @@ async def test_incidents_are_made_of_the_findings_a_caller_may_see(client: TestC
     assert (await client.get("/api/v1/incidents", headers=as_user("nobody-token"))).status == 200
     assert (await client.get("/api/v1/incidents", headers={"Authorization": ""})).status == 401
     assert (await client.get("/api/v1/incidents?colour=red")).status == 400
+
+
+async def test_the_incident_filter_gives_one_incidents_findings_of_those_a_caller_may_see(
+    client: TestClient[Any, Any],
+) -> None:
+    incidents = group(_findings())
+    chosen = incidents[0]
+    served = await _findings_of(client, f"?incident={chosen.id}")
+    assert {f["id"] for f in served} == set(chosen.findings)
+    assert {f["incident"] for f in served} == {chosen.id}
+    both = await _findings_of(client, f"?incident={chosen.id},{incidents[1].id}")
+    assert {f["id"] for f in both} == set(chosen.findings) | set(incidents[1].findings)
+    (one,) = (await (await client.get(f"/api/v1/incidents?incident={chosen.id}")).json())["incidents"]
+    assert one["id"] == chosen.id
+    # a caller who may not read its objects sees none of it
+    assert await _findings_of(client, f"?incident={chosen.id}", headers=as_user("nobody-token")) == []
+    response = await client.get("/api/v1/findings?incident=../../etc")
+    assert response.status == 400
+    assert "not an incident id" in (await response.json())["error"]

@@ -32,6 +32,7 @@ through plain callables, so this module knows nothing of watches or the engine.
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import time
 from collections import Counter
@@ -42,14 +43,15 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from watcher.detection.incidents import group
+from watcher.detection.incidents import assign, group
 from watcher.model import Finding, FindingState, FindingType, ObjectRef
 from watcher.serving.access import AccessUnavailableError, Caller, Resource
 from watcher.serving.guard import Guard
 from watcher.sinks import page
 from watcher.sinks.report import finding_json, incident_json, severity_order
 
-FILTERS = ("namespace", "kind", "type", "state")
+FILTERS = ("namespace", "kind", "type", "state", "incident")
+_INCIDENT_ID = re.compile(r"[0-9a-f]{16}")
 FINDINGS_PATH = "/api/v1/findings"
 INCIDENTS_PATH = "/api/v1/incidents"
 PAGE_PATH = "/findings"
@@ -168,14 +170,19 @@ class Endpoints:
             wanted = parse_filters((k, v) for k, v in request.query.items() if k != "fragment")
         except ValueError as exc:
             raise web.HTTPBadRequest(text=orjson.dumps({"error": str(exc)}).decode(), content_type=_JSON) from None
+        incidents = wanted.pop("incident", None)
         chosen = [f for f in self.sources.findings() if keep(f, wanted)]
         if not await self.guard.allowed(caller, EVERY_FINDING):
             chosen = await readable(chosen, caller, self.guard.allowed, self.sources.resource)
+        if incidents is not None:  # (of the findings the caller may see: a consequence is in its root's incident)
+            incident_of = assign(chosen)
+            chosen = [f for f in chosen if incident_of[f.id] in incidents]
         return severity_order(chosen)
 
     async def findings(self, request: web.Request, caller: Caller) -> web.Response:
         chosen = await self._visible(request, caller)
-        return _json({"findings": [finding_json(f) for f in chosen]})
+        incident_of = assign(chosen)
+        return _json({"findings": [finding_json(f, incident_of[f.id]) for f in chosen]})
 
     async def incidents(self, request: web.Request, caller: Caller) -> web.Response:
         """The incidents of the findings the caller may see: an incident with the objects it may read."""
@@ -250,6 +257,8 @@ def parse_filters(query: Any) -> dict[str, set[str]]:
         allowed = {"type": {t.value for t in FindingType}, "state": {s.value for s in FindingState}}.get(key)
         if allowed is not None and values - allowed:
             raise ValueError(f"{key}: unknown value {sorted(values - allowed)} (one of {', '.join(sorted(allowed))})")
+        if key == "incident" and (bad := sorted(v for v in values if not _INCIDENT_ID.fullmatch(v))):
+            raise ValueError(f"incident: {bad} is not an incident id (16 hex digits)")
         if key == "kind":
             values = {v.lower() for v in values}
         wanted.setdefault(key, set()).update(values)

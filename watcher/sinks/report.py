@@ -12,8 +12,8 @@ from typing import IO, Any
 
 import orjson
 
-from watcher.detection.incidents import group, incident_id, severity
-from watcher.model import Finding, FindingType, Incident, WriterCount, format_time
+from watcher.detection.incidents import assign, group, incident_id, severity
+from watcher.model import Finding, FindingType, Incident, ObjectRef, WriterCount, format_time
 
 
 def severity_order(findings: Iterable[Finding]) -> list[Finding]:
@@ -21,23 +21,16 @@ def severity_order(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=severity)
 
 
-def finding_json(finding: Finding) -> dict[str, Any]:
+def finding_json(finding: Finding, incident: str | None = None) -> dict[str, Any]:
+    """`incident`: the id of the incident it is shown in (`incidents.assign`: a consequence's is its root
+    cause's); by default its own pattern's."""
     ref = finding.object
     return {
         "id": finding.id,
-        "incident": incident_id(finding),
+        "incident": incident or incident_id(finding),
         "type": finding.type.value,
         "state": finding.state.value,
-        "object": {
-            "apiGroup": ref.group,
-            "apiVersion": ref.api_version or None,
-            "kind": ref.kind or None,
-            "resource": ref.resource or None,
-            "subresource": ref.subresource or None,
-            "namespace": ref.namespace,
-            "name": ref.name,
-            "uid": ref.uid or None,
-        },
+        "object": _object_json(ref),
         "writers": [_writer_json(c) for c in finding.writers],
         "clients": [
             {
@@ -77,12 +70,28 @@ def incident_json(incident: Incident) -> dict[str, Any]:
         "objects": incident.objects,
         "namespaces": [n or None for n in incident.namespaces],
         "kinds": list(incident.kinds),
+        "examples": [_object_json(ref) for ref in incident.examples],
         "findings": list(incident.findings),
+        "consequences": list(incident.consequences),
         "writes_per_minute": incident.writes_per_minute,
         "first_seen": format_time(incident.first_seen),
         "detected_at": format_time(incident.detected_at),
         "last_seen": format_time(incident.last_seen),
         "resolved_at": None if incident.resolved_at is None else format_time(incident.resolved_at),
+        "hint": incident.hint,
+    }
+
+
+def _object_json(ref: ObjectRef) -> dict[str, Any]:
+    return {
+        "apiGroup": ref.group,
+        "apiVersion": ref.api_version or None,
+        "kind": ref.kind or None,
+        "resource": ref.resource or None,
+        "subresource": ref.subresource or None,
+        "namespace": ref.namespace,
+        "name": ref.name,
+        "uid": ref.uid or None,
     }
 
 
@@ -103,14 +112,21 @@ def finding_page(base: str | None, finding: Finding) -> str | None:
     return f"{base.rstrip('/')}/findings#finding-{finding.id}" if base else None
 
 
+def incident_page(base: str | None, incident: Incident) -> str | None:
+    """Where an incident's findings are on the watcher's page (`finding_page`); None without an address."""
+    return f"{base.rstrip('/')}/findings?incident={incident.id}" if base else None
+
+
 def write_json(findings: Iterable[Finding], out: IO[bytes], *, incidents: bool = False) -> None:
     """One JSON object per line: per finding, most severe first; or (`incidents`) per incident."""
     if incidents:
         for incident in group(findings):
             out.write(orjson.dumps(incident_json(incident)) + b"\n")
         return
+    findings = list(findings)
+    incident_of = assign(findings)
     for finding in severity_order(findings):
-        out.write(orjson.dumps(finding_json(finding)) + b"\n")
+        out.write(orjson.dumps(finding_json(finding, incident_of[finding.id])) + b"\n")
 
 
 def write_table(
@@ -123,9 +139,12 @@ def write_table(
         out.write(empty + "\n")
     else:
         width = shutil.get_terminal_size((160, 24)).columns
-        shared = [(n, i) for n, i in enumerate(incidents, 1) if len(i.findings) > 1]
+        shared = [(n, i) for n, i in enumerate(incidents, 1) if len(i.findings) + len(i.consequences) > 1]
         for number, incident in shared:
-            out.write(_wrap(f"Incident {number} ({incident.id}): {incident.summary}.", width, indent="   ") + "\n")
+            follow = len(incident.consequences)
+            tail = f"; {follow} finding{'s' * (follow != 1)} follow{'s' * (follow == 1)} from it" if follow else ""
+            line = f"Incident {number} ({incident.id}): {incident.summary}{tail}."
+            out.write(_wrap(line, width, indent="   ") + "\n")
         if shared:
             out.write("\n")
         rows = _rows(ordered, incident_of if shared else None)
@@ -161,12 +180,13 @@ def _rows(ordered: list[Finding], incident_of: dict[str, int] | None) -> list[li
 
 
 def _by_incident(incidents: list[Incident], findings: Iterable[Finding]) -> tuple[list[Finding], dict[str, int]]:
-    """The findings in the order of their incidents (most severe first), and each one's incident number."""
+    """The findings in the order of their incidents (most severe first; each incident's consequences after its own
+    findings), and each one's incident number."""
     by_id = {f.id: f for f in findings}
     ordered: list[Finding] = []
     numbers: dict[str, int] = {}
     for number, incident in enumerate(incidents, 1):
-        for finding_id in incident.findings:
+        for finding_id in (*incident.findings, *incident.consequences):
             ordered.append(by_id[finding_id])
             numbers[finding_id] = number
     return ordered, numbers

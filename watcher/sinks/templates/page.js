@@ -76,7 +76,8 @@
   function setUpLive(main, filters) {
     const TOKEN = "fightwatch.token"; // in session storage: this tab only, gone when it closes
     const body = document.body;
-    const url = body.dataset.fragmentUrl;
+    // The page's own query (?incident=..., ?namespace=...) filters the findings fetched too.
+    const url = body.dataset.fragmentUrl + (location.search ? "&" + location.search.slice(1) : "");
     const every = Math.max(Number(body.dataset.refresh) || 30, 2) * 1000;
     const controls = document.getElementById("live-controls");
     const text = document.getElementById("live-text");
