@@ -17,6 +17,11 @@ OUT = Path(__file__).resolve().parent.parent / "dashboards"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 C = 'cluster=~"$cluster"'  # every selector carries it
 OBJ = f'{C}, namespace=~"$namespace", kind=~"$kind", name=~"$name"'
+INCIDENT = 'incident=~"$incident"'  # only fightwatch_finding_info carries it
+# The per-object series of the findings of the chosen incident(s) (any finding while the variable is at All).
+OF_INCIDENT = (
+    f" and on (cluster, type, group, kind, namespace, name, shard) fightwatch_finding_info{{{OBJ}, {INCIDENT}}}"
+)
 # With leader election every replica counts what it sees: "what happens" panels count the delivering replica of
 # each shard only (fightwatch_leader is 1 there, and on every replica without leader election), and per-finding
 # series take the max over a shard's replicas, as the alert rules do.
@@ -29,6 +34,30 @@ BY_SHARD = f" * on (job, instance) group_left (shard) fightwatch_shard_info{{{C}
 
 def replicas_merged(selector: str) -> str:
     return f"max without (instance, pod) ({selector})"
+
+
+def over_shards(by: str, selector: str) -> str:
+    """Summed over shards (each exports its own objects' series), the replicas of each shard merged first."""
+    return f"sum by ({by}) ({replicas_merged(selector)})"
+
+
+# A table column `incident` links to the object dashboard showing that incident's objects (same time range, data
+# source and cluster).
+INCIDENT_LINK = {
+    "matcher": {"id": "byName", "options": "incident"},
+    "properties": [
+        {
+            "id": "links",
+            "value": [
+                {
+                    "title": "Objects of incident ${__value.raw}",
+                    "url": "/d/fightwatch-object?${__url_time_range}&${datasource:queryparam}&${cluster:queryparam}"
+                    "&var-incident=${__value.raw}",
+                }
+            ],
+        }
+    ],
+}
 
 
 def target(expr: str, legend: str = "", *, instant: bool = False, ref: str = "A") -> dict[str, Any]:
@@ -148,6 +177,66 @@ def overview() -> dict[str, Any]:
             (20, 0, 4, 4),
             fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
         ),
+        # Incidents: one root cause (type, writers, fields) on many objects.
+        panel(
+            "stat",
+            "Active incidents",
+            [target(f"count(count by (incident) (fightwatch_incident_info{{{C}}}))")],
+            (0, 4, 4, 4),
+            description="Distinct incidents over all shards: findings of one type, by the same writers, over the "
+            "same fields, on any number of objects.",
+            fieldConfig={"defaults": {"noValue": "0"}, "overrides": []},
+        ),
+        panel(
+            "stat",
+            "Incidents without series",
+            [target(f"sum(max by (shard) (fightwatch_incident_series_omitted{{{C}}}{BY_SHARD}))")],
+            (0, 8, 4, 4),
+            description="Active incidents left without series by metrics.max_incident_series (per shard, the most "
+            "of its replicas): the table lists the others.",
+        ),
+        panel(
+            "table",
+            "Incidents",
+            [
+                target(
+                    f"max by (cluster, type, incident, writers, fields) (fightwatch_incident_info{{{C}}})",
+                    instant=True,
+                ),
+                target(
+                    over_shards("cluster, type, incident", f"fightwatch_incident_objects{{{C}}}"), instant=True, ref="B"
+                ),
+                target(
+                    over_shards("cluster, type, incident", f"fightwatch_incident_writes_per_minute{{{C}}}"),
+                    instant=True,
+                    ref="C",
+                ),
+            ],
+            (4, 4, 20, 8),
+            description="Active incidents, most objects first: objects with an active finding of the incident "
+            "(summed over shards) and their writes per minute together. The incident column of Active findings "
+            "names each finding's incident; an incident links to the object dashboard showing its objects.",
+            fieldConfig={"defaults": {}, "overrides": [INCIDENT_LINK]},
+            options={"sortBy": [{"displayName": "objects", "desc": True}]},
+            transformations=[
+                {"id": "merge", "options": {}},
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True, "Value #A": True},
+                        "indexByName": {
+                            "type": 0,
+                            "writers": 1,
+                            "fields": 2,
+                            "Value #B": 3,
+                            "Value #C": 4,
+                            "incident": 5,
+                        },
+                        "renameByName": {"Value #B": "objects", "Value #C": "writes/min"},
+                    },
+                },
+            ],
+        ),
         panel(
             "table",
             "Active findings",
@@ -155,8 +244,10 @@ def overview() -> dict[str, Any]:
                 target(replicas_merged(f"fightwatch_finding_info{{{C}}}"), instant=True),
                 target(replicas_merged(f"fightwatch_finding_hint_info{{{C}}}"), instant=True, ref="B"),
             ],
-            (0, 4, 24, 8),
-            description="Who fights over which fields of which object, and how to stop it.",
+            (0, 12, 24, 8),
+            description="Who fights over which fields of which object, and how to stop it; the incident it belongs "
+            "to (capped: the most severe findings).",
+            fieldConfig={"defaults": {}, "overrides": [INCIDENT_LINK]},
             transformations=[
                 {"id": "merge", "options": {}},
                 {
@@ -177,7 +268,8 @@ def overview() -> dict[str, Any]:
                             "name": 3,
                             "writers": 4,
                             "fields": 5,
-                            "hint": 6,
+                            "incident": 6,
+                            "hint": 7,
                         },
                     },
                 },
@@ -187,7 +279,7 @@ def overview() -> dict[str, Any]:
             "timeseries",
             "Findings opened",
             [target(f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{rate}]){LEADING})", "{{type}}")],
-            (0, 12, 12, 8),
+            (0, 20, 12, 8),
         ),
         panel(
             "timeseries",
@@ -198,20 +290,20 @@ def overview() -> dict[str, Any]:
                     "{{kind}} {{namespace}}/{{name}}",
                 )
             ],
-            (12, 12, 12, 8),
+            (12, 20, 12, 8),
         ),
         panel(
             "timeseries",
             "Writes by manager",
             [target(f"sum by (manager) (rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})", "{{manager}}")],
-            (0, 20, 12, 8),
+            (0, 28, 12, 8),
             fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
         ),
         panel(
             "timeseries",
             "Writes by kind",
             [target(f"sum by (kind) (rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})", "{{kind}}")],
-            (12, 20, 12, 8),
+            (12, 28, 12, 8),
             fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
         ),
         panel(
@@ -224,7 +316,7 @@ def overview() -> dict[str, Any]:
                     instant=True,
                 )
             ],
-            (0, 28, 12, 8),
+            (0, 36, 12, 8),
             description="Objects of active findings, by writes per minute.",
             options={"orientation": "horizontal", "displayMode": "basic"},
         ),
@@ -232,19 +324,19 @@ def overview() -> dict[str, Any]:
             "timeseries",
             "Watch errors by HTTP code",
             [target(f"sum by (code) (rate(fightwatch_watch_errors_total{{{C}}}[{rate}]))", "{{code}}")],
-            (12, 28, 12, 8),
+            (12, 36, 12, 8),
         ),
         panel(
             "timeseries",
             "Watch restarts by reason",
             [target(f"sum by (reason) (rate(fightwatch_watch_restarts_total{{{C}}}[{rate}]))", "{{reason}}")],
-            (0, 36, 12, 8),
+            (0, 44, 12, 8),
         ),
         panel(
             "timeseries",
             "Events received by type",
             [target(f"sum by (type) (rate(fightwatch_events_total{{{C}}}[{rate}]))", "{{type}}")],
-            (12, 36, 12, 8),
+            (12, 44, 12, 8),
         ),
         panel(
             "timeseries",
@@ -255,14 +347,14 @@ def overview() -> dict[str, Any]:
                     "{{resource}} {{group}}: {{state}}",
                 )
             ],
-            (0, 44, 8, 8),
+            (0, 52, 8, 8),
             description="Watches listing, retrying, forbidden or gone (empty while every watch is open).",
         ),
         panel(
             "timeseries",
             "Engine events by outcome",
             [target(f"sum by (outcome) (rate(fightwatch_engine_events_total{{{C}}}[{rate}]))", "{{outcome}}")],
-            (8, 44, 8, 8),
+            (8, 52, 8, 8),
             description="What detection made of each event: a write, a new or relisted object, a duplicate, ...",
         ),
         panel(
@@ -274,14 +366,14 @@ def overview() -> dict[str, Any]:
                     "{{resource}} {{group}}",
                 )
             ],
-            (16, 44, 8, 8),
+            (16, 52, 8, 8),
             fieldConfig={"defaults": {"unit": "Bps"}, "overrides": []},
         ),
         panel(
             "timeseries",
             "Delivering replica per shard",
             [target(f"fightwatch_leader{{{C}}}{BY_SHARD}", "shard {{shard}}: {{instance}}")],
-            (0, 52, 8, 8),
+            (0, 60, 8, 8),
             description="1 on the replica that holds the shard's Lease and delivers (every replica without leader "
             "election); a failover shows as the 1 moving to another replica.",
         ),
@@ -292,14 +384,14 @@ def overview() -> dict[str, Any]:
                 target(f"fightwatch_tracked_objects{{{C}}}", "{{instance}}"),
                 target(f"fightwatch_tracked_objects_limit{{{C}}}", "limit {{instance}}"),
             ],
-            (8, 52, 8, 8),
+            (8, 60, 8, 8),
             description="Objects the engine holds state for, against detection.max_objects.",
         ),
         panel(
             "timeseries",
             "Objects let go",
             [target(f"sum by (reason) (rate(fightwatch_engine_evictions_total{{{C}}}[{rate}]))", "{{reason}}")],
-            (16, 52, 8, 8),
+            (16, 60, 8, 8),
             description="idle: not written for detection.idle_after; capacity: at detection.max_objects (raise it).",
         ),
         # From the API server's audit events (audit_webhook): empty without it.
@@ -312,7 +404,7 @@ def overview() -> dict[str, Any]:
                     "{{resource}} {{group}}: {{reason}}",
                 )
             ],
-            (0, 60, 6, 8),
+            (0, 68, 6, 8),
             description="Writes the API server rejected with 409. version: a stale resourceVersion; apply: "
             "server-side apply field conflicts. The conflict_storm and apply_conflict findings name the objects and "
             f"clients. {NEEDS_AUDIT}",
@@ -326,7 +418,7 @@ def overview() -> dict[str, Any]:
                     "{{manager}}: {{reason}}",
                 )
             ],
-            (6, 60, 6, 8),
+            (6, 68, 6, 8),
             description=f"The same by the field manager of the client whose writes were rejected. {NEEDS_AUDIT}",
         ),
         panel(
@@ -338,14 +430,14 @@ def overview() -> dict[str, Any]:
                     "{{resource}} {{group}}",
                 )
             ],
-            (12, 60, 6, 8),
+            (12, 68, 6, 8),
             description=f"Successful writes that changed nothing: invisible to any watch. {NEEDS_AUDIT}",
         ),
         panel(
             "timeseries",
             AUDIT_PANELS[3],
             [target(f"sum by (outcome) (rate(fightwatch_audit_batches_total{{{C}}}[{rate}]))", "{{outcome}}")],
-            (18, 60, 6, 8),
+            (18, 68, 6, 8),
             description="Batches the API server posted: accepted, or turned away (invalid, unauthorized, too_large), "
             f"or accepted with requests dropped (overflow). {NEEDS_AUDIT}",
         ),
@@ -366,19 +458,24 @@ def object_drilldown() -> dict[str, Any]:
         panel(
             "table",
             "Findings on this object",
-            [target(replicas_merged(f"fightwatch_finding_info{{{OBJ}}}"), instant=True)],
+            [target(replicas_merged(f"fightwatch_finding_info{{{OBJ}, {INCIDENT}}}"), instant=True)],
             (0, 0, 24, 6),
         ),
         panel(
             "timeseries",
             "Handovers",
-            [target(replicas_merged(f"fightwatch_finding_handovers{{{OBJ}}}"), "{{type}} {{name}}")],
+            [target(replicas_merged(f"fightwatch_finding_handovers{{{OBJ}}}") + OF_INCIDENT, "{{type}} {{name}}")],
             (0, 6, 12, 8),
         ),
         panel(
             "timeseries",
             "Writes per minute to the object",
-            [target(replicas_merged(f"fightwatch_finding_writes_per_minute{{{OBJ}}}"), "{{type}} {{name}}")],
+            [
+                target(
+                    replicas_merged(f"fightwatch_finding_writes_per_minute{{{OBJ}}}") + OF_INCIDENT,
+                    "{{type}} {{name}}",
+                )
+            ],
             (12, 6, 12, 8),
         ),
         panel(
@@ -399,16 +496,24 @@ def object_drilldown() -> dict[str, Any]:
     return dashboard(
         "fightwatch-object",
         "fightwatch / Object",
-        "One object's findings: who writes it, how often the contested fields change hands.",
+        "One object's findings, or the objects of one incident: who writes them, how often the contested fields "
+        "change hands.",
         panels,
         [
-            variable("namespace", f"label_values(fightwatch_finding_info{{{C}}}, namespace)", label="Namespace"),
+            # An incident's objects: choose it, and the other variables offer only its objects.
+            variable("incident", f"label_values(fightwatch_finding_info{{{C}}}, incident)", label="Incident"),
             variable(
-                "kind", f'label_values(fightwatch_finding_info{{{C}, namespace=~"$namespace"}}, kind)', label="Kind"
+                "namespace", f"label_values(fightwatch_finding_info{{{C}, {INCIDENT}}}, namespace)", label="Namespace"
+            ),
+            variable(
+                "kind",
+                f'label_values(fightwatch_finding_info{{{C}, {INCIDENT}, namespace=~"$namespace"}}, kind)',
+                label="Kind",
             ),
             variable(
                 "name",
-                f'label_values(fightwatch_finding_info{{{C}, namespace=~"$namespace", kind=~"$kind"}}, name)',
+                f'label_values(fightwatch_finding_info{{{C}, {INCIDENT}, namespace=~"$namespace", kind=~"$kind"}}, '
+                "name)",
                 label="Name",
             ),
         ],

@@ -246,6 +246,9 @@ class MetricsSettings(_Strict):
     max_finding_series: int = Field(
         200, ge=0, description="Active findings with per-object series (finding_info, ...), most severe first."
     )
+    max_incident_series: int = Field(
+        200, ge=0, description="Active incidents with series of their own (incident_info, ...), most objects first."
+    )
     max_label_length: int = Field(
         200, ge=16, description="Longer writers/fields label values are cut, ending with an ellipsis."
     )
@@ -301,6 +304,11 @@ class WebhookSettings(_Strict):
 class DeliverySettings(_Strict):
     """Delivery never blocks detection: each sink has a bounded queue (oldest dropped first) and retries."""
 
+    per: Literal["incident", "finding"] = Field(
+        "incident",
+        description="Alerts per incident (one for a pattern on many objects) or per finding (one per object): "
+        "Alertmanager, webhooks and the bundled alert rules. Events are always per object.",
+    )
     queue_size: int = Field(1000, ge=1, description="Finding changes queued per sink before the oldest drop.")
     timeout: Seconds = Field(10.0, description="Timeout of one delivery attempt.")
     attempts: int = Field(5, ge=1, description="Attempts per change before it is given up (and counted).")

@@ -89,6 +89,7 @@ class Service:
             shard=sharding.shard,
             total_shards=sharding.total_shards,
             engine=attribution.name,
+            alerts_per=config.delivery.per,
         )
         self.engine = Engine(config.detection, attribution=attribution, on_write=self.metrics.count_write)
         # With the audit webhook: API requests analysed too, and joined with the watch (detection/join.py).

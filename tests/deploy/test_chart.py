@@ -71,6 +71,12 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [d for d in docs if d["kind"] == kind]
 
 
+def alerts_of(prometheus_rule: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(group, rule) of each alerting rule, in order: the finding alerts have one rule of the same name in each of
+    two groups (per incident, per finding)."""
+    return [(g["name"], r) for g in prometheus_rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+
+
 def rules(docs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
     for doc in docs:
         if doc["kind"] in {"ClusterRole", "Role"}:
@@ -295,28 +301,48 @@ def test_operator_objects_take_the_additional_labels_and_overrides(helm: str) ->
     for doc in (monitor, rule):
         assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["endpoints"][0]["honorLabels"] is True  # the finding's `namespace` label is kept
-    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
-    assert alerts["ControllerFightDetected"]["for"] == "10m"
-    assert alerts["ControllerFightDetected"]["labels"]["severity"] == "critical"
+    alerts = alerts_of(rule)
+    # An override by name applies to the rule of that name in both finding groups (per incident and per finding).
+    fights = [(group, r) for group, r in alerts if r["alert"] == "ControllerFightDetected"]
+    assert [group for group, _ in fights] == ["fightwatch.incidents", "fightwatch.findings"]
+    for _, fight in fights:
+        assert fight["for"] == "10m"
+        assert fight["labels"]["severity"] == "critical"
+    assert [fight["labels"]["per"] for _, fight in fights] == ["incident", "finding"]  # (labels merged, not replaced)
+    assert [r["for"] for _, r in alerts if r["alert"] == "ControllerHotLoop"] == ["1m", "1m"]
     source = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
-    assert sorted(alerts) == sorted(r["alert"] for g in source["groups"] for r in g["rules"] if "alert" in r)
+    shipped = [(g["name"], r["alert"]) for g in source["groups"] for r in g["rules"] if "alert" in r]
+    assert [(group, r["alert"]) for group, r in alerts] == shipped
 
 
 def test_with_the_watchers_address_each_finding_alert_links_to_its_page(helm: str) -> None:
+    """A per-incident alert links to the incident's findings, a per-finding one to its object's namespace and kind;
+    each rule keeps its `per` label and the gate on the processes that alert that way."""
     url = "https://fightwatch.example.com/"
     docs = render(helm, "--set", "prometheusRule.enabled=true", "--set", f"config.serve.external_url={url}")
     (rule,) = of_kind(docs, "PrometheusRule")
-    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
-    linked = {name for name, r in alerts.items() if "page_url" in r.get("annotations", {})}
-    assert linked == {
+    alerts = alerts_of(rule)
+    linked = [(group, r) for group, r in alerts if "page_url" in r.get("annotations", {})]
+    names = [
         "ControllerFightDetected",
         "ControllerHotLoop",
         "KubernetesConflictStorm",
         "ServerSideApplyStuck",
         "ControllerNoopWrites",
+    ]
+    assert [(group, r["alert"]) for group, r in linked] == [
+        *(("fightwatch.incidents", name) for name in names),
+        *(("fightwatch.findings", name) for name in names),
+    ]
+    pages = {
+        "incident": "https://fightwatch.example.com/findings?incident={{ $labels.incident }}",
+        "finding": "https://fightwatch.example.com/findings?namespace={{ $labels.namespace }}&kind={{ $labels.kind }}",
     }
-    page = alerts["ControllerFightDetected"]["annotations"]["page_url"]
-    assert page == ("https://fightwatch.example.com/findings?namespace={{ $labels.namespace }}&kind={{ $labels.kind }}")
+    for group, r in linked:
+        per = r["labels"]["per"]
+        assert group == {"incident": "fightwatch.incidents", "finding": "fightwatch.findings"}[per]
+        assert r["annotations"]["page_url"] == pages[per], (group, r["alert"])
+        assert f'fightwatch_alerting_info{{per="{per}"}}' in r["expr"], (group, r["alert"])
     (config,) = [d for d in of_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
     assert yaml.safe_load(config["data"]["config.yaml"])["serve"]["external_url"] == url
     plain = render(helm, "--set", "prometheusRule.enabled=true")

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.captures import IMPLEMENTATIONS, events
 from watcher.config import Config, MetricsSettings
 from watcher.detection.engine import Engine
+from watcher.detection.incidents import incident_id
 from watcher.model import ChangeKind, FindingChange, ObjectRef, Writer
 from watcher.sinks.metric_families import FAMILIES, PREFIX
 from watcher.sinks.metrics import ManagerLabels, Metrics, exposition
@@ -88,11 +89,20 @@ def test_findings_are_counted_and_exposed_only_while_active() -> None:
         "namespace": "fight-data",
         "name": "service-endpoints",
         "shard": "0",
+        "incident": incident_id(next(f for f in engine.active() if f.type.value == "fight")),
         "writers": "config-injector(Update),gitops-sync(Apply)",
         "fields": "data.endpoint",
     }
     ids = {k: fight[k] for k in ("type", "group", "kind", "namespace", "name", "shard")}
     (finding,) = [f for f in engine.active() if f.type.value == "fight"]
+    incident = {"type": "fight", "incident": fight["incident"], "shard": "0"}
+    assert registry.get_sample_value("fightwatch_incident_objects", incident) == 1  # one object: an incident still
+    assert (
+        registry.get_sample_value(
+            "fightwatch_incident_info", {**incident, "writers": fight["writers"], "fields": "data.endpoint"}
+        )
+        == 1
+    )
     assert registry.get_sample_value("fightwatch_finding_handovers", ids) == finding.handovers
     assert registry.get_sample_value("fightwatch_finding_writes_per_minute", ids) == finding.writes_per_minute
     assert registry.get_sample_value("fightwatch_finding_hint_info", {**ids, "hint": finding.hint}) == 1
@@ -100,6 +110,8 @@ def test_findings_are_counted_and_exposed_only_while_active() -> None:
     metrics.on_changes(engine.advance(max(f.last_seen for f in engine.active()) + 3600))
     assert _series(registry, "fightwatch_finding_info") == []
     assert _series(registry, "fightwatch_finding_hint_info") == []
+    assert _series(registry, "fightwatch_incident_info") == []
+    assert _series(registry, "fightwatch_incident_objects") == []
     assert registry.get_sample_value("fightwatch_findings_active", {"type": "fight"}) == 0
     assert (
         registry.get_sample_value("fightwatch_findings_total", {"type": "fight", "group": "", "kind": "ConfigMap"}) == 1
@@ -126,6 +138,32 @@ def test_per_object_series_are_capped_most_severe_first() -> None:
     assert registry.get_sample_value("fightwatch_finding_series_omitted") == 1
     assert registry.get_sample_value("fightwatch_findings_active", {"type": "fight"}) == 1
     assert len(engine.active()) == 2
+
+
+def test_one_pattern_on_many_objects_is_one_incident_series_and_incident_series_are_capped() -> None:
+    registry, metrics = _metrics()
+    _replay(metrics, "incident-replicas", "incident-hot-loop", "fight-data")
+    infos = _series(registry, "fightwatch_finding_info")
+    assert len(infos) == 6 + 4 + 1  # per object as before, each naming its incident
+    incidents = {i["incident"] for i in infos}
+    assert len(incidents) == 3
+    objects = {s["incident"]: s for s in _series(registry, "fightwatch_incident_objects")}
+    assert set(objects) == incidents
+    by_incident = {i: [f for f in infos if f["incident"] == i] for i in incidents}
+    for incident, members in by_incident.items():
+        labels = {"type": members[0]["type"], "incident": incident, "shard": "0"}
+        assert registry.get_sample_value("fightwatch_incident_objects", labels) == len(members)
+        (info,) = [s for s in _series(registry, "fightwatch_incident_info") if s["incident"] == incident]
+        assert (info["writers"], info["fields"]) == (members[0]["writers"], members[0]["fields"])
+    assert registry.get_sample_value("fightwatch_incident_series_omitted") == 0
+    assert registry.get_sample_value("fightwatch_alerting_info", {"per": "incident"}) == 1
+
+    capped, metrics = _metrics(max_incident_series=1)
+    _replay(metrics, "incident-replicas", "incident-hot-loop", "fight-data")
+    (kept,) = _series(capped, "fightwatch_incident_objects")
+    assert kept["incident"] == max(by_incident, key=lambda i: len(by_incident[i]))  # the most objects first
+    assert capped.get_sample_value("fightwatch_incident_series_omitted") == 2
+    assert len(_series(capped, "fightwatch_finding_info")) == 11  # (per-object series have their own cap)
 
 
 def test_the_writers_label_stays_put_while_alternating_writers_lead_in_turn() -> None:

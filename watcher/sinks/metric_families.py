@@ -23,6 +23,9 @@ MetricType = Literal["counter", "gauge", "histogram"]
 # The identifying labels of one finding's per-object series. `shard`: the series (and the alerts made from them)
 # of different shards never collide; the replicas of one shard export the same series (see the alert rules).
 FINDING_LABELS = ("type", "group", "kind", "namespace", "name", "shard")
+# An incident's series: its id is the same on every shard and replica (a hash of its pattern), so summing over
+# shards (after the max over a shard's replicas) gives the whole incident.
+INCIDENT_LABELS = ("type", "incident", "shard")
 RESOURCE_LABELS = ("group", "resource")
 
 _DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -70,8 +73,9 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "fightwatch_finding_info",
         "gauge",
-        "1 for each active finding (capped, most severe first): who writes which fields of which object.",
-        (*FINDING_LABELS, "writers", "fields"),
+        "1 for each active finding (capped, most severe first): who writes which fields of which object, and its "
+        "incident.",
+        (*FINDING_LABELS, "incident", "writers", "fields"),
         collected=True,
     ),
     Family(
@@ -101,6 +105,41 @@ FAMILIES: tuple[Family, ...] = (
         "gauge",
         "Active findings left without per-object series by metrics.max_finding_series.",
         collected=True,
+    ),
+    Family(
+        "fightwatch_incident_info",
+        "gauge",
+        "1 for each active incident (capped, most objects first): the writers and the fields of its pattern.",
+        (*INCIDENT_LABELS, "writers", "fields"),
+        collected=True,
+    ),
+    Family(
+        "fightwatch_incident_objects",
+        "gauge",
+        "Objects with an active finding of an incident (the findings that follow from another left out), on this "
+        "shard: sum over shards for the whole incident.",
+        INCIDENT_LABELS,
+        collected=True,
+    ),
+    Family(
+        "fightwatch_incident_writes_per_minute",
+        "gauge",
+        "Writes per minute to the objects of an active incident together, on this shard.",
+        INCIDENT_LABELS,
+        collected=True,
+    ),
+    Family(
+        "fightwatch_incident_series_omitted",
+        "gauge",
+        "Active incidents left without series by metrics.max_incident_series.",
+        collected=True,
+    ),
+    Family(
+        "fightwatch_alerting_info",
+        "gauge",
+        'How alerts are grouped (delivery.per): 1 with per="incident" or per="finding". The bundled alert rules '
+        "follow it.",
+        ("per",),
     ),
     # --------------------------------------------------------------------------------------- the watcher
     Family(

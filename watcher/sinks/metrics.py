@@ -2,8 +2,9 @@
 
 The families are declared in `metric_families`; this module only feeds them. Every series set is bounded:
 managers beyond the top-K write as `other`, per-object series exist only for active findings (capped, most
-severe first, computed at scrape time), label values that carry lists are cut to a maximum length, and the
-series of a resource that is no longer watched are removed.
+severe first, computed at scrape time), incident series only for active incidents (capped, most objects first),
+label values that carry lists are cut to a maximum length, and the series of a resource that is no longer watched
+are removed.
 
 The service calls the small typed entry points below from its event loop: `on_changes` and `count_write`
 from detection, `observe_event`, `watch_restart`, `watch_error`, `set_resources` and `set_tracked` from the
@@ -35,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 
 from watcher.config import MetricsSettings
+from watcher.detection.incidents import group, incident_id
 from watcher.model import ChangeKind, Finding, FindingChange, FindingState, FindingType, ObjectRef, Writer
 from watcher.sinks.metric_families import BY_NAME, FAMILIES, Family
 from watcher.sinks.report import severity_order
@@ -189,11 +191,13 @@ class Metrics:
         shard: int = 0,
         total_shards: int = 1,
         engine: str = "python",
+        alerts_per: str = "incident",
     ) -> None:
         """`active`: where scrapes read the active findings, current to the last write (`Engine.active`); without
         it, the snapshots of the last changes passed to `on_changes`, which the engine only emits on notable
         changes (so handovers and rates lag). `shard` labels the per-finding series; `engine` names the engine's
-        attribution implementation (`native` or `python`) in `fightwatch_build_info`."""
+        attribution implementation (`native` or `python`) in `fightwatch_build_info`; `alerts_per`: `delivery.per`, for
+        `fightwatch_alerting_info`."""
         self.registry = registry
         self.settings = settings or MetricsSettings()
         self.active = active
@@ -218,6 +222,7 @@ class Metrics:
         self._dropped: Counter = self._direct["fightwatch_delivery_dropped"]
         self._direct["fightwatch_build_info"].labels(package_version(), platform.python_version(), engine).set(1)
         self._direct["fightwatch_shard_info"].labels(self.shard, str(total_shards)).set(1)
+        self._direct["fightwatch_alerting_info"].labels(alerts_per).set(1)
         self._leader: Gauge = self._direct["fightwatch_leader"]
         self._leader_changes: Counter = self._direct["fightwatch_leader_changes"]
         self._leader.set(1)  # (until leader election says otherwise)
@@ -409,10 +414,11 @@ class Metrics:
             # and each new label set would restart the `for:` of the alert rules.)
             writers = cut(",".join(sorted(writer_label(c.writer) for c in finding.writers)), limit)
             fields = cut(",".join(finding.fields), limit)
-            families["fightwatch_finding_info"].add_metric([*ids, writers, fields], 1)
+            families["fightwatch_finding_info"].add_metric([*ids, incident_id(finding), writers, fields], 1)
             families["fightwatch_finding_hint_info"].add_metric([*ids, cut(finding.hint, HINT_LENGTH)], 1)
             families["fightwatch_finding_handovers"].add_metric(ids, finding.handovers)
             families["fightwatch_finding_writes_per_minute"].add_metric(ids, finding.writes_per_minute)
+        self._incident_series(families, roots)
         for sink, length in self._queues.items():
             families["fightwatch_delivery_queue_length"].add_metric([sink], length())
         for reader in self._readers:
@@ -423,6 +429,20 @@ class Metrics:
                 for labels, value in samples:
                     family.add_metric(list(labels), value)
         yield from families.values()
+
+    def _incident_series(self, families: dict[str, Any], roots: list[Finding]) -> None:
+        """The series of the active incidents (capped, most objects first); their labels are the same on every
+        shard and replica (the writers and fields of the pattern, by name)."""
+        incidents = group(roots)
+        cap = self.settings.max_incident_series
+        families["fightwatch_incident_series_omitted"].add_metric([], max(len(incidents) - cap, 0))
+        limit = self.settings.max_label_length
+        for incident in incidents[:cap]:
+            ids = [incident.type.value, incident.id, self.shard]
+            writers = cut(",".join(sorted(writer_label(c.writer) for c in incident.writers)), limit)
+            families["fightwatch_incident_info"].add_metric([*ids, writers, cut(",".join(incident.fields), limit)], 1)
+            families["fightwatch_incident_objects"].add_metric(ids, incident.objects)
+            families["fightwatch_incident_writes_per_minute"].add_metric(ids, incident.writes_per_minute)
 
 
 _COLLECTED = tuple(f.name for f in FAMILIES if f.collected)
