@@ -43,6 +43,7 @@ class FakeSink:
     permanent: bool = False
     batch_size: int = 1
     resend_interval: float | None = None
+    per_incident: bool = False
     sent: list[list[FindingChange]] = field(default_factory=list)
     attempts: int = 0
     restarts: int = 0
@@ -240,7 +241,8 @@ async def test_a_finding_that_follows_from_another_is_not_delivered() -> None:
     sink = FakeSink("sink", batch_size=100)
     delivery = Delivery([sink], _settings(queue_size=100))
     root = CHANGES[0]
-    cascade = replace(CHANGES[1], finding=replace(CHANGES[1].finding, related=root.finding.id))
+    other = next(c for c in CHANGES if c.finding.id != root.finding.id)
+    cascade = replace(other, finding=replace(other.finding, related=root.finding.id))
     delivery.submit([root, cascade])
     await delivery.start()
     await _until(lambda: sink.sent)

@@ -6,17 +6,27 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.unit.captures import events
-from watcher.config import AlertmanagerSettings, Config, ConfigError, Secret, WebhookSettings, parse_config
+from watcher.config import (
+    AlertmanagerSettings,
+    Config,
+    ConfigError,
+    DeliverySettings,
+    Secret,
+    WebhookSettings,
+    parse_config,
+)
 from watcher.detection.engine import Engine
-from watcher.detection.incidents import group
-from watcher.model import ChangeKind, Finding, FindingChange, ObjectRef, format_time
+from watcher.detection.incidents import IncidentBook, group
+from watcher.model import ChangeKind, Finding, FindingChange, IncidentChange, ObjectRef, format_time
 from watcher.sinks import alertmanager, webhook
 from watcher.sinks import events as kube_events
 from watcher.sinks.credentials import CredentialError, read_headers, read_secret
+from watcher.sinks.delivery import Delivery
 from watcher.sinks.outlets import build_sinks
 
 
@@ -265,3 +275,110 @@ def test_the_event_note_names_the_incident_a_finding_is_part_of() -> None:
     assert f"Incident {incident.id} on 2 objects: {incident.summary}. " in note
     assert note.startswith(f"{finding.summary}. Incident ")
     assert len(kube_events.note(replace(finding, summary="x" * 2000), None, incident).encode()) <= 1024
+
+
+REPLICAS = _lifecycle("incident-replicas")  # one fight on 6 Deployments in 3 namespaces (recorded), then resolved
+
+
+def _active_incident() -> tuple[IncidentChange, list[IncidentChange]]:
+    book = IncidentBook()
+    told = [c for change in REPLICAS for c in book.apply([change])]
+    active = [c for c in told if c.kind is not ChangeKind.RESOLVED]
+    return max(active, key=lambda c: c.incident.objects), told
+
+
+def test_an_incident_is_one_alert_labelled_by_its_id_with_its_size_and_a_few_examples() -> None:
+    change, _ = _active_incident()
+    incident = change.incident
+    assert incident.objects == 6
+    body = alertmanager.incident_alert(incident, now=0.0, resend_interval=60.0, page="https://fw.example.com")
+    assert body["labels"] == {
+        "alertname": "ControllerFightDetected",
+        "severity": "warning",
+        "type": "fight",
+        "incident": incident.id,
+    }
+    notes = body["annotations"]
+    assert notes["summary"] == incident.summary
+    assert "fight over spec.replicas on 6 Deployments in 3 namespaces" in notes["summary"]
+    assert notes["objects"] == "6"
+    assert notes["examples"].endswith(" and 3 more")
+    assert len(notes["examples"].split(", ")) == 3
+    assert notes["namespaces"] == "incident-replicas-a, incident-replicas-b, incident-replicas-c"
+    assert notes["page_url"] == f"https://fw.example.com/findings?incident={incident.id}"
+    assert "autoscaler" in notes["hint"]
+
+
+async def test_per_incident_alertmanager_gets_one_alert_per_incident_and_ends_it_once() -> None:
+    sink = alertmanager.AlertmanagerSink("http://127.0.0.1:9/", AlertmanagerSettings())
+    assert sink.per_incident
+    posted: list[list[dict[str, Any]]] = []
+
+    async def post(payload: list[dict[str, Any]]) -> None:
+        posted.append(payload)
+
+    sink._poster.post = post  # type: ignore[method-assign]
+    delivery = Delivery([sink], DeliverySettings(queue_size=1000))
+    await delivery.start()
+    delivery.submit([c for c in REPLICAS if c.kind is not ChangeKind.RESOLVED])
+    await delivery.stop()
+    assert {len(p) for p in posted} == {1}  # one alert, however many objects it grew to
+    assert posted[-1][0]["annotations"]["objects"] == "6"
+    assert len({p[0]["labels"]["incident"] for p in posted}) == 1
+    await sink.send(_active_incident()[1][-1:])  # the last finding resolved: the incident resolves
+    assert posted[-1][0]["endsAt"] == format_time(_active_incident()[1][-1].incident.resolved_at or 0)
+    resolution = posted[-1][0]
+    assert resolution["annotations"]["objects"] == "6"  # the incident as a whole ended
+    count = len(posted)
+    await sink.send([])
+    assert len(posted) == count  # nothing active is left to re-send
+    assert sink.active == []
+
+
+def test_the_incident_webhook_payload_names_the_size_examples_and_every_finding() -> None:
+    change, told = _active_incident()
+    body = webhook.payload(change, "https://fw.example.com")
+    assert body["event"] == change.kind.value
+    assert body["incident"]["id"] == change.incident.id
+    assert body["incident"]["objects"] == 6
+    assert len(body["incident"]["examples"]) == 3
+    assert [f["incident"] for f in body["findings"]] == [change.incident.id] * 6
+    assert body["url"] == f"https://fw.example.com/findings?incident={change.incident.id}"
+    assert "on 6 Deployments in 3 namespaces" in body["text"]
+    assert "and 3 more" in body["text"]
+    assert body["text"].endswith(f"Timelines: {body['url']}")
+    resolved = webhook.payload(told[-1])
+    assert told[-1].kind is ChangeKind.RESOLVED
+    assert resolved["event"] == "resolved"
+    assert resolved["text"].startswith(":white_check_mark: Controller fight resolved: ")
+
+
+def test_alerts_and_webhooks_are_per_incident_unless_the_config_says_per_finding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FW_HOOK", "http://127.0.0.1:1/hook")
+    delivery = {"alertmanager": {"urls": ["http://am:9093"]}, "webhooks": [{"name": "chat", "url": {"env": "FW_HOOK"}}]}
+    default = build_sinks(parse_config({"delivery": delivery}, source="test").delivery, api_client=None)
+    assert [s.per_incident for s in default] == [True, True]
+    per_finding = parse_config({"delivery": delivery | {"per": "finding"}}, source="test").delivery
+    assert [s.per_incident for s in build_sinks(per_finding, api_client=None)] == [False, False]
+    with pytest.raises(ConfigError, match=re.escape("delivery.per")):
+        parse_config({"delivery": {"per": "object"}}, source="test")
+
+
+def test_an_incident_webhook_posts_when_it_opens_doubles_and_resolves() -> None:
+    _, told = _active_incident()
+    quiet = webhook.WebhookSink(WebhookSettings(name="chat", url=Secret(env="X")), url="http://h/", headers={})
+    posted = [(c.kind, c.incident.objects) for c in told if quiet.wants(c)]
+    sizes = [c.incident.objects for c in told if c.kind is not ChangeKind.RESOLVED]
+    assert max(sizes) == 6  # it grew from 1 to 6, then shrank as its findings resolved one by one
+    assert len(told) > len(posted)  # (growth by one object, and shrinking, is not posted)
+    assert posted[0] == (ChangeKind.OPENED, sizes[0])
+    updates = [n for kind, n in posted if kind is ChangeKind.UPDATED]
+    assert updates
+    assert all(n >= 2 * before for before, n in zip([sizes[0], *updates], updates, strict=False))
+    assert posted[-1] == (ChangeKind.RESOLVED, 6)
+    chatty = webhook.WebhookSink(
+        WebhookSettings(name="chat", url=Secret(env="X"), updates=True), url="http://h/", headers={}
+    )
+    assert all(chatty.wants(c) for c in told)

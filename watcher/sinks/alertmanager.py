@@ -1,4 +1,9 @@
-"""Findings as alerts in Alertmanager (API v2, `POST /api/v2/alerts`), for routing, silencing and paging.
+"""Incidents (or findings) as alerts in Alertmanager (API v2, `POST /api/v2/alerts`), for routing, silencing and
+paging.
+
+Per incident (`delivery.per`, the default), one alert per incident: labelled by its type and id (stable while it
+grows and shrinks, so routing and silences hold), with its object count, namespaces, kinds and a few example
+objects in the annotations. Per finding, one alert per object, labelled by the object.
 
 Alertmanager expects its clients to re-send active alerts (as Prometheus does), so this sink keeps the active
 set and posts all of it on every change and every `resend_interval`. Each active alert carries an `endsAt` a
@@ -15,9 +20,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from watcher.config import AlertmanagerSettings
-from watcher.model import ChangeKind, Finding, FindingChange, FindingType, format_time
+from watcher.model import ChangeKind, Finding, FindingChange, FindingType, Incident, format_time
+from watcher.sinks.delivery import Change
 from watcher.sinks.http_client import JsonPoster, ssl_context
-from watcher.sinks.report import finding_page
+from watcher.sinks.report import finding_page, incident_page
 
 ALERT_NAMES = {
     FindingType.FIGHT: "ControllerFightDetected",
@@ -82,8 +88,51 @@ def alert(
     return body
 
 
+def incident_alert(
+    incident: Incident,
+    *,
+    now: float,
+    resend_interval: float,
+    generator_url: str | None = None,
+    page: str | None = None,
+) -> dict[str, Any]:
+    """The Alertmanager API v2 `postableAlert` of an incident (see the module docstring)."""
+    labels = {
+        "alertname": ALERT_NAMES[incident.type],
+        "severity": SEVERITY,
+        "type": incident.type.value,
+        "incident": incident.id,
+    }
+    more = incident.objects - len(incident.examples)
+    annotations = {
+        "summary": incident.summary,
+        "objects": str(incident.objects),
+        "examples": ", ".join(ref.display() for ref in incident.examples) + (f" and {more} more" if more > 0 else ""),
+        "namespaces": ", ".join(n or "(cluster-scoped)" for n in incident.namespaces),
+        "kinds": ", ".join(incident.kinds),
+        "writers": ", ".join(f"{c.writer.display()} x{c.writes}" for c in incident.writers),
+        "fields": ", ".join(incident.fields),
+        "hint": incident.hint,
+        "writes_per_minute": f"{incident.writes_per_minute:g}",
+        "runbook_url": f"{RUNBOOK}#{RUNBOOK_ANCHORS[incident.type]}",
+        "incident_id": incident.id,
+    }
+    if (url := incident_page(page, incident)) is not None:
+        annotations["page_url"] = url
+    ends = incident.resolved_at if incident.resolved_at is not None else now + ENDS_AFTER_RESENDS * resend_interval
+    body: dict[str, Any] = {
+        "labels": labels,
+        "annotations": annotations,
+        "startsAt": format_time(incident.detected_at),
+        "endsAt": format_time(ends),
+    }
+    if generator_url:
+        body["generatorURL"] = generator_url
+    return body
+
+
 class AlertmanagerSink:
-    """Keep one Alertmanager told of the active findings."""
+    """Keep one Alertmanager told of the active incidents (or findings)."""
 
     batch_size = 100
 
@@ -92,6 +141,7 @@ class AlertmanagerSink:
         url: str,
         settings: AlertmanagerSettings,
         *,
+        per_incident: bool = True,
         bearer_token: str | None = None,
         page: str | None = None,
         clock: Callable[[], float] = time.time,
@@ -102,6 +152,7 @@ class AlertmanagerSink:
             raise ValueError(f"delivery.alertmanager.urls: {url!r} is not an http(s) URL")
         self.name = f"alertmanager:{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         self.settings = settings
+        self.per_incident = per_incident
         self.resend_interval: float | None = settings.resend_interval
         self._clock = clock
         headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else {}
@@ -110,39 +161,43 @@ class AlertmanagerSink:
             headers=headers,
             tls=ssl_context(ca_file=settings.ca_file, verify=settings.tls_verify),
         )
-        self._active: dict[str, Finding] = {}
+        self._active: dict[str, Finding | Incident] = {}
 
     @property
-    def active(self) -> list[Finding]:
+    def active(self) -> list[Finding | Incident]:
         return list(self._active.values())
 
-    def wants(self, change: FindingChange) -> bool:  # noqa: ARG002 - every change alters the alert set
+    def wants(self, change: Change) -> bool:  # noqa: ARG002 - every change alters the alert set
         return True
 
     def restart(self) -> None:
-        """Forget the active set: a new leader's catch-up tells every active finding again (Alertmanager merges
-        alerts with the same labels, so re-sending what the previous leader sent is the normal re-send)."""
+        """Forget the active set: a new leader's catch-up tells every active incident (or finding) again
+        (Alertmanager merges alerts with the same labels, so re-sending what the previous leader sent is the normal
+        re-send)."""
         self._active.clear()
 
-    async def send(self, changes: Sequence[FindingChange]) -> None:
-        resolved: list[Finding] = []
+    async def send(self, changes: Sequence[Change]) -> None:
+        resolved: list[Finding | Incident] = []
         for change in changes:
-            finding = change.finding
+            subject = change.finding if isinstance(change, FindingChange) else change.incident
             if change.kind is ChangeKind.RESOLVED:
-                self._active.pop(finding.id, None)
-                resolved.append(finding)
+                self._active.pop(subject.id, None)
+                resolved.append(subject)
             else:
-                self._active[finding.id] = finding
+                self._active[subject.id] = subject
         now = self._clock()
-        interval = self.settings.resend_interval
-        url, page = self.settings.generator_url, self._page
         told = [*self._active.values(), *resolved]
-        alerts = [alert(f, now=now, resend_interval=interval, generator_url=url, page=page) for f in told]
-        if alerts:
-            await self._poster.post(alerts)
+        if told:
+            await self._poster.post([self._alert(subject, now) for subject in told])
+
+    def _alert(self, subject: Finding | Incident, now: float) -> dict[str, Any]:
+        interval, url = self.settings.resend_interval, self.settings.generator_url
+        if isinstance(subject, Finding):
+            return alert(subject, now=now, resend_interval=interval, generator_url=url, page=self._page)
+        return incident_alert(subject, now=now, resend_interval=interval, generator_url=url, page=self._page)
 
     async def close(self) -> None:
         await self._poster.close()
 
 
-__all__ = ["ALERT_NAMES", "AlertmanagerSink", "alert"]
+__all__ = ["ALERT_NAMES", "AlertmanagerSink", "alert", "incident_alert"]

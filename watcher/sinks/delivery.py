@@ -6,6 +6,12 @@ task per sink drains its queue, sends with a timeout, retries with exponential b
 change is dropped (the newest state of a finding matters more than its history). Every failure, retry and
 drop is counted in the metrics and logged, without the sink's URL or credentials.
 
+Per incident (`delivery.per`, the default): sinks that notify people of root causes (Alertmanager, webhooks) get
+incident changes (`IncidentChange`, from one `IncidentBook` fed with every finding change delivered), so forty
+objects fought over by the same two writers are one alert and one message; Kubernetes Events stay per object.
+A finding that follows from another (`related`: a cascade) is not delivered, its root cause is; one delivered
+before it was found to follow from another goes on being delivered until it resolves (so its alert is ended).
+
 With leader election only the leader delivers: `pause` stops every sink at once (attempts in flight are
 abandoned, queued changes dropped as `lost_leadership`) and `submit` ignores changes while paused; `resume`
 tells each sink to forget what it delivered before (`Sink.restart`) and queues the catch-up changes the new
@@ -24,8 +30,12 @@ from typing import Protocol
 import structlog
 
 from watcher.config import DeliverySettings
-from watcher.model import FindingChange
+from watcher.detection.incidents import IncidentBook
+from watcher.model import ChangeKind, FindingChange, IncidentChange
 from watcher.sinks.metrics import Metrics
+
+Change = FindingChange | IncidentChange
+"""What a sink delivers: finding changes, or incident changes for a sink `per_incident`."""
 
 log = structlog.get_logger("fightwatch.delivery")
 
@@ -55,11 +65,16 @@ class Sink(Protocol):
         ...
 
     @property
+    def per_incident(self) -> bool:
+        """Whether it takes incident changes rather than finding changes."""
+        ...
+
+    @property
     def resend_interval(self) -> float | None:
         """When set, `send([])` is called after this many idle seconds (Alertmanager re-sends active alerts)."""
         ...
 
-    def wants(self, change: FindingChange) -> bool:
+    def wants(self, change: Change) -> bool:
         """Whether this sink delivers this change at all (checked before it is queued)."""
         ...
 
@@ -68,7 +83,7 @@ class Sink(Protocol):
         follows tells the current findings again (`FindingChange.catch_up`)."""
         ...
 
-    async def send(self, changes: Sequence[FindingChange]) -> None:
+    async def send(self, changes: Sequence[Change]) -> None:
         """Deliver; raise DeliveryError (or any exception) when it did not work. Called again to retry."""
         ...
 
@@ -78,7 +93,7 @@ class Sink(Protocol):
 @dataclass
 class _Lane:
     sink: Sink
-    queue: deque[FindingChange]
+    queue: deque[Change]
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # set while nothing is queued or in flight
     task: asyncio.Task[None] | None = None
@@ -99,6 +114,8 @@ class Delivery:
         self.metrics = metrics
         self._lanes = [_Lane(sink, deque()) for sink in sinks]
         self.paused = False
+        self._book = IncidentBook() if any(s.per_incident for s in sinks) else None
+        self._roots: set[str] = set()  # ids of the active findings delivered as root causes
         if metrics is not None:
             for lane in self._lanes:
                 metrics.delivery_queue(lane.sink.name, lane.pending)
@@ -136,22 +153,28 @@ class Delivery:
     def resume(self, catch_up: Sequence[FindingChange]) -> None:
         """Deliver again: each sink forgets what it delivered before, then gets `catch_up` (and what follows)."""
         self.paused = False
+        self._roots.clear()
+        if self._book is not None:
+            self._book.reset()
         for lane in self._lanes:
             lane.sink.restart()
         self._start_lanes()
         self.submit(catch_up)
 
     def submit(self, changes: Sequence[FindingChange]) -> None:
-        """Queue `changes` for every sink that wants them; never waits. Full queues drop their oldest. A finding that
-        follows from another (`related`: a cascade) is not delivered: its root cause is."""
-        changes = [c for c in changes if c.finding.related is None]
-        if not changes or self.paused:
+        """Queue `changes` (and the incident changes they make) for every sink that wants them; never waits. Full
+        queues drop their oldest."""
+        if self.paused:
             return
+        told = self._root_causes(changes)
+        if not told:
+            return
+        incidents = self._book.apply(told) if self._book is not None else []
         limit = self.settings.queue_size
         for lane in self._lanes:
             sink = lane.sink
             queued = 0
-            for change in changes:
+            for change in incidents if sink.per_incident else told:
                 if not sink.wants(change):
                     continue
                 if len(lane.queue) >= limit:
@@ -162,6 +185,21 @@ class Delivery:
             if queued:
                 lane.idle.clear()
                 lane.wake.set()
+
+    def _root_causes(self, changes: Sequence[FindingChange]) -> list[FindingChange]:
+        """The changes to deliver: not those of a finding that follows from another (a cascade), unless it was
+        delivered before it was found to."""
+        told = []
+        for change in changes:
+            finding_id = change.finding.id
+            if change.finding.related is not None and finding_id not in self._roots:
+                continue
+            if change.kind is ChangeKind.RESOLVED:
+                self._roots.discard(finding_id)
+            else:
+                self._roots.add(finding_id)
+            told.append(change)
+        return told
 
     def pending(self, sink: str) -> int:
         """Changes queued or being sent for the sink named `sink`."""
@@ -207,7 +245,7 @@ class Delivery:
             if batch:
                 await self._send(lane, batch)
 
-    async def _send(self, lane: _Lane, batch: list[FindingChange]) -> None:
+    async def _send(self, lane: _Lane, batch: list[Change]) -> None:
         sink, settings = lane.sink, self.settings
         lane.in_flight = len(batch)
         delay = settings.backoff_initial
@@ -259,4 +297,4 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-__all__ = ["Delivery", "DeliveryError", "Sink"]
+__all__ = ["Change", "Delivery", "DeliveryError", "Sink"]

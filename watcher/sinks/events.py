@@ -23,7 +23,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from watcher.config import EventsSettings
 from watcher.model import ChangeKind, Finding, FindingChange, FindingType, Incident, JSONObject
-from watcher.sinks.delivery import DeliveryError
+from watcher.sinks.delivery import Change, DeliveryError
 from watcher.sinks.report import finding_page
 
 REPORTING_CONTROLLER = "fightwatch"
@@ -99,6 +99,7 @@ class KubeEventsSink:
     name = "events"
     batch_size = 1
     resend_interval = None
+    per_incident = False  # one Event per object, whatever delivery.per says (where `kubectl describe` looks)
 
     def __init__(
         self,
@@ -124,10 +125,10 @@ class KubeEventsSink:
         incident = self._incident_of(finding) if self._incident_of is not None else None
         return note(finding, finding_page(self._page, finding), incident)
 
-    def wants(self, change: FindingChange) -> bool:
+    def wants(self, change: Change) -> bool:
         """Every change of a finding on an object known by kind (an Event must name its object's kind: a finding
         over requests knows it once the watch has seen the object)."""
-        return bool(change.finding.object.kind)
+        return isinstance(change, FindingChange) and bool(change.finding.object.kind)
 
     def restart(self) -> None:
         """Forget the series counts: after a leadership change, each Event's count is read back from the server."""
@@ -148,8 +149,10 @@ class KubeEventsSink:
                 raise DeliveryError(f"GET /apis/events.k8s.io/v1: HTTP {status}")
         return self._api
 
-    async def send(self, changes: Sequence[FindingChange]) -> None:
+    async def send(self, changes: Sequence[Change]) -> None:
         for change in changes:
+            if not isinstance(change, FindingChange):  # (never queued: see `wants`)
+                continue
             if change.kind is ChangeKind.RESOLVED:
                 await self._resolved(change.finding)
             elif change.catch_up:

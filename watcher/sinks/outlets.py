@@ -38,9 +38,13 @@ def build_sinks(
         if manager.bearer_token is not None
         else None
     )
-    sinks.extend(AlertmanagerSink(url, manager, bearer_token=token, page=page) for url in manager.urls)
+    per_incident = settings.per == "incident"
+    sinks.extend(
+        AlertmanagerSink(url, manager, per_incident=per_incident, bearer_token=token, page=page) for url in manager.urls
+    )
     for index, hook in enumerate(settings.webhooks):
-        sinks.append(WebhookSink.from_settings(hook, key=f"delivery.webhooks.{index}", page=page))
+        key = f"delivery.webhooks.{index}"
+        sinks.append(WebhookSink.from_settings(hook, key=key, page=page, per_incident=per_incident))
     return sinks
 
 
