@@ -5,13 +5,14 @@ resolved everywhere.
 deliver to Kubernetes Events, two real Alertmanagers (an HA pair, each told directly) and three webhooks: a
 healthy one whose URL comes from an environment variable (with headers from a file), a failing one and a
 hanging one (URLs from files). A real Prometheus scrapes its `/metrics` and evaluates the repo's rules file.
-Two real Update writers flip a ConfigMap label until every outlet shows the fight: the watcher's
-`/api/v1/findings` and `/metrics` (clean for `promtool check metrics`), ControllerFightDetected pending then
-firing in Prometheus, the alert in both Alertmanagers, exactly one Warning Event on the ConfigMap (read back
-through the API and through `kubectl describe`), and a call to the healthy webhook, while the failing and the
-hanging webhook are tried and hold none of it back. Then the writers stop; the fight resolves (resolve.after is a
-few seconds in this config) and every outlet must show that too. Everything is polled against deadlines;
-nothing sleeps in place of a condition.
+Two real Update writers flip a label of three ConfigMaps until every outlet shows the fight, as one incident (the
+same writers and field on three objects): the watcher's `/api/v1/findings` (three findings, one incident id) and
+`/api/v1/incidents`, `/metrics` (clean for `promtool check metrics`), one ControllerFightDetected alert for the
+incident (its value 3) pending then firing in Prometheus, one alert for it in each Alertmanager, exactly one Warning
+Event on each ConfigMap (read back through the API and through `kubectl describe`), and one "opened" call to the
+healthy webhook, while the failing and the hanging webhook are tried and hold none of it back. Then the writers
+stop; the fight resolves (resolve.after is a few seconds in this config) and every outlet must show that too.
+Everything is polled against deadlines; nothing sleeps in place of a condition.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from watcher.sinks.metric_families import FAMILIES
 
 NAMESPACE = "e2e-delivery"
 NAME = "settings"
+NAMES = (NAME, "settings-b", "settings-c")  # one fight on three objects: one incident
 FLIP_PERIOD = 1.0
 DETECT_DEADLINE = 150.0  # the rule's `for: 1m` plus detection, scrapes and evaluations
 RESOLVE_DEADLINE = 90.0
@@ -133,11 +135,11 @@ def _config(receiver: Receiver, ams: list[Monitor], tmp_path: Path) -> dict[str,
 
 
 async def _fight(kube: Kube, stop: asyncio.Event) -> int:
-    """team-a-operator and team-b-operator set label owner back and forth until `stop`; return the writes."""
-    path = CONFIGMAPS.path(NAMESPACE, NAME)
+    """team-a-operator and team-b-operator set label owner of every ConfigMap of NAMES back and forth until
+    `stop`; return the rounds of writes."""
 
-    def create() -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": NAMESPACE}}
+    def create(name: str) -> Callable[[], dict[str, Any]]:
+        return lambda: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NAMESPACE}}
 
     def owner(team: str) -> Callable[[dict[str, Any]], None]:
         def mutate(obj: dict[str, Any]) -> None:
@@ -150,7 +152,9 @@ async def _fight(kube: Kube, stop: asyncio.Event) -> int:
     start = loop.time()
     while not stop.is_set():
         team = ("team-a", "team-b")[writes % 2]
-        await kube.read_modify_write(path, owner(team), manager=f"{team}-operator", create=create)
+        for name in NAMES:
+            path = CONFIGMAPS.path(NAMESPACE, name)
+            await kube.read_modify_write(path, owner(team), manager=f"{team}-operator", create=create(name))
         writes += 1
         with contextlib.suppress(TimeoutError):  # the next write on a fixed schedule, or stop
             await asyncio.wait_for(stop.wait(), max(0.0, start + writes * FLIP_PERIOD - loop.time()))
@@ -169,6 +173,7 @@ class Scene:
     session: aiohttp.ClientSession
     control_plane: ControlPlane
     seen: dict[str, Any] = field(default_factory=dict)
+    incident: str = ""  # the fight's incident id, once the watcher found it
 
     def state(self) -> str:
         return "\n".join(
@@ -200,15 +205,16 @@ class Scene:
         return next((f for f in found if f["object"]["name"] == NAME), None)
 
     async def prometheus_alerts(self) -> list[dict[str, Any]]:
+        """The alerts about the fight: per incident (the default `delivery.per`), so none names an object."""
         data = await self.get_json(f"{self.prometheus.url}/api/v1/alerts")
-        alerts = [a for a in data["data"]["alerts"] if a["labels"].get("name") == NAME]
+        alerts = [a for a in data["data"]["alerts"] if a["labels"].get("incident") == self.incident]
         self.seen["prometheus alerts"] = alerts
         self.seen["prometheus targets"] = (await self.get_json(f"{self.prometheus.url}/api/v1/targets"))["data"]
         return alerts
 
     async def am_alerts(self, am: Monitor) -> list[dict[str, Any]]:
         alerts = await self.get_json(f"{am.url}/api/v2/alerts")
-        return [a for a in alerts if a["labels"].get("name") == NAME and a["labels"].get("namespace") == NAMESPACE]
+        return [a for a in alerts if a["labels"].get("incident") == self.incident]
 
     async def events(self, uid: str) -> list[dict[str, Any]]:
         listing = await self.kube.get(
@@ -293,14 +299,25 @@ async def _told_everywhere_while_fighting(scene: Scene) -> str:
     try:
 
         async def detected() -> bool:
-            return await scene.finding("active") is not None
+            found = scene.seen.get("watcher findings (active)") if await scene.finding("active") else []
+            return {f["object"]["name"] for f in found or []} >= set(NAMES)
 
-        await scene.until("fightwatch run finds the fight", detected, deadline=60)
+        await scene.until("fightwatch run finds the fight on every ConfigMap", detected, deadline=60)
         finding = await scene.finding("active")
         assert finding is not None
         assert finding["type"] == "fight"
         assert finding["fields"] == ["metadata.labels.owner"]
         uid = str(finding["object"]["uid"])
+        fights = [f for f in scene.seen["watcher findings (active)"] if f["object"]["name"] in NAMES]
+        assert len(fights) == len(NAMES)
+        assert len({f["incident"] for f in fights}) == 1  # one pattern on three objects: one incident
+        scene.incident = finding["incident"]
+        status, body = await scene.watcher.get("/api/v1/incidents", incident=scene.incident)
+        assert status == 200, body
+        [incident] = body["incidents"]
+        assert incident["objects"] == len(NAMES)
+        assert set(incident["findings"]) == {f["id"] for f in fights}
+        assert "fight over metadata.labels.owner on 3 ConfigMaps in e2e-delivery" in incident["summary"]
 
         async def pending_or_firing() -> bool:
             return bool(await scene.prometheus_alerts())
@@ -311,12 +328,21 @@ async def _told_everywhere_while_fighting(scene: Scene) -> str:
         await scene.until("ControllerFightDetected pending in Prometheus", pending_or_firing, deadline=60)
         await _told_directly(scene, uid)  # (the rule's `for: 1m` runs meanwhile)
         await scene.until("ControllerFightDetected firing in Prometheus", firing, deadline=DETECT_DEADLINE)
-        [prom_alert] = [a for a in await scene.prometheus_alerts() if a["state"] == "firing"]
+        [prom_alert] = await scene.prometheus_alerts()  # one alert for the three objects
+        assert prom_alert["state"] == "firing"
         assert prom_alert["labels"]["alertname"] == "ControllerFightDetected"
+        assert prom_alert["labels"]["per"] == "incident"
+        assert "name" not in prom_alert["labels"]
         assert prom_alert["labels"]["writers"] == "team-a-operator(Update),team-b-operator(Update)"
         assert prom_alert["labels"]["fields"] == "metadata.labels.owner"
         assert prom_alert["labels"]["job"] == "fightwatch"
-        assert "team-a-operator(Update)" in prom_alert["annotations"]["description"]
+        assert float(prom_alert["value"]) == len(NAMES)
+        assert prom_alert["annotations"]["objects"] == "3"
+        assert "on 3 objects" in prom_alert["annotations"]["summary"]
+        description = prom_alert["annotations"]["description"]
+        assert "team-a-operator(Update)" in description
+        for name in NAMES:  # (up to 3 examples, from fightwatch_finding_info{incident=...})
+            assert f"ConfigMap {NAMESPACE}/{name}" in description
         await _metrics_while_fighting(scene)
         await _every_dashboard_query_returns_data(scene)
     finally:
@@ -334,11 +360,22 @@ async def _told_directly(scene: Scene, uid: str) -> None:
             return bool(await scene.am_alerts(am))
 
         await scene.until(f"the alert in {am.name}", in_alertmanager, deadline=30)
+        [am_alert] = await scene.am_alerts(am)  # one alert for the incident, whatever its size
+
+        async def grown(am: Monitor = am) -> bool:
+            [alert] = await scene.am_alerts(am)
+            scene.seen[f"{am.name} alert"] = alert
+            return bool(alert["annotations"]["objects"] == "3")
+
+        await scene.until(f"the alert in {am.name} counts the three ConfigMaps", grown, deadline=30)
         [am_alert] = await scene.am_alerts(am)
+        assert set(am_alert["labels"]) == {"alertname", "severity", "type", "incident"}
         assert am_alert["labels"]["alertname"] == "ControllerFightDetected"
         assert am_alert["labels"]["severity"] == "warning"
-        assert am_alert["labels"]["kind"] == "ConfigMap"
         assert am_alert["labels"]["type"] == "fight"
+        assert am_alert["annotations"]["kinds"] == "ConfigMap"
+        for name in NAMES:
+            assert f"ConfigMap {NAMESPACE}/{name}" in am_alert["annotations"]["examples"]
         assert "team-b-operator" in am_alert["annotations"]["writers"]
         assert am_alert["annotations"]["fields"] == "metadata.labels.owner"
         assert am_alert["annotations"]["hint"]
@@ -349,6 +386,21 @@ async def _told_directly(scene: Scene, uid: str) -> None:
 
     await scene.until("a Warning Event on the ConfigMap", event_written, deadline=30)
     [warning] = [e for e in await scene.events(uid) if e["type"] == "Warning"]
+    for name in NAMES:  # one Event per object stays (where `kubectl describe` users look)
+
+        async def warned(name: str = name) -> bool:
+            listing = await scene.kube.get(
+                f"/api/v1/namespaces/{NAMESPACE}/events", query={"fieldSelector": f"involvedObject.name={name}"}
+            )
+            found = [
+                e for e in listing["items"] if e["type"] == "Warning" and e.get("reportingComponent") == "fightwatch"
+            ]
+            scene.seen[f"events of {name}"] = [e["message"] for e in found]
+            return len(found) == 1
+
+        await scene.until(f"one Warning Event on ConfigMap {name}", warned, deadline=30)
+    messages = [m for name in NAMES for m in scene.seen[f"events of {name}"]]
+    assert any(f"Incident {scene.incident} on " in m for m in messages)  # (once the incident spans several)
     assert warning["reason"] == "ControllerFight"
     assert "team-a-operator" in warning["message"]
     assert "metadata.labels.owner" in warning["message"]
@@ -363,13 +415,15 @@ async def _told_directly(scene: Scene, uid: str) -> None:
     assert "Warning" in out.decode()
 
     async def webhook_told() -> bool:
-        return any(p["event"] == "opened" and p["finding"]["object"]["name"] == NAME for p in scene.receiver.ok)
+        return any(p["event"] == "opened" and p["incident"]["id"] == scene.incident for p in scene.receiver.ok)
 
-    await scene.until("the webhook receives the fight", webhook_told, deadline=30)
-    opened = next(p for p in scene.receiver.ok if p["event"] == "opened")
-    assert opened["finding"]["type"] == "fight"
+    await scene.until("the webhook receives the incident", webhook_told, deadline=30)
+    [opened] = [p for p in scene.receiver.ok if p["event"] == "opened"]  # one message for the three objects
+    assert opened["incident"]["type"] == "fight"
+    assert {f["incident"] for f in opened["findings"]} == {scene.incident}
     assert "Controller fight" in opened["text"]
     assert "metadata.labels.owner" in opened["text"]
+    assert {f["object"]["name"] for p in scene.receiver.ok for f in p["findings"]} <= set(NAMES)
     assert scene.receiver.headers[0]["X-Team-Token"] == "t0ps3cret"  # headers from the file
 
     # The failing and the hanging webhook were tried (the hanging one never answered), and held nothing back.
@@ -385,6 +439,10 @@ async def _metrics_while_fighting(scene: Scene) -> None:
     [(info, value)] = [s for s in _samples(scrape, "fightwatch_finding_info") if s[0]["name"] == NAME]
     assert value == 1
     assert (info["namespace"], info["kind"], info["type"]) == (NAMESPACE, "ConfigMap", "fight")
+    assert info["incident"] == scene.incident
+    incident = {"type": "fight", "incident": scene.incident, "shard": "0"}
+    assert _value(scrape, "fightwatch_incident_objects", **incident) == len(NAMES)
+    assert _value(scrape, "fightwatch_alerting_info", per="incident") == 1
     managers = {s["manager"] for s, _ in _samples(scrape, "fightwatch_writes_total") if s["namespace"] == NAMESPACE}
     assert {"team-a-operator", "team-b-operator"} <= managers
     cm = {"group": "", "resource": "configmaps"}
@@ -423,7 +481,7 @@ async def _resolved_everywhere(scene: Scene, uid: str) -> None:
 
     async def alertmanager_notified_resolved() -> bool:
         return any(
-            n["status"] == "resolved" and any(a["labels"].get("name") == NAME for a in n["alerts"])
+            n["status"] == "resolved" and any(a["labels"].get("incident") == scene.incident for a in n["alerts"])
             for n in scene.receiver.notifications
         )
 
@@ -441,6 +499,9 @@ async def _resolved_everywhere(scene: Scene, uid: str) -> None:
         return any(p["event"] == "resolved" for p in scene.receiver.ok)
 
     await scene.until("the webhook receives the resolution", webhook_resolved, deadline=30)
+    [resolved] = [p for p in scene.receiver.ok if p["event"] == "resolved"]  # the incident as a whole, once
+    assert resolved["incident"]["id"] == scene.incident
+    assert resolved["incident"]["objects"] == len(NAMES)
     scrape = await scene.watcher.scrape()
     assert not _samples(scrape, "fightwatch_finding_info")
     assert _value(scrape, "fightwatch_findings_active", type="fight") == 0
@@ -466,7 +527,7 @@ OPTIONAL_VARIABLES = {"cluster"}
 
 def _promql(expr: str) -> str:
     """A dashboard expression as Grafana sends it with every variable at "All"."""
-    for variable in ("cluster", "namespace", "kind", "name"):
+    for variable in ("cluster", "namespace", "kind", "name", "incident"):
         expr = expr.replace(f"${variable}", ".*")
     return expr.replace("$__rate_interval", "1m")
 
