@@ -137,6 +137,7 @@ class Service:
                     api_client=connection.api_client,
                     page=settings.serve.external_url,
                     incident_of=self.incident_of,
+                    shard=settings.sharding.shard if settings.sharding.total_shards > 1 else None,
                 )
                 delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
             except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
@@ -506,7 +507,7 @@ class Service:
         if self._incidents[0] != now:
             findings = self.joined.active() if self.joined is not None else self.engine.active()
             shared = (i for i in group(findings) if len(i.findings) > 1)
-            self._incidents = (now, {finding_id: i for i in shared for finding_id in i.findings})
+            self._incidents = (now, {f: i for i in shared for f in (*i.findings, *i.consequences)})
         return self._incidents[1].get(finding.id)
 
     def readiness(self) -> dict[str, Any]:

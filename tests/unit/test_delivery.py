@@ -44,6 +44,7 @@ class FakeSink:
     batch_size: int = 1
     resend_interval: float | None = None
     per_incident: bool = False
+    every_finding: bool = False
     sent: list[list[FindingChange]] = field(default_factory=list)
     attempts: int = 0
     restarts: int = 0

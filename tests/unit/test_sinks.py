@@ -382,3 +382,52 @@ def test_an_incident_webhook_posts_when_it_opens_doubles_and_resolves() -> None:
         WebhookSettings(name="chat", url=Secret(env="X"), updates=True), url="http://h/", headers={}
     )
     assert all(chatty.wants(c) for c in told)
+
+
+def test_with_sharding_each_shard_tells_its_part_of_an_incident_under_its_own_labels() -> None:
+    change, _ = _active_incident()
+    alone = alertmanager.incident_alert(change.incident, now=0.0, resend_interval=60.0)
+    assert "shard" not in alone["labels"]
+    sharded = alertmanager.AlertmanagerSink("http://am:9093", AlertmanagerSettings(), shard=1)
+    labels = sharded._alert(change.incident, 0.0)["labels"]
+    assert labels == alone["labels"] | {"shard": "1"}
+    assert "shard" not in sharded._alert(FIGHT[0].finding, 0.0)["labels"]  # (a finding is in one shard anyway)
+
+
+async def test_events_tell_every_finding_alerts_and_webhooks_only_root_causes() -> None:
+    """A ReplicaSet churned because its Deployment is fought over gets its Event (naming the fight it follows
+    from); Alertmanager and webhooks tell only the fight's incident."""
+    engine = Engine(Config().detection)
+    changes = [c for event in events("cascade-replicas", engine.decode) for c in engine.process(event)]
+    assert {c.finding.related is not None for c in changes} == {True, False}
+
+    class Recorder:
+        resend_interval = None
+        batch_size = 1000
+
+        def __init__(self, name: str, *, per_incident: bool, every_finding: bool) -> None:
+            self.name, self.per_incident, self.every_finding = name, per_incident, every_finding
+            self.sent: list[Any] = []
+
+        def wants(self, change: object) -> bool:  # noqa: ARG002
+            return True
+
+        def restart(self) -> None:
+            return None
+
+        async def send(self, batch: list[Any]) -> None:
+            self.sent += batch
+
+        async def close(self) -> None:
+            return None
+
+    kube = Recorder("events", per_incident=False, every_finding=kube_events.KubeEventsSink.every_finding)
+    alerts = Recorder("alerts", per_incident=True, every_finding=alertmanager.AlertmanagerSink.every_finding)
+    delivery = Delivery([kube, alerts], DeliverySettings(queue_size=1000))
+    await delivery.start()
+    delivery.submit(changes)
+    await delivery.stop()
+    assert {c.finding.object.kind for c in kube.sent if c.kind is ChangeKind.OPENED} == {"Deployment", "ReplicaSet"}
+    assert any("follows from the fight on its controller" in c.finding.summary for c in kube.sent)
+    assert {c.incident.id for c in alerts.sent} == {group(engine.active())[0].id}  # the fight's incident only
+    assert {f.type.value for c in alerts.sent for f in c.findings} == {"fight"}

@@ -3,7 +3,8 @@ paging.
 
 Per incident (`delivery.per`, the default), one alert per incident: labelled by its type and id (stable while it
 grows and shrinks, so routing and silences hold), with its object count, namespaces, kinds and a few example
-objects in the annotations. Per finding, one alert per object, labelled by the object.
+objects in the annotations; with sharding, one per incident and shard (each shard's leader tells its own objects).
+Per finding, one alert per object, labelled by the object.
 
 Alertmanager expects its clients to re-send active alerts (as Prometheus does), so this sink keeps the active
 set and posts all of it on every change and every `resend_interval`. Each active alert carries an `endsAt` a
@@ -95,14 +96,19 @@ def incident_alert(
     resend_interval: float,
     generator_url: str | None = None,
     page: str | None = None,
+    shard: int | None = None,
 ) -> dict[str, Any]:
-    """The Alertmanager API v2 `postableAlert` of an incident (see the module docstring)."""
+    """The Alertmanager API v2 `postableAlert` of an incident (see the module docstring); `shard`: labelled when
+    sharded, as each shard's leader tells its part of an incident (one alert under one label set would take the
+    annotations of whichever shard posted last, and end when any one shard's part ends)."""
     labels = {
         "alertname": ALERT_NAMES[incident.type],
         "severity": SEVERITY,
         "type": incident.type.value,
         "incident": incident.id,
     }
+    if shard is not None:
+        labels["shard"] = str(shard)
     more = incident.objects - len(incident.examples)
     annotations = {
         "summary": incident.summary,
@@ -135,6 +141,7 @@ class AlertmanagerSink:
     """Keep one Alertmanager told of the active incidents (or findings)."""
 
     batch_size = 100
+    every_finding = False
 
     def __init__(
         self,
@@ -144,6 +151,7 @@ class AlertmanagerSink:
         per_incident: bool = True,
         bearer_token: str | None = None,
         page: str | None = None,
+        shard: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         parts = urlsplit(url)
@@ -153,6 +161,7 @@ class AlertmanagerSink:
         self.name = f"alertmanager:{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         self.settings = settings
         self.per_incident = per_incident
+        self.shard = shard
         self.resend_interval: float | None = settings.resend_interval
         self._clock = clock
         headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else {}
@@ -194,7 +203,9 @@ class AlertmanagerSink:
         interval, url = self.settings.resend_interval, self.settings.generator_url
         if isinstance(subject, Finding):
             return alert(subject, now=now, resend_interval=interval, generator_url=url, page=self._page)
-        return incident_alert(subject, now=now, resend_interval=interval, generator_url=url, page=self._page)
+        return incident_alert(
+            subject, now=now, resend_interval=interval, generator_url=url, page=self._page, shard=self.shard
+        )
 
     async def close(self) -> None:
         await self._poster.close()

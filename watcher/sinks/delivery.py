@@ -11,6 +11,8 @@ incident changes (`IncidentChange`, from one `IncidentBook` fed with every findi
 objects fought over by the same two writers are one alert and one message; Kubernetes Events stay per object.
 A finding that follows from another (`related`: a cascade) is not delivered, its root cause is; one delivered
 before it was found to follow from another goes on being delivered until it resolves (so its alert is ended).
+Kubernetes Events are the exception (`Sink.every_finding`): every object with a finding gets its Event, which
+names the finding it follows from.
 
 With leader election only the leader delivers: `pause` stops every sink at once (attempts in flight are
 abandoned, queued changes dropped as `lost_leadership`) and `submit` ignores changes while paused; `resume`
@@ -67,6 +69,12 @@ class Sink(Protocol):
     @property
     def per_incident(self) -> bool:
         """Whether it takes incident changes rather than finding changes."""
+        ...
+
+    @property
+    def every_finding(self) -> bool:
+        """Whether it takes the findings that follow from another too (Events: one per object, each naming its
+        cause), not only root causes."""
         ...
 
     @property
@@ -164,17 +172,15 @@ class Delivery:
     def submit(self, changes: Sequence[FindingChange]) -> None:
         """Queue `changes` (and the incident changes they make) for every sink that wants them; never waits. Full
         queues drop their oldest."""
-        if self.paused:
+        if self.paused or not changes:
             return
         told = self._root_causes(changes)
-        if not told:
-            return
         incidents = self._book.apply(told) if self._book is not None else []
         limit = self.settings.queue_size
         for lane in self._lanes:
             sink = lane.sink
             queued = 0
-            for change in incidents if sink.per_incident else told:
+            for change in incidents if sink.per_incident else changes if sink.every_finding else told:
                 if not sink.wants(change):
                     continue
                 if len(lane.queue) >= limit:

@@ -100,6 +100,7 @@ class KubeEventsSink:
     batch_size = 1
     resend_interval = None
     per_incident = False  # one Event per object, whatever delivery.per says (where `kubectl describe` looks)
+    every_finding = True  # (a cascade's Event too: its message names the finding it follows from)
 
     def __init__(
         self,

@@ -25,10 +25,12 @@ def build_sinks(
     api_client: ApiClient | None,
     page: str | None = None,
     incident_of: Callable[[Finding], Incident | None] | None = None,
+    shard: int | None = None,
 ) -> list[Sink]:
     """Every configured sink; raises CredentialError or ValueError (naming the config key) at start-up. `page`: the
     watcher's address as users reach it (`serve.external_url`), which messages link to; `incident_of`: a finding's
-    incident when it spans other objects too, which Events name."""
+    incident when it spans other objects too, which Events name; `shard`: this process's shard, when sharded
+    (Alertmanager labels its incident alerts with it: each shard tells its own part)."""
     sinks: list[Sink] = []
     if settings.events.enabled and api_client is not None:
         sinks.append(KubeEventsSink(api_client, settings.events, page=page, incident_of=incident_of))
@@ -40,7 +42,8 @@ def build_sinks(
     )
     per_incident = settings.per == "incident"
     sinks.extend(
-        AlertmanagerSink(url, manager, per_incident=per_incident, bearer_token=token, page=page) for url in manager.urls
+        AlertmanagerSink(url, manager, per_incident=per_incident, bearer_token=token, page=page, shard=shard)
+        for url in manager.urls
     )
     for index, hook in enumerate(settings.webhooks):
         key = f"delivery.webhooks.{index}"

@@ -90,6 +90,7 @@ def payload(change: Change, page_base: str | None = None) -> dict[str, Any]:
 class WebhookSink:
     batch_size = 1
     resend_interval = None
+    every_finding = False
 
     def __init__(
         self,
