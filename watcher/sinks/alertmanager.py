@@ -24,7 +24,7 @@ from watcher.config import AlertmanagerSettings
 from watcher.model import ChangeKind, Finding, FindingChange, FindingType, Incident, format_time
 from watcher.sinks.delivery import Change
 from watcher.sinks.http_client import JsonPoster, ssl_context
-from watcher.sinks.report import finding_page, incident_page
+from watcher.sinks.report import examples, finding_page, incident_page
 
 ALERT_NAMES = {
     FindingType.FIGHT: "ControllerFightDetected",
@@ -78,15 +78,7 @@ def alert(
             f"{c.display()} {c.conflicts} conflicts/{c.writes} writes" for c in finding.clients
         )
     ends = finding.resolved_at if finding.resolved_at is not None else now + ENDS_AFTER_RESENDS * resend_interval
-    body: dict[str, Any] = {
-        "labels": labels,
-        "annotations": annotations,
-        "startsAt": format_time(finding.detected_at),
-        "endsAt": format_time(ends),
-    }
-    if generator_url:
-        body["generatorURL"] = generator_url
-    return body
+    return _postable(labels, annotations, finding.detected_at, ends, generator_url)
 
 
 def incident_alert(
@@ -109,11 +101,10 @@ def incident_alert(
     }
     if shard is not None:
         labels["shard"] = str(shard)
-    more = incident.objects - len(incident.examples)
     annotations = {
         "summary": incident.summary,
         "objects": str(incident.objects),
-        "examples": ", ".join(ref.display() for ref in incident.examples) + (f" and {more} more" if more > 0 else ""),
+        "examples": examples(incident),
         "namespaces": ", ".join(n or "(cluster-scoped)" for n in incident.namespaces),
         "kinds": ", ".join(incident.kinds),
         "writers": ", ".join(f"{c.writer.display()} x{c.writes}" for c in incident.writers),
@@ -126,10 +117,16 @@ def incident_alert(
     if (url := incident_page(page, incident)) is not None:
         annotations["page_url"] = url
     ends = incident.resolved_at if incident.resolved_at is not None else now + ENDS_AFTER_RESENDS * resend_interval
+    return _postable(labels, annotations, incident.detected_at, ends, generator_url)
+
+
+def _postable(
+    labels: dict[str, str], annotations: dict[str, str], starts: float, ends: float, generator_url: str | None
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "labels": labels,
         "annotations": annotations,
-        "startsAt": format_time(incident.detected_at),
+        "startsAt": format_time(starts),
         "endsAt": format_time(ends),
     }
     if generator_url:

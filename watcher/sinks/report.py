@@ -112,6 +112,12 @@ def finding_page(base: str | None, finding: Finding) -> str | None:
     return f"{base.rstrip('/')}/findings#finding-{finding.id}" if base else None
 
 
+def examples(incident: Incident) -> str:
+    """A few of an incident's objects by name, and how many more: "Deployment.apps a/web, ... and 37 more"."""
+    more = incident.objects - len(incident.examples)
+    return ", ".join(ref.display() for ref in incident.examples) + (f" and {more} more" if more > 0 else "")
+
+
 def incident_page(base: str | None, incident: Incident) -> str | None:
     """Where an incident's findings are on the watcher's page (`finding_page`); None without an address."""
     return f"{base.rstrip('/')}/findings?incident={incident.id}" if base else None

@@ -20,7 +20,7 @@ from watcher.model import ChangeKind, FindingChange, FindingType, IncidentChange
 from watcher.sinks.credentials import read_headers, read_secret
 from watcher.sinks.delivery import Change
 from watcher.sinks.http_client import JsonPoster, ssl_context
-from watcher.sinks.report import finding_json, finding_page, incident_json, incident_page
+from watcher.sinks.report import examples, finding_json, finding_page, incident_json, incident_page
 
 MAX_FINDINGS = 20  # findings posted with an incident (its JSON lists every finding's id)
 
@@ -56,9 +56,7 @@ def incident_text(change: IncidentChange, page: str | None = None) -> str:
         return f":white_check_mark: {title} resolved: {incident.summary}."
     icon = ":rotating_light:" if change.kind is ChangeKind.OPENED else ":warning:"
     verb = "" if change.kind is ChangeKind.OPENED else " still going on"
-    more = incident.objects - len(incident.examples)
-    examples = ", ".join(ref.display() for ref in incident.examples) + (f" and {more} more" if more > 0 else "")
-    objects = f" Objects: {examples}." if incident.objects > 1 else ""
+    objects = f" Objects: {examples(incident)}." if incident.objects > 1 else ""
     fields = ", ".join(incident.fields) or "-"
     timeline = f" Timelines: {page}" if page else ""
     return f"{icon} {title}{verb}: {incident.summary}.{objects} Fields: {fields}. Hint: {incident.hint}{timeline}"
