@@ -2,10 +2,9 @@
 """What grouping findings into incidents costs (`detection.incidents.group`), which every scrape of /metrics does
 for the active findings (the incident series), as do /api/v1/incidents and the page.
 
-The findings are real: those of the bundled demo capture and of the recorded `cascade-replicas`,
-`incident-replicas` and `incident-hot-loop` captures (28, four of them consequences of a fight). Each `--findings`
-count is made of copies of them on other objects (name and uid replaced, finding ids and their `related` links
-made anew), all active, in two shapes:
+The findings are real: the 28 of the bundled demo capture (every recorded scenario, four of them consequences of
+a fight). Each `--findings` count is made of copies of them on other objects (name and uid replaced, finding ids and
+their `related` links made anew), all active, in two shapes:
 
 - `shared`: the copies keep their writers, so the findings form the same 14 incidents, each on many objects;
 - `distinct`: each copy's writers are renamed, so every copy of a pattern is an incident of its own (about one
@@ -37,22 +36,15 @@ from watcher.detection.incidents import group  # noqa: E402
 from watcher.model import Finding, FindingState, WriterCount  # noqa: E402
 from watcher.sources.capture import ReadStats, read_capture  # noqa: E402
 
-FIXTURES = REPO / "tests" / "fixtures" / "captures"
-CAPTURES = (
-    REPO / "watcher" / "data" / "demo-capture.jsonl.gz",
-    *(FIXTURES / f"{name}.jsonl" for name in ("cascade-replicas", "incident-replicas", "incident-hot-loop")),
-)
+DEMO = REPO / "watcher" / "data" / "demo-capture.jsonl.gz"
 
 
 def real_findings() -> list[Finding]:
-    """The findings of each capture, replayed on its own."""
-    found: list[Finding] = []
-    for path in CAPTURES:
-        engine = Engine(Config().detection)
-        for event in read_capture(str(path), engine.decode, stats=ReadStats()):
-            engine.process(event)
-        found += engine.active() + engine.resolved()
-    return found
+    """The findings of the demo capture."""
+    engine = Engine(Config().detection)
+    for event in read_capture(str(DEMO), engine.decode, stats=ReadStats()):
+        engine.process(event)
+    return engine.active() + engine.resolved()
 
 
 def _id(finding_id: str, copy: int) -> str:

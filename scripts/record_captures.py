@@ -7,13 +7,14 @@ runs the scenarios concurrently, and writes
 
   <out>/<scenario>.jsonl              one watch event per line: {"type", "object", "observedAt"}
   <out>/README.md                     how and when they were recorded
-  watcher/data/demo-capture.jsonl.gz  every scenario's events in one time-ordered capture (gzip)
 
-The demo capture is rewritten only when every scenario is recorded (or --demo names a file).
+or, with --demo, the bundled demo capture instead: every scenario, the separate ones (incident-*, cascade-*)
+included, recorded together into one time-ordered capture (gzip), and no scenario file.
 
-  .venv/bin/python scripts/record_captures.py                       # all but incident-*, about 4 minutes
+  .venv/bin/python scripts/record_captures.py                       # all but the separate ones, about 4 minutes
   .venv/bin/python scripts/record_captures.py --only fight-data --slow-period 5
   .venv/bin/python scripts/record_captures.py --only incident-replicas --only incident-hot-loop
+  .venv/bin/python scripts/record_captures.py --demo                # watcher/data/demo-capture.jsonl.gz
 """
 
 from __future__ import annotations
@@ -55,13 +56,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="extend",
         metavar="NAME",
         choices=list(SCENARIO_INFO),
-        help="scenarios to record (repeatable; the separate incident-* scenarios are recorded only when named)",
+        help="scenarios to record (repeatable; the separate ones, incident-* and cascade-*, only when named or --demo)",
     )
     parser.add_argument(
         "--slow-period", type=float, default=SLOW_PERIOD, help="seconds between fight-slow's writes (default 50)"
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="directory for <scenario>.jsonl")
-    parser.add_argument("--demo", type=Path, help=f"combined gzip capture (default {DEFAULT_DEMO.relative_to(REPO)})")
+    parser.add_argument(
+        "--demo",
+        type=Path,
+        nargs="?",
+        const=DEFAULT_DEMO,
+        help=f"record every scenario into one combined gzip capture only (default {DEFAULT_DEMO.relative_to(REPO)})",
+    )
     parser.add_argument("--workdir", type=Path, help="control plane workdir (default: a temp dir, removed on success)")
     return parser.parse_args(argv)
 
@@ -120,8 +127,10 @@ writer that only rewrites values of fields it already owns (`hot-loop-status`, `
 kube-controller-manager's value-only status updates in `benign-status-vs-spec`) leaves it at its earlier
 second.
 
-`watcher/data/demo-capture.jsonl.gz` is every scenario's events (the `incident-*` ones' aside) in one capture,
-ordered by `observedAt`.
+`watcher/data/demo-capture.jsonl.gz` is not made of these files: it is every scenario, the separate ones
+(`incident-*`, `cascade-*`) included, recorded together by a run of its own (`scripts/record_captures.py --demo`)
+and ordered by `observedAt`. In it `incident-replicas` and `cascade-replicas` are one incident: the same two writers
+over `spec.replicas`.
 
 Last recording: {datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}, {recorded}, fight-slow period
 {slow_period:g} s, {seconds:.0f} s in all:
@@ -142,8 +151,8 @@ Last recording: {datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}, {recorded}, 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    names: list[str] = args.only or list(SCENARIOS)
-    demo: Path | None = args.demo or (DEFAULT_DEMO if not args.only else None)
+    demo: Path | None = args.demo
+    names: list[str] = args.only or list(SCENARIO_INFO if demo is not None else SCENARIOS)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fightwatch-record-"))
     started = time.monotonic()
 
@@ -168,22 +177,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, scenario_events in by_scenario.items():
         if not scenario_events:
             raise RuntimeError(f"{name}: recorded no events")
-        write_jsonl(args.out / f"{name}.jsonl", scenario_events)
-        print(f"{len(scenario_events):5d}  {args.out / name}.jsonl")
     if demo is not None:
         combined = sorted((e for evs in by_scenario.values() for e in evs), key=lambda e: str(e["observedAt"]))
         write_gzip_jsonl(demo, combined)
         print(f"{len(combined):5d}  {demo}")
-    command = shlex.join([".venv/bin/python", "scripts/record_captures.py", *sys.argv[1:]])
-    write_readme(
-        args.out,
-        server=str(version.get("gitVersion")),
-        etcd=etcd,
-        command=command,
-        names=names,
-        seconds=seconds,
-        slow_period=args.slow_period,
-    )
+    else:
+        for name, scenario_events in by_scenario.items():
+            write_jsonl(args.out / f"{name}.jsonl", scenario_events)
+            print(f"{len(scenario_events):5d}  {args.out / name}.jsonl")
+        command = shlex.join([".venv/bin/python", "scripts/record_captures.py", *sys.argv[1:]])
+        write_readme(
+            args.out,
+            server=str(version.get("gitVersion")),
+            etcd=etcd,
+            command=command,
+            names=names,
+            seconds=seconds,
+            slow_period=args.slow_period,
+        )
     if args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"recorded {len(names)} scenarios in {seconds:.0f} s", file=sys.stderr)

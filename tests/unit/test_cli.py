@@ -10,7 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.expectations import FINDINGS
+from harness.scenarios import CASCADE_OBJECTS
+from tests.expectations import FINDINGS, INCIDENTS
 from tests.unit.captures import IMPLEMENTATIONS, capture
 from watcher.cli import _listen, _with_shard, main
 from watcher.config import Config
@@ -211,11 +212,31 @@ def test_ignore_rules_drop_a_manager(tmp_path: Path) -> None:
     assert "No controller fights or hot loops found." in result.stdout.decode()
 
 
-def test_demo_finds_every_recorded_fight_and_hot_loop(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_finds_every_recorded_fight_hot_loop_incident_and_cascade(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled capture is every scenario recorded together: one finding each for those of FINDINGS, and the
+    incident scenarios' findings as incidents. incident-replicas and cascade-replicas are the same pattern (the same
+    two writers over spec.replicas), so their 8 Deployments are one incident, the churn of cascade-replicas'
+    ReplicaSets and Deployment status its consequences."""
     assert main(["demo", "--output", "json"]) == 0
     found = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
-    names = {(f["object"]["kind"], f["object"]["name"]) for f in found}
-    assert names == {(e.kind, e.name) for e in FINDINGS.values()}
+    roots = [f for f in found if f["related"] is None]
+    by_incident: dict[str, set[tuple[str, str | None, str]]] = {}
+    for f in roots:
+        by_incident.setdefault(f["incident"], set()).add(
+            (f["object"]["kind"], f["object"]["namespace"], f["object"]["name"])
+        )
+    single = {next(iter(objects))[::2] for objects in by_incident.values() if len(objects) == 1}
+    assert single == {(e.kind, e.name) for e in FINDINGS.values()}
+    replicas = {("Deployment", ns, name) for ns, name in INCIDENTS["incident-replicas"].objects}
+    replicas |= {("Deployment", "cascade-replicas", name) for name in CASCADE_OBJECTS}
+    widgets = {("Widget", ns, name) for ns, name in INCIDENTS["incident-hot-loop"].objects}
+    assert {frozenset(o) for o in by_incident.values() if len(o) > 1} == {frozenset(replicas), frozenset(widgets)}
+    consequences = [f for f in found if f["related"] is not None]
+    assert {f["object"]["namespace"] for f in consequences} == {"cascade-replicas"}
+    assert {f["object"]["kind"] for f in consequences} == {"Deployment", "ReplicaSet"}
+    assert len(consequences) == 2 * len(CASCADE_OBJECTS)
+    (fight,) = {f["incident"] for f in roots if f["object"]["namespace"] == "cascade-replicas"}
+    assert {f["incident"] for f in consequences} == {fight}  # under their root cause
 
 
 def test_no_command_prints_help_and_fails() -> None:
