@@ -236,6 +236,11 @@ class Incident:
     hint: str  # its most severe finding's
     consequences: tuple[str, ...] = ()  # ids of findings that follow from its findings (cascades: `related`)
 
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The ids of its findings, then of those that follow from them: every finding shown under it."""
+        return (*self.findings, *self.consequences)
+
 
 EXAMPLES: Final = 3
 

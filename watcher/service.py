@@ -507,7 +507,7 @@ class Service:
         if self._incidents[0] != now:
             findings = self.joined.active() if self.joined is not None else self.engine.active()
             shared = (i for i in group(findings) if len(i.findings) > 1)
-            self._incidents = (now, {f: i for i in shared for f in (*i.findings, *i.consequences)})
+            self._incidents = (now, {f: i for i in shared for f in i.members})
         return self._incidents[1].get(finding.id)
 
     def readiness(self) -> dict[str, Any]:

@@ -255,8 +255,8 @@ class IncidentBook:
                 opened = not was_active and any(c.kind is ChangeKind.OPENED for c in told[key])
                 kind = ChangeKind.OPENED if opened else ChangeKind.UPDATED
                 out.append(IncidentChange(kind, _incident(key, now), tuple(now), catch_up))
-            elif was_active or any(c.kind is ChangeKind.RESOLVED for c in told[key]):
-                last = sorted(self._left.pop(key).values(), key=severity)
+            elif gone := self._left.pop(key, None):  # (its last finding left in this batch)
+                last = sorted(gone.values(), key=severity)
                 ended = _incident(key, last)
                 if ended.state is FindingState.ACTIVE:  # its findings moved to other incidents
                     at = max(f.last_seen for f in last)

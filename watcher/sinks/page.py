@@ -73,8 +73,8 @@ def render_findings(findings: Sequence[Finding], *, now: float, summary: Summary
     several findings (`detection.incidents`), then one card per finding, most severe first
     (`report.severity_order`: active ones first), each with its timeline and its incident."""
     ordered = severity_order(findings)
-    shared = [i for i in group(ordered) if len(i.findings) + len(i.consequences) > 1]
-    incident_of = {finding_id: i for i in shared for finding_id in (*i.findings, *i.consequences)}
+    shared = [i for i in group(ordered) if len(i.members) > 1]
+    incident_of = {finding_id: i for i in shared for finding_id in i.members}
     return _TEMPLATES.get_template("findings.html.j2").render(
         cards=[replace(_card(f, n, now), incident=incident_of.get(f.id)) for n, f in enumerate(ordered, 1)],
         incidents=shared,

@@ -145,7 +145,7 @@ def write_table(
         out.write(empty + "\n")
     else:
         width = shutil.get_terminal_size((160, 24)).columns
-        shared = [(n, i) for n, i in enumerate(incidents, 1) if len(i.findings) + len(i.consequences) > 1]
+        shared = [(n, i) for n, i in enumerate(incidents, 1) if len(i.members) > 1]
         for number, incident in shared:
             follow = len(incident.consequences)
             tail = f"; {follow} finding{'s' * (follow != 1)} follow{'s' * (follow == 1)} from it" if follow else ""
@@ -192,7 +192,7 @@ def _by_incident(incidents: list[Incident], findings: Iterable[Finding]) -> tupl
     ordered: list[Finding] = []
     numbers: dict[str, int] = {}
     for number, incident in enumerate(incidents, 1):
-        for finding_id in (*incident.findings, *incident.consequences):
+        for finding_id in incident.members:
             ordered.append(by_id[finding_id])
             numbers[finding_id] = number
     return ordered, numbers
