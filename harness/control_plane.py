@@ -8,7 +8,9 @@ Synchronous on purpose: usable from a pytest session fixture and from plain scri
     finally:
         cp.stop()
 
-Binaries come from ``scripts/control-plane.sh`` (``$KUBEBUILDER_ASSETS`` or a cached v1.20.2 build). Every
+Binaries come from ``scripts/control-plane.sh``: the pinned Kubernetes release named by ``$FIGHTWATCH_KUBERNETES``
+(``current``, the default, or ``oldest``), built once from Go modules and cached, unless ``$KUBEBUILDER_ASSETS`` or
+``$TEST_ASSET_*`` name others. Every
 port is a free loopback port picked at start, so several control planes can run side by side. TLS
 verification stays on everywhere: a throw-away CA signs the apiserver's and the controller manager's
 serving certificates. Nothing stands in for readiness: each component's health endpoint is polled until
@@ -77,11 +79,27 @@ authorityKeyIdentifier = keyid:always
 """
 
 
+RELEASES = ("current", "oldest")  # the pinned releases (scripts/kubernetes/*/go.mod)
+
+
+def default_release() -> str:
+    """The release everything runs on: `$FIGHTWATCH_KUBERNETES`, else `current`."""
+    release = os.environ.get("FIGHTWATCH_KUBERNETES") or "current"
+    if release not in RELEASES:
+        raise RuntimeError(f"FIGHTWATCH_KUBERNETES={release!r}: use one of {', '.join(RELEASES)}")
+    return release
+
+
 @functools.cache
-def control_plane_bin_dir() -> Path:
-    """Directory with etcd, kube-apiserver and kube-controller-manager (builds them on first use)."""
+def control_plane_bin_dir(release: str | None = None) -> Path:
+    """Directory with etcd, kube-apiserver, kube-controller-manager and kubectl of a pinned release (`current` or
+    `oldest`; default: `default_release()`), built on first use."""
     proc = subprocess.run(
-        ["bash", str(CONTROL_PLANE_SCRIPT)], capture_output=True, text=True, check=False, cwd=REPO_ROOT
+        ["bash", str(CONTROL_PLANE_SCRIPT), release or default_release()],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO_ROOT,
     )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -92,6 +110,16 @@ def control_plane_bin_dir() -> Path:
         if not os.access(bin_dir / name, os.X_OK):
             raise RuntimeError(f"{CONTROL_PLANE_SCRIPT} printed {bin_dir}, which has no executable {name}")
     return bin_dir
+
+
+@functools.cache
+def binary_version(binary: Path) -> str:
+    """The gitVersion a Kubernetes binary was built with (`--version`: `Kubernetes v1.37.2`)."""
+    proc = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=False)
+    words = proc.stdout.split()
+    if proc.returncode != 0 or len(words) < 2 or not words[-1].startswith("v1."):
+        raise RuntimeError(f"{binary} --version printed {proc.stdout.strip()!r} (exit {proc.returncode})")
+    return words[-1]
 
 
 def free_port() -> int:
@@ -259,6 +287,7 @@ class ControlPlane:
     kubeconfig: Path  # server + token + CA, for kubectl and kubernetes-asyncio
     workdir: Path
     bin_dir: Path
+    version: str  # the kube-apiserver's gitVersion (its /version): v1.37.2
     etcd_url: str  # etcd client URL, http://127.0.0.1:<port>
     _pki: _Pki = field(repr=False)
     _processes: list[_Process] = field(default_factory=list, repr=False)
@@ -268,14 +297,27 @@ class ControlPlane:
     _apiserver_argv: list[str] = field(default_factory=list, repr=False)
 
     @property
+    def kubectl(self) -> Path:
+        """kubectl of the same release (scripts/control-plane.sh builds it; envtest assets have one too)."""
+        binary = self.bin_dir / "kubectl"
+        if not os.access(binary, os.X_OK):
+            raise RuntimeError(f"no kubectl in {self.bin_dir} (KUBEBUILDER_ASSETS without one: set TEST_ASSET_KUBECTL)")
+        return binary
+
+    @property
+    def minor(self) -> int:
+        """The release's minor version: 37 for v1.37.2."""
+        return int(self.version.split(".")[1])
+
+    @property
     def etcdctl(self) -> Path:
-        """etcdctl binary: bin_dir/etcdctl (scripts/control-plane.sh unpacks Debian's), else the one on PATH."""
+        """etcdctl binary: bin_dir/etcdctl (scripts/control-plane.sh builds it), else the one on PATH."""
         bundled = self.bin_dir / "etcdctl"
         if os.access(bundled, os.X_OK):
             return bundled
         found = shutil.which("etcdctl")
         if found is None:
-            raise RuntimeError(f"no etcdctl in {self.bin_dir} nor on PATH (apt-get install etcd-client)")
+            raise RuntimeError(f"no etcdctl in {self.bin_dir} nor on PATH")
         return Path(found)
 
     def run_etcdctl(self, *args: str) -> str:
@@ -318,14 +360,18 @@ class ControlPlane:
         return self.workdir / f"{component}.log"
 
     def start_controller_manager(self) -> None:
-        """Start kube-controller-manager (all controllers but serviceaccount-token) and wait until healthy."""
+        """Start kube-controller-manager (all controllers but serviceaccount-token) and wait until healthy.
+
+        As in real clusters, each controller writes with its own service account's credentials
+        (`--use-service-account-credentials`: `system:serviceaccount:kube-system:horizontal-pod-autoscaler`, ...),
+        bound tokens it requests for itself; all of them under the one field manager `kube-controller-manager`."""
         if self.controller_manager_url is not None:
             return
         binary = self.bin_dir / "kube-controller-manager"
         if not os.access(binary, os.X_OK):
             raise RuntimeError(
                 f"no kube-controller-manager in {self.bin_dir} (envtest assets ship none: unset KUBEBUILDER_ASSETS "
-                "to use the v1.20.2 build of scripts/control-plane.sh)"
+                "to use the build of scripts/control-plane.sh)"
             )
         port = free_port()
         kubeconfig = str(self.kubeconfig)
@@ -339,11 +385,11 @@ class ControlPlane:
                 "--authentication-skip-lookup",  # this apiserver has no front-proxy (requestheader) CA
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
-                "--port=0",  # no insecure port (its default 10252 would clash between instances)
                 f"--tls-cert-file={self._pki.controller_manager_cert}",
                 f"--tls-private-key-file={self._pki.controller_manager_key}",
                 f"--root-ca-file={self.ca_file}",
                 "--controllers=*,-serviceaccount-token",
+                "--use-service-account-credentials",
                 "--leader-elect=false",
                 "--profiling=false",
             ],
@@ -431,6 +477,7 @@ def _start_once(
         kubeconfig=kubeconfig,
         workdir=workdir,
         bin_dir=bin_dir,
+        version=binary_version(bin_dir / "kube-apiserver"),
         etcd_url=etcd_url,
         _pki=pki,
     )
@@ -456,7 +503,6 @@ def _start_once(
         cp._apiserver_argv = [
             str(bin_dir / "kube-apiserver"),
             f"--etcd-servers={etcd_url}",
-            "--insecure-port=0",
             f"--secure-port={api_port}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
@@ -493,6 +539,7 @@ def start_control_plane(
     audit_policy: Mapping[str, Any] | None = None,
     users: Sequence[str] = (),
     audit_webhook: Path | None = None,
+    release: str | None = None,
 ) -> ControlPlane:
     """Start etcd + kube-apiserver in workdir and wait until /readyz answers 200 for the admin token.
 
@@ -503,7 +550,7 @@ def start_control_plane(
     127.0.0.1), so such a kubeconfig may name its files before they exist."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    bin_dir = control_plane_bin_dir()
+    bin_dir = control_plane_bin_dir(release)
     pki = _make_pki(workdir / "pki")
     token = secrets.token_urlsafe(32)
     user_tokens = {user: secrets.token_urlsafe(32) for user in users}

@@ -1,148 +1,149 @@
 #!/usr/bin/env bash
-# Provide real etcd + kube-apiserver (+ kube-controller-manager) binaries for the test suite.
+# Provide the real control-plane binaries the test suite runs: etcd, etcdctl, kube-apiserver,
+# kube-controller-manager and kubectl of one pinned Kubernetes release.
+#   scripts/control-plane.sh [current|oldest]     (default: $FIGHTWATCH_KUBERNETES, else current)
+# Prints the directory holding them (the controller-runtime envtest layout); everything else goes to stderr, so
+# `dir=$(scripts/control-plane.sh)` works.
 #
-# Prints the directory holding them (the controller-runtime envtest layout: etcd, kube-apiserver, ...),
-# plus etcdctl in the cache directory (envtest assets have none: callers fall back to etcdctl on PATH).
-#   1. $KUBEBUILDER_ASSETS, when set and complete: any envtest version the user downloaded.
-#   2. Otherwise the cache ~/.cache/fightwatch/control-plane/v1.20.2, built once from Debian bookworm's
-#      `kubernetes` source package (which vendors every Go dependency), with etcd and etcdctl unpacked from
-#      Debian's etcd-server and etcd-client (scripts/deb-unpack.sh). Those two packages are not installed:
-#      etcd-server's maintainer scripts would enable (and under systemd start) etcd.service on the host; for the
-#      same reason the build's rsync is unpacked too. The packages this script does install (kubernetes-client,
-#      and for the one-off build golang-go, dpkg-dev, make, golang-github-modern-go-reflect2-dev) enable no
-#      service.
-# Everything else this script prints goes to stderr, so `dir=$(scripts/control-plane.sh)` works.
+# Where each binary comes from, first match wins (the envtest convention):
+#   1. TEST_ASSET_ETCD, TEST_ASSET_KUBE_APISERVER, TEST_ASSET_KUBECTL: that one binary;
+#   2. KUBEBUILDER_ASSETS: that directory's (any envtest download; it has no kube-controller-manager);
+#   3. otherwise a build of the release pinned in scripts/kubernetes/RELEASE/go.mod (k8s.io/kubernetes at that
+#      version, its staging modules at their published v0.x.y, etcd at the version it requires; see
+#      scripts/pin-kubernetes.sh), made once with `go build` and cached by version in
+#      ${FIGHTWATCH_CACHE:-~/.cache/fightwatch}/control-plane/VERSION. Nothing is installed or started.
+# With 1 or 2 the printed directory holds links to the chosen binaries. With KUBEBUILDER_ASSETS nothing is built
+# (the tests that need a binary the assets lack say so); with TEST_ASSET_* alone the rest are built.
+#
+# A build goes to a temporary directory that becomes the cache entry only once every binary is there and runs: an
+# interrupted build leaves nothing behind, and the next run builds again. A module that cannot be downloaded stops
+# the run with go's own message, which names it.
 set -euo pipefail
 
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-want=(etcd kube-apiserver kube-controller-manager)
+here=$(cd "$(dirname "$0")" && pwd)
+release=${1:-${FIGHTWATCH_KUBERNETES:-current}}
+pin=$here/kubernetes/$release
+[[ -f $pin/go.mod && -f $pin/go.sum ]] || die "no pinned release '$release' (scripts/kubernetes/$release/go.mod): use current or oldest"
+version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 } $1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2 }' "$pin/go.mod" | head -n1)
+[[ $version =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || die "cannot read the k8s.io/kubernetes version from $pin/go.mod"
+minor=${BASH_REMATCH[1]}
 
-complete() {
-  local dir=$1 bin
-  for bin in etcd kube-apiserver; do [[ -x $dir/$bin ]] || return 1; done
-}
-
-if [[ -n ${KUBEBUILDER_ASSETS:-} ]]; then
-  complete "$KUBEBUILDER_ASSETS" || die "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks etcd or kube-apiserver"
-  printf '%s\n' "$KUBEBUILDER_ASSETS"
-  exit 0
-fi
-
-version=v1.20.2
-cache=${FIGHTWATCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fightwatch}/control-plane/$version
-bin=$cache/bin
-mkdir -p "$bin"
-# One filler at a time (parallel test processes): the others wait, then find the binaries there.
-exec 9>"$cache.lock"
-flock 9
-
-as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
-
-apt_updated=
-apt_install() {
-  local missing=() pkg
-  for pkg in "$@"; do dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg"); done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  if [[ -z $apt_updated ]]; then as_root apt-get update -qq >&2; apt_updated=1; fi
-  log "installing ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-}
-
-# etcd and etcdctl (for tests that inspect or compact etcd): Debian's etcd-server and etcd-client (3.4), unpacked
-# into the cache, not installed. (Earlier versions of this script linked $bin/etcd to an installed /usr/bin/etcd:
-# such links are replaced too.)
-runs() { [[ -x $1 && ! -L $1 ]] && "$1" "$2" >/dev/null 2>&1; }
-if ! runs "$bin/etcd" --version || ! runs "$bin/etcdctl" version; then
-  log "unpacking Debian's etcd-server and etcd-client into $bin (not installing them)"
-  unpacked=$(mktemp -d)
-  trap 'rm -rf "$unpacked"' EXIT
-  "$(dirname "$0")/deb-unpack.sh" "$unpacked/root" etcd-server etcd-client >"$unpacked/versions" \
-    || die "could not fetch Debian's etcd-server and etcd-client packages"
-  for name in etcd etcdctl; do
-    [[ -x $unpacked/root/usr/bin/$name ]] || die "Debian's packages have no /usr/bin/$name"
-    rm -f "$bin/$name"  # a new file: an etcd running from the old one keeps it
-    cp "$unpacked/root/usr/bin/$name" "$bin/$name"
-  done
-  log "unpacked $(paste -sd, "$unpacked/versions" | sed 's/,/, /g')"
-  rm -rf "$unpacked"
-  trap - EXIT
-fi
-runs "$bin/etcd" --version || die "$bin/etcd does not run"
-runs "$bin/etcdctl" version || die "$bin/etcdctl does not run"
-
-# kubectl (any recent client; Debian's kubernetes-client when none is installed), for the tests of the
-# README's kubectl capture path.
-command -v kubectl >/dev/null || apt_install kubernetes-client
-command -v kubectl >/dev/null || die "kubectl is not installed and kubernetes-client did not provide it"
-
-if [[ -x $bin/kube-apiserver && -x $bin/kube-controller-manager ]]; then
-  printf '%s\n' "$bin"
-  exit 0
-fi
-
-# kube-apiserver / kube-controller-manager: build from Debian's source package.
-src_list=/etc/apt/sources.list.d/fightwatch-deb-src.sources
-if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
-  log "adding deb-src entries ($src_list)"
-  as_root tee "$src_list" >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  as_root apt-get update -qq >&2
-  apt_updated=1
-fi
-apt_install golang-go dpkg-dev make golang-github-modern-go-reflect2-dev
-# rsync, which the build scripts call, is unpacked, not installed: its package enables an rsync service (SysV).
-tools=$cache/build-tools
-"$(dirname "$0")/deb-unpack.sh" "$tools/root" rsync libpopt0 libxxhash0 >/dev/null
-mkdir -p "$tools/bin"
-libs=$tools/root/usr/lib/x86_64-linux-gnu:$tools/root/lib/x86_64-linux-gnu
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' \
-  "$libs" "$tools/root/usr/bin/rsync" >"$tools/bin/rsync"
-chmod 755 "$tools/bin/rsync"
-"$tools/bin/rsync" --version >/dev/null || die "the unpacked rsync does not run"
-
-work=$cache/build
-rm -rf "$work"
-mkdir -p "$work"
-log "fetching and unpacking Debian's kubernetes source package into $work"
-(cd "$work" && apt-get source -qq kubernetes >&2)
-tree=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'kubernetes-*' | head -n1)
-[[ -n $tree ]] || die "apt-get source kubernetes produced no source tree in $work"
-
-# reflect2 v1.0.1 (vendored) panics under Go >= 1.18 once custom resources are written; use Debian's 1.0.2.
-reflect2=/usr/share/gocode/src/github.com/modern-go/reflect2
-[[ -d $reflect2 ]] || die "golang-github-modern-go-reflect2-dev did not install $reflect2"
-rm -rf "$tree/vendor/github.com/modern-go/reflect2"
-cp -r "$reflect2" "$tree/vendor/github.com/modern-go/reflect2"
-sed -i 's#^\(github.com/modern-go/reflect2\) v1\.0\.1.*#\1 v1.0.2#' "$tree/vendor/modules.txt"
-sed -i 's#\(github.com/modern-go/reflect2\) v1\.0\.1#\1 v1.0.2#' "$tree/go.mod"
-
-# The build scripts expect a GOPATH layout.
-mkdir -p "$work/.go/src/k8s.io"
-ln -sfn "$tree" "$work/.go/src/k8s.io/kubernetes"
-log "building kube-apiserver and kube-controller-manager (about 5-10 minutes on 2 cores)"
-(
-  cd "$work/.go/src/k8s.io/kubernetes"
-  export GOPATH=$work/.go GO111MODULE=off GOFLAGS=-mod=vendor CGO_ENABLED=0 GOCACHE=$cache/gocache
-  export KUBE_GIT_VERSION=$version KUBE_GIT_TREE_STATE=clean PATH=$tools/bin:$PATH
-  make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" >&2
+# name -> the package that builds it (a tool of the pinned go.mod)
+declare -A package=(
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [etcd]=go.etcd.io/etcd/server/v3
+  [etcdctl]=go.etcd.io/etcd/etcdctl/v3
 )
-out=$(find "$tree/_output" -type f -name kube-apiserver -path '*bin*' | head -n1)
-[[ -n $out ]] || die "the build produced no kube-apiserver"
-cp "$out" "$bin/kube-apiserver"
-cp "$(dirname "$out")/kube-controller-manager" "$bin/kube-controller-manager"
-rm -rf "$work" "$cache/gocache" "$tools"
-log "built $("$bin/kube-apiserver" --version 2>&1)"
-printf '%s\n' "$bin"
+names=(etcd etcdctl kube-apiserver kube-controller-manager kubectl)
+
+# The binaries the environment names.
+declare -A given=()
+for name in "${names[@]}"; do
+  case $name in
+    etcd) var=TEST_ASSET_ETCD ;;
+    kube-apiserver) var=TEST_ASSET_KUBE_APISERVER ;;
+    kubectl) var=TEST_ASSET_KUBECTL ;;
+    *) var= ;;
+  esac
+  if [[ -n $var && -n ${!var:-} ]]; then
+    [[ -x ${!var} ]] || die "$var=${!var} is not an executable file"
+    given[$name]=${!var}
+  elif [[ -n ${KUBEBUILDER_ASSETS:-} && -x ${KUBEBUILDER_ASSETS}/$name ]]; then
+    given[$name]=$KUBEBUILDER_ASSETS/$name
+  fi
+done
+if [[ -n ${KUBEBUILDER_ASSETS:-} ]]; then
+  for name in etcd kube-apiserver; do
+    [[ -n ${given[$name]:-} ]] || die "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS has no executable $name"
+  done
+fi
+
+cache_root=${FIGHTWATCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fightwatch}/control-plane
+cache=$cache_root/$version
+# The cache entry is good for this go.mod and go.sum and this recipe (bump it when `build` changes what it makes):
+# their digest is kept beside it.
+recipe=2
+digest=$( (cat "$pin/go.mod" "$pin/go.sum"; echo "recipe $recipe") | sha256sum | cut -c1-16)
+
+built_complete() {
+  local name
+  [[ -f $cache/digest && $(<"$cache/digest") == "$digest" ]] || return 1
+  for name in "${names[@]}"; do [[ -x $cache/bin/$name ]] || return 1; done
+}
+
+build() {
+  command -v go >/dev/null || die "no go on PATH: Go is needed to build Kubernetes $version (or set KUBEBUILDER_ASSETS)"
+  local work built gocache info date ldflags name check
+  mkdir -p "$cache_root"
+  work=$(mktemp -d "$cache_root/.build-$version.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  built=$work/entry
+  # Go's own build cache, kept until this version is built: a build interrupted halfway goes on from there.
+  gocache=$cache_root/.go-build-$version
+  mkdir -p "$built/bin"
+  # Version stamps as Kubernetes' own build writes them (hack/lib/version.sh): `--version`, /version and the
+  # User-Agent of every client (kubectl/v1.37.2 ...) say the release; the date is the release's, from the proxy.
+  info=$(cd "$pin" && go mod download -json "k8s.io/kubernetes@$version") || die "cannot download k8s.io/kubernetes@$version"
+  date=$(sed -n 's/.*"Time": *"\([^"]*\)".*/\1/p' "$(sed -n 's/.*"Info": *"\([^"]*\)".*/\1/p' <<<"$info")" | head -n1)
+  date=$(date -u -d "${date:-@0}" +%Y-%m-%dT%H:%M:%SZ)
+  ldflags="-s -w"
+  for stamp in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    ldflags+=" -X $stamp.gitVersion=$version -X $stamp.gitMajor=1 -X $stamp.gitMinor=$minor"
+    ldflags+=" -X $stamp.gitTreeState=clean -X $stamp.buildDate=$date"
+  done
+  log "building Kubernetes $version (kube-apiserver, kube-controller-manager, kubectl) and etcd from Go modules"
+  log "(once per version: about 5 minutes on 2 cores, and 2 GB of downloaded modules)"
+  for name in "${names[@]}"; do
+    # Kubernetes' own build tags for these binaries (hack/lib/golang.sh), statically linked.
+    (cd "$pin" && CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE="$gocache" \
+      go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$built/bin/$name" "${package[$name]}") >&2 \
+      || die "go build of $name (${package[$name]}) for Kubernetes $version failed: see go's message above"
+    case $name in
+      kubectl) check=(version --client) ;;
+      etcdctl) check=(version) ;;
+      *) check=(--version) ;;
+    esac
+    "$built/bin/$name" "${check[@]}" >/dev/null 2>&1 || die "the $name just built does not run: $built/bin/$name ${check[*]}"
+  done
+  rm -rf "$gocache"
+  printf '%s\n' "$digest" >"$built/digest"
+  rm -rf "$cache"
+  mv "$built" "$cache"
+  rm -rf "$work"
+  trap - EXIT
+  log "built $("$cache/bin/kube-apiserver" --version 2>&1), $("$cache/bin/etcd" --version | head -n1) into $cache/bin"
+}
+
+# envtest assets are used as they are (the tests that need what they lack say so); otherwise what is not given is built.
+needs_build=
+if [[ -z ${KUBEBUILDER_ASSETS:-} ]]; then
+  for name in "${names[@]}"; do [[ -n ${given[$name]:-} ]] || needs_build=1; done
+fi
+if [[ -n $needs_build ]]; then
+  mkdir -p "$cache_root"
+  # One build at a time (parallel test processes): the others wait, then find the binaries there.
+  exec 9>"$cache_root/$version.lock"
+  flock 9
+  # A build that was killed (SIGKILL skips its clean-up) leaves its temporary directory: never a cache entry.
+  rm -rf "$cache_root/.build-$version".*
+  built_complete || build
+fi
+
+if ((${#given[@]} == 0)); then
+  printf '%s\n' "$cache/bin"
+  exit 0
+fi
+# A directory of links: the given binaries, the built ones for the rest.
+key=$(for name in "${names[@]}"; do printf '%s=%s\n' "$name" "${given[$name]:-$cache/bin/$name}"; done | sha256sum | cut -c1-16)
+mixed=$cache_root/assets-$key
+mkdir -p "$mixed"
+for name in "${names[@]}"; do
+  target=${given[$name]:-$cache/bin/$name}
+  [[ -x $target ]] && ln -sfn "$(realpath "$target")" "$mixed/$name"
+done
+printf '%s\n' "$mixed"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import aiohttp
 import pytest
 
@@ -9,6 +13,7 @@ from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, ApiError, Kube
 
 NAMESPACE = "test-control-plane"
+REPO = Path(__file__).resolve().parents[2]
 
 
 async def _status(control_plane: ControlPlane, path: str, token: str | None) -> int:
@@ -67,3 +72,66 @@ def test_etcdctl_reads_the_apiservers_etcd(control_plane: ControlPlane) -> None:
     keys = control_plane.run_etcdctl("get", "/registry/namespaces/default", "--keys-only")
 
     assert keys.split() == ["/registry/namespaces/default"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scripts/control-plane.sh itself: what it does when a build cannot finish (no control plane needed).
+
+SCRIPT = REPO / "scripts" / "control-plane.sh"
+
+
+def _control_plane_script(cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TEST_ASSET_", "KUBEBUILDER_ASSETS"))}
+    return subprocess.run(
+        ["bash", str(SCRIPT), "current"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**clean, "FIGHTWATCH_CACHE": str(cache), **env},
+        timeout=300,
+    )
+
+
+def test_a_module_that_cannot_be_downloaded_is_named_and_stops_the_build(tmp_path: Path) -> None:
+    """An empty module cache and no proxy: the first download fails, go names the module, nothing is cached."""
+    done = _control_plane_script(
+        tmp_path / "cache", GOMODCACHE=str(tmp_path / "modules"), GOPROXY="off", GOFLAGS="-modcacherw"
+    )
+
+    assert done.returncode != 0
+    assert "k8s.io/kubernetes@v1." in done.stderr
+    assert "ERROR" in done.stderr
+    assert done.stdout == ""
+    assert not [p.name for p in (tmp_path / "cache" / "control-plane").iterdir() if p.name.startswith("v1.")]
+
+
+def test_an_interrupted_build_leaves_no_cache_entry_and_the_next_run_builds_again(tmp_path: Path) -> None:
+    """A `go` that is killed halfway (a stand-in on PATH that kills the script's whole process group, as a
+    machine's reboot or a CI timeout would): the cache holds no entry, so the next run starts the build again
+    (the stand-in tells it started) rather than printing a directory of missing binaries."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    started = tmp_path / "go-started"
+    (fake / "go").write_text(f'#!/bin/sh\necho "$@" >>{started}\nkill -KILL -- -$(ps -o pgid= $$ | tr -d " ")\n')
+    (fake / "go").chmod(0o755)
+    cache = tmp_path / "cache"
+    path = f"{fake}:{os.environ['PATH']}"
+
+    first = subprocess.run(
+        ["setsid", "bash", str(SCRIPT), "current"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "FIGHTWATCH_CACHE": str(cache), "PATH": path},
+        timeout=60,
+    )
+    assert first.returncode != 0
+    entries = sorted(p.name for p in (cache / "control-plane").iterdir())
+    assert not [name for name in entries if name.startswith("v1.")], entries
+    (fake / "go").write_text(f'#!/bin/sh\necho "$@" >>{started}\nexit 1\n')
+
+    second = _control_plane_script(cache, PATH=path)
+
+    assert second.returncode != 0
+    assert len(started.read_text().splitlines()) == 2  # the second run went to go again
+    assert not [p.name for p in (cache / "control-plane").iterdir() if p.name.startswith(("v1.", ".build"))]
