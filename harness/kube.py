@@ -89,6 +89,8 @@ NAMESPACES = Resource("/api/v1", "namespaces", "Namespace", namespaced=False)
 CONFIGMAPS = Resource("/api/v1", "configmaps", "ConfigMap")
 DEPLOYMENTS = Resource("/apis/apps/v1", "deployments", "Deployment")
 REPLICASETS = Resource("/apis/apps/v1", "replicasets", "ReplicaSet")
+HPAS = Resource("/apis/autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+HPAS_V1 = Resource("/apis/autoscaling/v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 LEASES = Resource("/apis/coordination.k8s.io/v1", "leases", "Lease")
 VALIDATING_WEBHOOKS = Resource(
     "/apis/admissionregistration.k8s.io/v1",
@@ -98,6 +100,17 @@ VALIDATING_WEBHOOKS = Resource(
 )
 CRDS = Resource("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 WIDGETS = Resource("/apis/example.com/v1", "widgets", "Widget")
+
+
+THROTTLE_RETRIES = 10  # client-go's default for 429 answers
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds a 429's Retry-After asks for (whole seconds, as the API server writes it), 1 when it names none."""
+    try:
+        return min(max(float(value or 1), 0.1), 10.0)
+    except ValueError:
+        return 1.0
 
 
 def _query_value(value: str | int | bool) -> str:
@@ -122,24 +135,31 @@ class Kube:
         content_type: str = CONTENT_JSON,
         request_timeout: float | aiohttp.ClientTimeout | None = REQUEST_TIMEOUT,
     ) -> aiohttp.ClientResponse:
-        """Send a request; return the unread response (2xx), e.g. to stream a watch. Release it when done."""
-        response: aiohttp.ClientResponse = await self.api_client.call_api(
-            path,
-            method,
-            query_params=[(key, _query_value(value)) for key, value in (query or {}).items()],
-            header_params={"Accept": CONTENT_JSON, "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=request_timeout,
-        )
-        if response.status >= 300:
+        """Send a request; return the unread response (2xx), e.g. to stream a watch. Release it when done.
+
+        A 429 is sent again after the Retry-After it names, up to THROTTLE_RETRIES times, as client-go does (the API
+        server answers 429 "storage is (re)initializing" while a new resource's watch cache fills)."""
+        for attempt in range(THROTTLE_RETRIES + 1):
+            response: aiohttp.ClientResponse = await self.api_client.call_api(
+                path,
+                method,
+                query_params=[(key, _query_value(value)) for key, value in (query or {}).items()],
+                header_params={"Accept": CONTENT_JSON, "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=request_timeout,
+            )
+            if response.status < 300:
+                return response
             try:
                 data = await response.read()
             finally:
                 response.release()
-            raise ApiError(response.status, method, path, data)
-        return response
+            if response.status != 429 or attempt == THROTTLE_RETRIES:
+                raise ApiError(response.status, method, path, data)
+            await asyncio.sleep(_retry_after(response.headers.get("Retry-After")))
+        raise AssertionError("unreachable")
 
     async def request(
         self,

@@ -32,6 +32,7 @@ from kubernetes_asyncio.client import ApiClient
 from .kube import (
     CONFIGMAPS,
     DEPLOYMENTS,
+    HPAS_V1,
     JSON,
     LEASES,
     REPLICASETS,
@@ -48,6 +49,7 @@ DEFAULT_RESOURCES: tuple[Resource, ...] = (
     LEASES,
     VALIDATING_WEBHOOKS,
     WIDGETS,  # needs the widgets.example.com CRD (scenarios.ensure_widget_crd) before start()
+    HPAS_V1,  # the autoscaling/v1 view: the HPA's conditions in an annotation, where a metadata watch sees them
 )
 BARRIER_NAMESPACE = "fightwatch-recorder"
 BARRIER_PREFIX = "fightwatch-recorder-barrier-"
@@ -82,6 +84,9 @@ def _marker(resource: Resource) -> JSON:
                 "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.2"}]},
             },
         }
+    elif resource.kind == "HorizontalPodAutoscaler":  # (scaling nothing: no such Deployment)
+        target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": BARRIER_PREFIX + "none"}
+        obj["spec"] = {"scaleTargetRef": target, "minReplicas": 1, "maxReplicas": 1}
     return obj
 
 

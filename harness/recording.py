@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from .control_plane import ControlPlane
 from .kube import JSON, Kube, new_api_client
+from .kubectl import Kubectl
 from .recorder import Recorder
 from .scenarios import SLOW_PERIOD, ensure_widget_crd, run_scenarios
 
@@ -27,7 +28,8 @@ async def record_scenarios(
         recorder = Recorder(recorder_client)
         await recorder.start()
         try:
-            await run_scenarios(writer_client, names, slow_period=slow_period)
+            kubectl = Kubectl(cp.kubectl, cp.kubeconfig)
+            await run_scenarios(writer_client, names, slow_period=slow_period, kubectl=kubectl)
             await recorder.sync()
         finally:
             await recorder.stop()
