@@ -37,6 +37,7 @@ from .kube import (
     ApiError,
     Kube,
 )
+from .kubectl import Kubectl
 
 STEP = 1.5  # seconds between two alternating writes
 SLOW_PERIOD = 50.0  # seconds between two writes of fight-slow
@@ -106,6 +107,33 @@ def _deployment(namespace: str, name: str, *, replicas: int, image: str = "nginx
             },
         },
     }
+
+
+def _hpa(namespace: str, name: str, *, min_replicas: int, max_replicas: int) -> JSON:
+    """An autoscaling/v2 HorizontalPodAutoscaler of the Deployment `name` on CPU. Without a metrics API (none runs
+    here) it cannot compute a recommendation, yet it still enforces its bounds: a Deployment below `min_replicas`
+    is scaled up to it (through the `scale` subresource), as on any cluster."""
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+    metric = {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+    }
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": target,
+            "minReplicas": min_replicas,
+            "maxReplicas": max_replicas,
+            "metrics": [metric],
+        },
+    }
+
+
+def _manifest(obj: JSON) -> str:
+    """An object as a manifest file for kubectl (JSON is YAML)."""
+    return orjson.dumps(obj).decode()
 
 
 def _widget(namespace: str, name: str, *, size: int = 1, color: str = "green") -> JSON:
@@ -281,18 +309,12 @@ async def ensure_widget_crd(kube: Kube, *, deadline: float = READY_DEADLINE) -> 
         await asyncio.sleep(POLL_INTERVAL)
 
 
-async def fight_status(api_client: ApiClient) -> None:
+async def fight_status(api_client: ApiClient, *, kubectl: Kubectl) -> None:
     ns = "fight-status"
     kube = Kube(api_client)
     await ensure_namespace(kube, ns)
     await ensure_widget_crd(kube)
-    widget = {
-        "apiVersion": "example.com/v1",
-        "kind": "Widget",
-        "metadata": {"name": "gizmo", "namespace": ns},
-        "spec": {"size": 3, "color": "blue"},
-    }
-    await kube.ensure(WIDGETS.path(ns), widget, manager="kubectl-create")
+    await kubectl("create", "-f", "-", stdin=_manifest(_widget(ns, "gizmo", size=3, color="blue")).encode())
     path = WIDGETS.path(ns, "gizmo")
 
     def phase(value: str) -> Mutation:
@@ -404,17 +426,14 @@ async def fight_shared_manager(api_client: ApiClient) -> None:
     await _at_intervals([op_one, op_two] * 3, STEP)
 
 
-async def fight_scale_vs_apply(api_client: ApiClient) -> None:
-    """SSA sets replicas=3; a scaler PATCHes the scale subresource to 6 (v1.20 tracks no owner for it)."""
+async def fight_scale_vs_apply(api_client: ApiClient, *, kubectl: Kubectl) -> None:
+    """`kubectl apply` of a manifest with replicas 3 against `kubectl scale --replicas=6`, which writes through the
+    `scale` subresource (servers before 1.22 record no managedFields entry for it)."""
     ns = "fight-scale-vs-apply"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = DEPLOYMENTS.path(ns, "api")
-    kubectl = _applier(kube, path, "kubectl", _deployment(ns, "api", replicas=3))
-    scaler = functools.partial(
-        kube.merge_patch, DEPLOYMENTS.path(ns, "api", "scale"), {"spec": {"replicas": 6}}, manager="scaler"
-    )
-    await _at_intervals([kubectl, scaler] * 3, STEP)
+    await ensure_namespace(Kube(api_client), ns)
+    apply = functools.partial(kubectl.apply, _manifest(_deployment(ns, "api", replicas=3)))
+    scale = functools.partial(kubectl, "scale", "deployment/api", "-n", ns, "--replicas=6")
+    await _at_intervals([apply, scale] * 3, STEP)
 
 
 async def hot_loop_timestamp(api_client: ApiClient, *, rate: float = 5.0, duration: float = 30.0) -> None:
@@ -472,6 +491,101 @@ async def hot_loop_status(api_client: ApiClient, *, rate: float = 5.0, duration:
 
 
 # --------------------------------------------------------------------------------------------------------
+# the real controllers and the real kubectl of the release
+
+
+async def fight_hpa_vs_apply(
+    api_client: ApiClient, *, kubectl: Kubectl, period: float = 3.0, duration: float = 75.0
+) -> None:
+    """The classic: a HorizontalPodAutoscaler (the real one, in kube-controller-manager) against a manifest that a
+    pipeline re-applies every `period` seconds with `kubectl apply`, as a GitOps tool does. The manifest says
+    `replicas: 1`, the HPA's minReplicas is 3: every HPA sync (15 s) scales the Deployment up through the `scale`
+    subresource, and the next apply scales it back down."""
+    ns = "fight-hpa-vs-apply"
+    await ensure_namespace(Kube(api_client), ns)
+    manifest = _manifest(_deployment(ns, "web", replicas=1))
+    await kubectl.apply(manifest)
+    await kubectl.apply(_manifest(_hpa(ns, "web", min_replicas=3, max_replicas=5)))
+    await _for_duration(functools.partial(kubectl.apply, manifest), period=period, duration=duration)
+
+
+async def benign_hpa_scaling(api_client: ApiClient, *, kubectl: Kubectl, period: float = 20.0) -> None:
+    """An HPA that merely scales: the Deployment's manifest leaves `replicas` alone, and a person raises the HPA's
+    minReplicas now and then (2, then 3, then 4, `period` seconds apart). The HPA scales the Deployment each time and
+    its conditions change with its state (in `status.conditions`, and in the conditions annotation of the
+    autoscaling/v1 view): one writer reporting on its own object."""
+    ns = "benign-hpa-scaling"
+    await ensure_namespace(Kube(api_client), ns)
+    deployment = _deployment(ns, "api", replicas=1)
+    del deployment["spec"]["replicas"]
+    await kubectl.apply(_manifest(deployment))
+    await kubectl.apply(_manifest(_hpa(ns, "api", min_replicas=2, max_replicas=6)))
+
+    def raise_to(count: int) -> Write:
+        patch = _manifest({"spec": {"minReplicas": count}})
+        return functools.partial(kubectl, "patch", "hpa", "api", "-n", ns, "--type=merge", "-p", patch)
+
+    await _at_intervals([_noop, raise_to(3), raise_to(4), _noop], period)
+
+
+async def hot_loop_rollout_restart(
+    api_client: ApiClient, *, kubectl: Kubectl, period: float = 1.5, duration: float = 45.0
+) -> None:
+    """A script runs `kubectl rollout restart` every `period` seconds: each restart stamps
+    `spec.template.metadata.annotations[kubectl.kubernetes.io/restartedAt]` (kubectl-rollout), and the deployment
+    controller rolls a new ReplicaSet out and rewrites the Deployment's status several times in reply."""
+    ns = "hot-loop-rollout-restart"
+    await ensure_namespace(Kube(api_client), ns)
+    await kubectl.apply(_manifest(_deployment(ns, "app", replicas=1)))
+    restart = functools.partial(kubectl, "rollout", "restart", "deployment/app", "-n", ns)
+    await _for_duration(restart, period=period, duration=duration)
+
+
+CROWD = 12  # update managers of fight-ancient-changes' ConfigMap: more than the 10 the API server keeps
+
+
+async def fight_ancient_changes(api_client: ApiClient) -> None:
+    """A ConfigMap written by more update managers than the API server keeps (10): each of 12 operators sets a key of
+    its own, and the API server merges the oldest entries into one called `ancient-changes`. Then `tier-operator`
+    (which first set the `tier` label, before the others, so its entry is merged away) and `team-b-operator` flip
+    that label in turns: the first handover takes it from `ancient-changes`."""
+    ns = "fight-ancient-changes"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "crowded")
+    new = functools.partial(_configmap, ns, "crowded")
+    writes: list[Write] = [_updater(kube, path, new, "tier-operator", _set_label("tier", "gold"))]
+    writes += [_updater(kube, path, new, f"operator-{n:02d}", _set_data(f"key-{n:02d}", str(n))) for n in range(CROWD)]
+    await _at_intervals(writes, 1.0)  # (a second apart: the API server merges the oldest first, by entry time)
+    tier = _updater(kube, path, new, "tier-operator", _set_label("tier", "gold"))
+    team_b = _updater(kube, path, new, "team-b-operator", _set_label("tier", "silver"))
+    await _at_intervals([team_b, tier] * 3, STEP)
+
+
+async def fight_before_first_apply(api_client: ApiClient) -> None:
+    """An object from before server-side apply: `legacy-operator` created ConfigMap `legacy` and a migration reset its
+    managedFields (an update with `managedFields: [{}]`). The first server-side apply of `gitops-sync` gives every
+    field it finds to a manager called `before-first-apply`; then gitops-sync (Apply) and legacy-operator (Update)
+    flip `data.mode`."""
+    ns = "fight-before-first-apply"
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    path = CONFIGMAPS.path(ns, "legacy")
+    created = _configmap(ns, "legacy") | {"data": {"mode": "manual", "retries": "3"}}
+    await kube.ensure(CONFIGMAPS.path(ns), created, manager="legacy-operator")
+
+    def reset(obj: JSON) -> None:
+        obj["metadata"]["managedFields"] = [{}]
+
+    await kube.read_modify_write(path, reset, manager="fieldmanager-reset")
+    gitops = _applier(kube, path, "gitops-sync", _configmap(ns, "legacy") | {"data": {"mode": "auto"}})
+    legacy = _updater(
+        kube, path, functools.partial(_configmap, ns, "legacy"), "legacy-operator", _set_data("mode", "manual")
+    )
+    await _at_intervals([gitops, legacy] * 3, STEP)
+
+
+# --------------------------------------------------------------------------------------------------------
 # benign
 
 
@@ -488,25 +602,20 @@ async def benign_different_fields(api_client: ApiClient) -> None:
     await _at_intervals(writes, STEP)
 
 
-async def benign_status_vs_spec(api_client: ApiClient, *, period: float = 5.0) -> None:
-    """A user edits a Deployment's image 3 times; kube-controller-manager writes status and ReplicaSets."""
+async def benign_status_vs_spec(api_client: ApiClient, *, kubectl: Kubectl, period: float = 5.0) -> None:
+    """A user creates a Deployment and edits its image 3 times with `kubectl edit`; kube-controller-manager writes
+    status and ReplicaSets."""
     ns = "benign-status-vs-spec"
     kube = Kube(api_client)
     await ensure_namespace(kube, ns)
-    await kube.ensure(
-        DEPLOYMENTS.path(ns), _deployment(ns, "frontend", replicas=1, image="nginx:1.19.0"), manager="kubectl-create"
-    )
+    manifest = _manifest(_deployment(ns, "frontend", replicas=1, image="nginx:1.19.0"))
+    await kubectl("create", "-f", "-", stdin=manifest.encode())
     path = DEPLOYMENTS.path(ns, "frontend")
-
-    def image(tag: str) -> Mutation:
-        def mutate(obj: JSON) -> None:
-            obj["spec"]["template"]["spec"]["containers"][0]["image"] = f"nginx:{tag}"
-
-        return mutate
-
     edits: list[Write] = [
-        functools.partial(kube.read_modify_write, path, image(tag), manager="kubectl-edit")
-        for tag in ("1.19.1", "1.19.2", "1.19.3")
+        functools.partial(
+            kubectl, "edit", "deployment/frontend", "-n", ns, editor=f"sed -i -e 's/nginx:{old}$/nginx:{new}/'"
+        )
+        for old, new in (("1.19.0", "1.19.1"), ("1.19.1", "1.19.2"), ("1.19.2", "1.19.3"))
     ]
     await _at_intervals([_noop, *edits], period)
     # The controller's reaction is part of the scenario: wait until it has seen the last edit.
@@ -527,15 +636,18 @@ async def _noop() -> None:
     return None
 
 
-async def benign_one_correction(api_client: ApiClient) -> None:
-    """An operator sets a label, someone changes it, the operator sets it back once; then silence."""
+async def benign_one_correction(api_client: ApiClient, *, kubectl: Kubectl) -> None:
+    """An operator sets a label, someone changes it with `kubectl edit`, the operator sets it back once; then
+    silence."""
     ns = "benign-one-correction"
     kube = Kube(api_client)
     await ensure_namespace(kube, ns)
     path = CONFIGMAPS.path(ns, "ownership")
     new = functools.partial(_configmap, ns, "ownership")
     operator = _updater(kube, path, new, "owner-operator", _set_label("owner", "platform"))
-    human = _updater(kube, path, new, "kubectl-edit", _set_label("owner", "team-b"))
+    human = functools.partial(
+        kubectl, "edit", "configmap/ownership", "-n", ns, editor="sed -i -e 's/owner: platform/owner: team-b/'"
+    )
     await _at_intervals([operator, human, operator], STEP)
 
 
@@ -696,6 +808,7 @@ class Scenario:
     expect: Expectation
     summary: str
     needs_controller_manager: bool = False
+    needs_kubectl: bool = False  # run with the release's real kubectl (`kubectl=` keyword)
     namespaces: tuple[str, ...] = ()  # the namespaces it works in, when not just the one named after it
     # Run only when named (record_captures.py --only), not with every scenario (SCENARIOS): its one root cause makes
     # a finding on each of several objects, where every scenario run together makes one finding per scenario.
@@ -732,6 +845,7 @@ _ALL = [
         fight_status,
         "fight",
         "Widget gizmo status.phase via /status: Update widget-operator / Update legacy-widget-controller, x3",
+        needs_kubectl=True,
     ),
     Scenario(
         "fight-cabundle",
@@ -762,8 +876,9 @@ _ALL = [
         "fight-scale-vs-apply",
         fight_scale_vs_apply,
         "fight",
-        "Deployment api spec.replicas: Apply kubectl 3 / merge PATCH of the scale subresource 6 (no managedFields "
-        "entry on v1.20), x3",
+        "Deployment api spec.replicas: `kubectl apply` 3 / `kubectl scale --replicas=6` through the scale subresource "
+        "(no managedFields entry before 1.22), x3",
+        needs_kubectl=True,
     ),
     Scenario(
         "hot-loop-timestamp",
@@ -788,15 +903,17 @@ _ALL = [
         "benign-status-vs-spec",
         benign_status_vs_spec,
         "benign",
-        "Deployment frontend: Update kubectl-edit image x3, 5 s apart; kube-controller-manager writes status, "
-        "ReplicaSets",
+        "Deployment frontend: `kubectl create`, then `kubectl edit` of its image x3, 5 s apart; "
+        "kube-controller-manager writes status, ReplicaSets",
         needs_controller_manager=True,
+        needs_kubectl=True,
     ),
     Scenario(
         "benign-one-correction",
         benign_one_correction,
         "benign",
-        "ConfigMap ownership label owner: owner-operator, kubectl-edit, owner-operator once",
+        "ConfigMap ownership label owner: owner-operator, `kubectl edit`, owner-operator once",
+        needs_kubectl=True,
     ),
     Scenario(
         "benign-normal-rate",
@@ -809,6 +926,47 @@ _ALL = [
         benign_leader_election,
         "benign",
         "Lease example-controller (leader-elector) and ConfigMap lock annotation (old-elector) renewed 1/s for 15 s",
+    ),
+    Scenario(
+        "fight-hpa-vs-apply",
+        fight_hpa_vs_apply,
+        "fight",
+        "Deployment web spec.replicas: the real HorizontalPodAutoscaler (minReplicas 3, through the scale "
+        "subresource, every 15 s) / `kubectl apply` of replicas 1 every 3 s, for 75 s",
+        needs_controller_manager=True,
+        needs_kubectl=True,
+    ),
+    Scenario(
+        "benign-hpa-scaling",
+        benign_hpa_scaling,
+        "benign",
+        "HPA api scales Deployment api (whose manifest leaves replicas alone); `kubectl patch` raises its minReplicas "
+        "2 -> 3 -> 4, 20 s apart; the HPA's conditions change with its state",
+        needs_controller_manager=True,
+        needs_kubectl=True,
+    ),
+    Scenario(
+        "hot-loop-rollout-restart",
+        hot_loop_rollout_restart,
+        "hot-loop",
+        "Deployment app: `kubectl rollout restart` every 1.5 s for 45 s (kubectl-rollout, restartedAt); the deployment "
+        "controller rewrites its status after each",
+        needs_controller_manager=True,
+        needs_kubectl=True,
+    ),
+    Scenario(
+        "fight-ancient-changes",
+        fight_ancient_changes,
+        "fight",
+        "ConfigMap crowded: 13 update managers (the oldest merged into `ancient-changes`), then label tier: Update "
+        "team-b-operator / Update tier-operator, x3",
+    ),
+    Scenario(
+        "fight-before-first-apply",
+        fight_before_first_apply,
+        "fight",
+        "ConfigMap legacy, managedFields reset: Apply gitops-sync (its first apply: `before-first-apply`) / Update "
+        "legacy-operator data.mode, x3",
     ),
     Scenario(
         "incident-replicas",
@@ -860,23 +1018,31 @@ def scenario_of(obj: JSON) -> str | None:
     return CLUSTER_OBJECT_OWNERS.get((obj.get("kind", ""), metadata.get("name", "")))
 
 
-async def run_scenario(api_client: ApiClient, name: str, *, slow_period: float = SLOW_PERIOD) -> None:
-    run = SCENARIO_INFO[name].run
-    if name == "fight-slow":
-        await run(api_client, period=slow_period)
-    else:
-        await run(api_client)
+async def run_scenario(
+    api_client: ApiClient, name: str, *, slow_period: float = SLOW_PERIOD, kubectl: Kubectl | None = None
+) -> None:
+    info = SCENARIO_INFO[name]
+    options: dict[str, Any] = {"period": slow_period} if name == "fight-slow" else {}
+    if info.needs_kubectl:
+        if kubectl is None:
+            raise ValueError(f"scenario {name} runs the real kubectl: pass kubectl=Kubectl(...)")
+        options["kubectl"] = kubectl
+    await info.run(api_client, **options)
 
 
 async def run_scenarios(
-    api_client: ApiClient, names: Iterable[str] | None = None, *, slow_period: float = SLOW_PERIOD
+    api_client: ApiClient,
+    names: Iterable[str] | None = None,
+    *,
+    slow_period: float = SLOW_PERIOD,
+    kubectl: Kubectl | None = None,
 ) -> None:
     """Run the named scenarios (default: all but the separate ones) concurrently; the first failure cancels the rest
-    and raises."""
+    and raises. `kubectl`: the release's kubectl, for the scenarios that run it (`Scenario.needs_kubectl`)."""
     selected = list(names) if names is not None else list(SCENARIOS)
     unknown = sorted(set(selected) - set(SCENARIO_INFO))
     if unknown:
         raise KeyError(f"unknown scenarios {unknown}; known: {sorted(SCENARIO_INFO)}")
     async with asyncio.TaskGroup() as group:
         for name in selected:
-            group.create_task(run_scenario(api_client, name, slow_period=slow_period), name=name)
+            group.create_task(run_scenario(api_client, name, slow_period=slow_period, kubectl=kubectl), name=name)
