@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # The install compiles the per-event code (setup.py: mypyc, and the native engine in Rust): a change to it
 # installs again.
 COMPILED := watcher/model.py watcher/sources/audit.py watcher/sources/capture.py $(wildcard watcher/detection/*.py) \
-	native/Cargo.toml $(wildcard native/src/*.rs)
+	native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 
 # Both compiled parts are optional to the install (it goes on in pure Python or with the Python engine), and pip
 # shows no build output: scripts/check-build.sh prints a warning box, with the reasons from the build's log, when
@@ -47,8 +47,8 @@ lint: $(BIN)/fightwatch
 	$(BIN)/ruff format --check watcher tests scripts harness setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	cd native && cargo fmt --check && cargo clippy --release --offline --quiet --all-targets -- -D warnings
-	cd native && PYO3_PYTHON=$(abspath $(BIN)/python) cargo test --offline --quiet --no-default-features
+	cd native && cargo fmt --check && cargo clippy --release --locked --quiet --all-targets -- -D warnings
+	cd native && PYO3_PYTHON=$(abspath $(BIN)/python) cargo test --locked --quiet --no-default-features
 
 unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit
