@@ -4,23 +4,35 @@
 # the same two install steps, scripts/image-install.sh build|install, in a fresh virtual environment.)
 
 ARG PYTHON_IMAGE=python:3.11.10-slim-bookworm
+# The official Rust image whose toolchain builds the native engine: at native/Cargo.toml's rust-version or later.
+ARG RUST_IMAGE=rust:1.95.0-slim-bookworm
+
+# --- rust: the Rust toolchain (rustup's, in /usr/local/cargo and /usr/local/rustup) for the build stage -------
+FROM ${RUST_IMAGE} AS rust
 
 # --- build: the project wheel plus the wheels of all its dependencies ----------------------------------------
 FROM ${PYTHON_IMAGE} AS build
-# mypyc compiles the per-event modules to C and cargo builds the native engine from Debian's packaged crates
-# (setup.py, native/.cargo/config.toml): this stage needs a C compiler, cargo and those crates; the runtime does not.
+# mypyc compiles the per-event modules to C and cargo builds the native engine from the crates native/Cargo.lock
+# pins, fetched from crates.io (setup.py): this stage needs a C compiler and Rust; the runtime does not.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev cargo \
-        librust-pyo3-dev librust-serde-json-dev librust-serde-derive-dev librust-indexmap-dev librust-ahash-dev \
-        librust-chrono-dev librust-crc32fast-dev \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
+COPY --from=rust /usr/local/cargo /usr/local/cargo
+COPY --from=rust /usr/local/rustup /usr/local/rustup
+# The native engine is required in the image: a crate that does not download (scripts/native.sh names it), or a
+# native build that fails (setup.py), stops the build instead of leaving it out.
+ENV CARGO_HOME=/usr/local/cargo \
+    RUSTUP_HOME=/usr/local/rustup \
+    PATH=/usr/local/cargo/bin:$PATH \
+    FIGHTWATCH_REQUIRE_NATIVE=1
 WORKDIR /src
+COPY native/Cargo.toml native/Cargo.lock native/
+COPY native/src/ native/src/
+COPY scripts/native.sh scripts/
+RUN scripts/native.sh
 COPY pyproject.toml setup.py README.md ./
 COPY watcher/ watcher/
-COPY native/Cargo.toml native/Cargo.lock native/
-COPY native/.cargo/ native/.cargo/
-COPY native/src/ native/src/
 COPY scripts/image-install.sh scripts/
 RUN scripts/image-install.sh build /wheels
 

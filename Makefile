@@ -8,12 +8,14 @@ BIN := $(VENV)/bin
 # The install compiles the per-event code (setup.py: mypyc, and the native engine in Rust): a change to it
 # installs again.
 COMPILED := watcher/model.py watcher/sources/audit.py watcher/sources/capture.py $(wildcard watcher/detection/*.py) \
-	native/Cargo.toml $(wildcard native/src/*.rs)
+	native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 
 # Both compiled parts are optional to the install (it goes on in pure Python or with the Python engine), and pip
 # shows no build output: scripts/check-build.sh prints a warning box, with the reasons from the build's log, when
-# either is missing. The previous build's modules are removed first, so that one that failed to build this time is
-# not imported in its place (mypyc compiles them all again anyway).
+# either is missing. `make test` requires the native engine (FIGHTWATCH_REQUIRE_NATIVE, read by scripts/native.sh
+# and setup.py): there a crate that does not download, or a native build that fails, stops the run. The previous
+# build's modules are removed first, so that one that failed to build this time is not imported in its place
+# (mypyc compiles them all again anyway).
 $(BIN)/fightwatch: pyproject.toml setup.py $(COMPILED) scripts/native.sh scripts/check-build.sh
 	scripts/native.sh
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +35,7 @@ demo: $(BIN)/fightwatch
 
 ## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver,
 ## end-to-end tests with a real Prometheus (promtool) and Alertmanager.
+test: export FIGHTWATCH_REQUIRE_NATIVE = 1
 test: $(BIN)/fightwatch lint
 	scripts/control-plane.sh >/dev/null
 	scripts/helm.sh >/dev/null
@@ -47,8 +50,8 @@ lint: $(BIN)/fightwatch
 	$(BIN)/ruff format --check watcher tests scripts harness setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	cd native && cargo fmt --check && cargo clippy --release --offline --quiet --all-targets -- -D warnings
-	cd native && PYO3_PYTHON=$(abspath $(BIN)/python) cargo test --offline --quiet --no-default-features
+	cd native && cargo fmt --check && cargo clippy --release --locked --quiet --all-targets -- -D warnings
+	cd native && PYO3_PYTHON=$(abspath $(BIN)/python) cargo test --locked --quiet --no-default-features
 
 unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit

@@ -4,9 +4,10 @@
   `mypy --strict` check; compiled, they replay a capture about 1.4-1.5x as fast (docs/benchmarks.md).
 - setuptools-rust builds the native engine (native/, Rust) into `watcher._native`: it parses events and
   attributes writes for `fightwatch run` and `replay`, about 1.7x as fast again (docs/benchmarks.md). Its crates
-  come from Debian's packages (librust-*-dev, see native/.cargo/config.toml; `scripts/native.sh` installs them),
-  never from crates.io. It is optional: without cargo or those crates the build warns and the package runs on the
-  Python engine, with the same results.
+  come from crates.io at the versions native/Cargo.lock pins (`cargo --locked`); `scripts/native.sh` checks cargo
+  against the Rust version native/Cargo.toml names and fetches them first. It is optional: without cargo, or where
+  it does not build, the build warns and the package runs on the Python engine, with the same results. With
+  FIGHTWATCH_REQUIRE_NATIVE=1 (`make test`, the image's build stage) either is an error instead.
 
 Set FIGHTWATCH_PURE_PYTHON=1 to build a pure-Python package (same results, slowest); without a C compiler or
 Python's headers it is built so anyway, with a warning. `fightwatch --version` tells which build is installed.
@@ -60,19 +61,24 @@ def compiled_modules() -> list[Extension]:
 def native_front_end() -> list[RustExtension]:
     if os.environ.get("FIGHTWATCH_PURE_PYTHON", "") not in {"", "0"}:
         return []
+    required = os.environ.get("FIGHTWATCH_REQUIRE_NATIVE", "") not in {"", "0"}
     cargo = os.environ.get("CARGO", "cargo")  # as setuptools-rust finds it
     if shutil.which(cargo) is None:
+        why = f"no {cargo} (install Rust, e.g. with rustup, at native/Cargo.toml's rust-version or later)"
+        if required:
+            raise SystemExit(f"ERROR: fightwatch's native engine is required (FIGHTWATCH_REQUIRE_NATIVE): {why}")
         print(
-            f"WARNING: fightwatch's native engine is not built (fightwatch runs on the Python engine instead): no "
-            f"{cargo} (scripts/native.sh installs Debian's cargo and crates)",
+            "WARNING: fightwatch's native engine is not built (fightwatch runs on the Python engine instead):",
+            why,
             file=sys.stderr,
         )
         return []
-    # cargo reads .cargo/config.toml from the directory it runs in, which is this one: name native's explicitly.
-    # Always a release build, editable installs too: the tests and the benchmark use it.
-    config = ["--offline", "--config", "native/.cargo/config.toml"]
+    # The crates at the versions Cargo.lock pins, never others. Always a release build, editable installs too: the
+    # tests and the benchmark use it.
     return [
-        RustExtension("watcher._native", "native/Cargo.toml", optional=True, debug=False, cargo_manifest_args=config)
+        RustExtension(
+            "watcher._native", "native/Cargo.toml", optional=not required, debug=False, cargo_manifest_args=["--locked"]
+        )
     ]
 
 

@@ -56,8 +56,8 @@ fi
         echo "!! Why (from ${log}):"
         sed 's/^/!!   /' <<<"$reasons"
     fi
-    echo "!! Fix the cause (scripts/native.sh installs cargo and Debian's crates; mypyc needs gcc and python3-dev),"
-    echo "!! then \`make clean-build\` and make again."
+    echo "!! Fix the cause (the native engine needs Rust's cargo and the crates scripts/native.sh fetches, mypyc gcc"
+    echo "!! and python3-dev), then \`make clean-build\` and make again."
     [[ -n $log ]] && echo "!! The full build output is in $log."
     echo "$rule"
     echo

@@ -256,12 +256,13 @@ pub struct Parsed {
 #[pymethods]
 impl Parsed {
     #[getter]
-    fn r#type<'p>(&self, py: Python<'p>) -> &'p PyString {
+    fn r#type<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
         match self.event_type {
             ADDED => intern!(py, "ADDED"),
             MODIFIED => intern!(py, "MODIFIED"),
             _ => intern!(py, "DELETED"),
         }
+        .clone()
     }
 
     /// The event's JSON text (the object is decoded from it only where a finding needs to look at values).
@@ -331,10 +332,14 @@ fn truthy(value: &Value) -> bool {
     }
 }
 
-/// RFC 3339 time to seconds since the epoch; what chrono does not read goes to model.py's `parse_time`.
+/// RFC 3339 time to seconds since the epoch; what chrono does not read goes to model.py's `parse_time`. (chrono
+/// also reads a minus sign written U+2212, which Python's `datetime.fromisoformat` refuses: only ASCII text is
+/// chrono's.)
 pub fn parse_time(py: Python<'_>, text: &str) -> PyResult<f64> {
-    if let Ok(moment) = chrono::DateTime::parse_from_rfc3339(text) {
-        return Ok(moment.timestamp() as f64 + f64::from(moment.timestamp_subsec_nanos()) / 1e9);
+    if text.is_ascii() {
+        if let Ok(moment) = chrono::DateTime::parse_from_rfc3339(text) {
+            return Ok(moment.timestamp() as f64 + f64::from(moment.timestamp_subsec_nanos()) / 1e9);
+        }
     }
     py.import("watcher.model")?.call_method1("parse_time", (text,))?.extract()
 }
@@ -376,7 +381,7 @@ pub struct Given<'a> {
 }
 
 /// Parse one event.
-pub fn parse(py: Python<'_>, chunk: &PyBytes, given: &Given<'_>, cx: &mut dyn Context) -> PyResult<Outcome> {
+pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: &mut dyn Context) -> PyResult<Outcome> {
     let data = chunk.as_bytes();
     // UTF-8 checked once here, so that the parse below and every later use of the text's ranges need not.
     let json = match std::str::from_utf8(data) {
@@ -399,7 +404,7 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes, given: &Given<'_>, cx: &mut dyn Co
         // `kubectl get -w -o json` without --output-watch-events: bare objects, read as modifications
         None if doc.object.is_none()
             && doc.metadata.is_some()
-            && doc.kind.as_deref().map_or(false, |k| !k.ends_with("List")) =>
+            && doc.kind.as_deref().is_some_and(|k| !k.ends_with("List")) =>
         {
             (MODIFIED, serde_json::from_str::<ObjectDoc>(json).ok())
         }
@@ -439,7 +444,7 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes, given: &Given<'_>, cx: &mut dyn Co
         let fields = match entry.fields_v1 {
             Some(t) if t.get().starts_with('{') => (t.get() != "{}").then(|| range(data, t)),
             // (as `raw.get("fieldsV1") or {}`: an empty value of another type owns nothing)
-            Some(t) if serde_json::from_str::<Value>(t.get()).map_or(false, |v| !truthy(&v)) => None,
+            Some(t) if serde_json::from_str::<Value>(t.get()).is_ok_and(|v| !truthy(&v)) => None,
             Some(_) => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "fieldsV1 of manager {} is not an object",
@@ -461,10 +466,10 @@ pub fn parse(py: Python<'_>, chunk: &PyBytes, given: &Given<'_>, cx: &mut dyn Co
     let newest = if newest.is_empty() { None } else { Some(cx.time(py, newest)?) };
     let resource_version = meta.resource_version.unwrap_or_default();
     let controlled = meta.owner_references.unwrap_or_default().iter().any(|o| {
-        matches!(serde_json::from_str::<Value>(o.get()), Ok(Value::Object(m)) if m.get("controller").map_or(false, truthy))
+        matches!(serde_json::from_str::<Value>(o.get()), Ok(Value::Object(m)) if m.get("controller").is_some_and(truthy))
     });
     Ok(Outcome::Event(Parsed {
-        data: chunk.into(),
+        data: chunk.clone().unbind(),
         event_type,
         observed_at,
         key: object_key(&uid),

@@ -206,8 +206,8 @@ mod tests {
     use super::*;
 
     fn decoded(trie: &str) -> Fallible<Vec<String>> {
-        pyo3::prepare_freethreaded_python();
-        Python::with_gil(|py| {
+        Python::initialize();
+        Python::attach(|py| {
             let mut paths = Paths::new();
             let mut sets = FieldSets::new(&mut paths, 16);
             let set = sets.decode(py, &mut paths, &[trie])?;

@@ -10,6 +10,7 @@ use std::rc::Rc;
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
+use pyo3::IntoPyObjectExt;
 
 use crate::digest;
 use crate::event::{self, text, Outcome, Parsed};
@@ -43,7 +44,7 @@ struct RawWriter<'a> {
 struct Writers {
     ids: HashMap<u64, WriterId>,
     keys: Vec<[String; 3]>,
-    py: Vec<Option<PyObject>>,
+    py: Vec<Option<Py<PyAny>>>,
 }
 
 impl Writers {
@@ -83,11 +84,11 @@ struct Shared {
     /// The status tables of the few objects that need one, by object key (see `status_changes`).
     statuses: HashMap<i64, Rc<Table>>,
     untraced: PathId,
-    writer_class: PyObject,
-    handover_class: PyObject,
-    write_class: PyObject,
-    unattributed: PyObject,
-    new_tuple: PyObject,
+    writer_class: Py<PyAny>,
+    handover_class: Py<PyAny>,
+    write_class: Py<PyAny>,
+    unattributed: Py<PyAny>,
+    new_tuple: Py<PyAny>,
 }
 
 impl event::Context for Shared {
@@ -115,13 +116,13 @@ fn invalid(message: String) -> PyErr {
 }
 
 impl Shared {
-    fn writer(&mut self, py: Python<'_>, id: WriterId) -> PyResult<PyObject> {
+    fn writer(&mut self, py: Python<'_>, id: WriterId) -> PyResult<Py<PyAny>> {
         if let Some(found) = &self.writers.py[id as usize] {
             return Ok(found.clone_ref(py));
         }
         let [m, o, s] = &self.writers.keys[id as usize];
-        let fields = PyTuple::new(py, [m.as_str(), o.as_str(), s.as_str()]);
-        let made: PyObject = self.new_tuple.call1(py, (self.writer_class.clone_ref(py), fields))?;
+        let fields = PyTuple::new(py, [m.as_str(), o.as_str(), s.as_str()])?;
+        let made = self.new_tuple.call1(py, (self.writer_class.clone_ref(py), fields))?;
         self.writers.py[id as usize] = Some(made.clone_ref(py));
         Ok(made)
     }
@@ -219,9 +220,9 @@ impl Shared {
         before: Option<WriterId>,
         after: Option<WriterId>,
         values: Option<(i64, i64)>,
-    ) -> PyResult<PyObject> {
+    ) -> PyResult<Py<PyAny>> {
         let (at, seq, path) = head;
-        let party = |shared: &mut Shared, w: Option<WriterId>| -> PyResult<PyObject> {
+        let party = |shared: &mut Shared, w: Option<WriterId>| -> PyResult<Py<PyAny>> {
             w.map_or(Ok(py.None()), |w| shared.writer(py, w))
         };
         let by = match by {
@@ -229,20 +230,20 @@ impl Shared {
             None => self.unattributed.clone_ref(py),
         };
         let (was, now) = match values {
-            Some((was, now)) => (was.into_py(py), now.into_py(py)),
+            Some((was, now)) => (was.into_py_any(py)?, now.into_py_any(py)?),
             None => (py.None(), py.None()),
         };
-        let fields: [PyObject; 8] = [
-            at.into_py(py),
-            seq.into_py(py),
-            self.paths.py(py, path).into_py(py),
+        let fields: [Py<PyAny>; 8] = [
+            at.into_py_any(py)?,
+            seq.into_py_any(py)?,
+            self.paths.py(py, path).into_any(),
             by,
             party(self, before)?,
             party(self, after)?,
             was,
             now,
         ];
-        self.new_tuple.call1(py, (self.handover_class.clone_ref(py), PyTuple::new(py, fields)))
+        self.new_tuple.call1(py, (self.handover_class.clone_ref(py), PyTuple::new(py, fields)?))
     }
 }
 
@@ -267,17 +268,17 @@ impl Front {
     #[new]
     fn new(
         py: Python<'_>,
-        writer_class: PyObject,
-        handover_class: PyObject,
-        write_class: PyObject,
-        unattributed: PyObject,
+        writer_class: Py<PyAny>,
+        handover_class: Py<PyAny>,
+        write_class: Py<PyAny>,
+        unattributed: Py<PyAny>,
     ) -> PyResult<Self> {
         let mut paths = Paths::new();
         let fields = FieldSets::new(&mut paths, 20_000);
         let tables = Tables::new(&mut paths, 4096);
         let spec = paths.field(ROOT, "spec");
         let untraced = paths.field(spec, "replicas");
-        let new_tuple = py.import("builtins")?.getattr("tuple")?.getattr("__new__")?.into_py(py);
+        let new_tuple = py.import("builtins")?.getattr("tuple")?.getattr("__new__")?.unbind();
         Ok(Front {
             shared: Shared {
                 paths,
@@ -303,16 +304,16 @@ impl Front {
     fn parse(
         &mut self,
         py: Python<'_>,
-        chunk: &PyBytes,
+        chunk: &Bound<'_, PyBytes>,
         observed_at: Option<f64>,
         api_version: Option<&str>,
         kind: Option<&str>,
-    ) -> PyResult<PyObject> {
+    ) -> PyResult<Py<PyAny>> {
         let given = event::Given { observed_at, api_version, kind };
         Ok(match event::parse(py, chunk, &given, &mut self.shared)? {
-            Outcome::Event(parsed) => Py::new(py, parsed)?.into_py(py),
+            Outcome::Event(parsed) => Py::new(py, parsed)?.into_any(),
             Outcome::Skipped => py.None(),
-            Outcome::Refused(why) => PyString::new(py, &why).into_py(py),
+            Outcome::Refused(why) => PyString::new(py, &why).into_any().unbind(),
         })
     }
 
@@ -334,7 +335,7 @@ impl Front {
     }
 
     /// Attribute a write, the object's `seq`-th: a `Write` (see attribution.py).
-    fn attribute(&mut self, py: Python<'_>, p: &Parsed, now: f64, seq: u64) -> PyResult<PyObject> {
+    fn attribute(&mut self, py: Python<'_>, p: &Parsed, now: f64, seq: u64) -> PyResult<Py<PyAny>> {
         let state = self.objects.get_mut(&p.key).ok_or_else(|| PyKeyError::new_err(p.uid.clone()))?;
         let shared = &mut self.shared;
         let data = p.data.as_bytes(py);
@@ -448,7 +449,7 @@ impl Front {
                 }
                 let by = match &sole {
                     Some(fields) => fields.contains(path).then_some(writers[0]),
-                    None => writers.iter().copied().find(|w| fields_of(*w).map_or(false, |f| f.contains(path))),
+                    None => writers.iter().copied().find(|w| fields_of(*w).is_some_and(|f| f.contains(path))),
                 };
                 let owner = if writers.is_empty() {
                     entries.iter().find(|e| e.0.fields.contains(path)).map(|e| e.0.writer)
@@ -481,7 +482,7 @@ impl Front {
     }
 
     /// The paths a writer owns in the object's last version (None when it owns none there).
-    fn owned(&mut self, py: Python<'_>, key: i64, writer: (Option<&str>, &str, &str)) -> PyResult<PyObject> {
+    fn owned(&mut self, py: Python<'_>, key: i64, writer: (Option<&str>, &str, &str)) -> PyResult<Py<PyAny>> {
         let manager = match writer.0 {
             Some(manager) => manager,
             None => return Ok(py.None()),
@@ -493,7 +494,7 @@ impl Front {
         };
         let fields = entry.fields.clone();
         let texts: Vec<Py<PyString>> = fields.0.iter().map(|p| self.shared.paths.py(py, *p)).collect();
-        Ok(PyFrozenSet::new(py, &texts)?.into_py(py))
+        PyFrozenSet::new(py, &texts)?.into_py_any(py)
     }
 
     fn __len__(&self) -> usize {

@@ -55,7 +55,7 @@ fn object_key(uid: &str) -> i64 {
 }
 
 #[pymodule]
-fn _native(_py: Python<'_>, m: &PyModule) -> PyResult<()> {
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<front::Front>()?;
     m.add_class::<event::Parsed>()?;
     m.add_function(wrap_pyfunction!(allocated, m)?)?;

@@ -65,7 +65,7 @@ impl Paths {
         if let Some(found) = slot {
             return found.clone_ref(py);
         }
-        let made: Py<PyString> = PyString::intern(py, &self.texts[id as usize]).into();
+        let made = PyString::intern(py, &self.texts[id as usize]).unbind();
         *slot = Some(made.clone_ref(py));
         made
     }

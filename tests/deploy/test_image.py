@@ -3,10 +3,12 @@ steps (scripts/image-install.sh build, then install from those wheels only, offl
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,34 +44,59 @@ def test_the_build_context_holds_what_the_dockerfile_copies() -> None:
     assert not missing, f"COPY of paths .dockerignore leaves out of the build context: {missing}"
 
 
-def test_the_build_stage_installs_every_crate_the_native_engine_is_built_from() -> None:
-    """The image's build stage and scripts/native.sh (what `make` runs) install the same Debian crates: one more
-    in native/Cargo.toml and only one of them would break the image's build."""
-    listed = re.search(r"CRATES=\(([^)]*)\)", (REPO / "scripts" / "native.sh").read_text())
-    assert listed is not None
-    crates = {word for word in listed.group(1).split() if word.startswith("librust-")}
-    build = DOCKERFILE.read_text().split("AS runtime")[0]
-    installed = set(re.findall(r"librust-[\w-]+", build))
-    assert crates == installed
-    dependencies = (REPO / "native" / "Cargo.toml").read_text().split("[dependencies]")[1].split("[")[0]
-    packages = {"serde": "librust-serde-derive-dev"}  # (serde with its derive feature; that package needs serde's)
-    for crate in re.findall(r"^(\w+) =", dependencies, re.MULTILINE):
-        assert packages.get(crate, f"librust-{crate.replace('_', '-')}-dev") in crates, crate
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def test_the_build_stage_takes_rust_from_an_official_image_and_builds_the_locked_crates() -> None:
+    """The build stage's Rust is an official `rust:` image's toolchain, pinned to a release at native/Cargo.toml's
+    rust-version or later (none from apt); the crates are fetched and built at the versions Cargo.lock pins
+    (--locked), each from crates.io with its checksum."""
+    text = DOCKERFILE.read_text()
+    build = text.split("AS runtime")[0]
+    image = re.search(r"^ARG RUST_IMAGE=rust:(\d+\.\d+\.\d+)-slim-bookworm$", text, re.MULTILINE)
+    assert image is not None, "the build stage's Rust must come from an official rust: image, pinned by version"
+    assert re.search(r"^FROM \$\{RUST_IMAGE\} AS rust$", text, re.MULTILINE)
+    for directory in ("/usr/local/cargo", "/usr/local/rustup"):
+        assert f"COPY --from=rust {directory} {directory}" in build
+    assert not re.search(r"librust-|apt-get install[^&]*\bcargo\b", build), "Rust from apt as well"
+    manifest = tomllib.loads((REPO / "native" / "Cargo.toml").read_text())["package"]
+    assert _version(image.group(1)) >= _version(manifest["rust-version"])
+    assert "RUN scripts/native.sh" in build
+    assert "cargo fetch --locked" in (REPO / "scripts" / "native.sh").read_text()
+    assert 'cargo_manifest_args=["--locked"]' in (REPO / "setup.py").read_text()
+    lock = tomllib.loads((REPO / "native" / "Cargo.lock").read_text())["package"]
+    crates = [package for package in lock if package["name"] != manifest["name"]]
+    assert crates
+    for crate in crates:
+        assert crate.get("source") == "registry+https://github.com/rust-lang/crates.io-index", crate["name"]
+        assert re.fullmatch(r"[0-9a-f]{64}", crate.get("checksum", "")), crate["name"]
 
 
 def test_the_image_install_steps_build_a_working_fightwatch(tmp_path: Path) -> None:
     text = DOCKERFILE.read_text()
     assert "scripts/image-install.sh build /wheels" in text
     assert "image-install.sh install /wheels /opt/fightwatch" in text
+    assert "RUN scripts/native.sh" in text
     script = REPO / "scripts" / "image-install.sh"
     wheels, prefix = tmp_path / "wheels", tmp_path / "opt"
-    # Debian's own toolchain only, as in the image's build stage: its cargo (Rust 1.63) builds the native engine.
+    # The machine's Rust (rustup's cargo, which runs the toolchain under RUSTUP_HOME) and nothing else on PATH but
+    # the system's, as the image's build stage has the Rust image's; there, too, the native engine is required.
+    cargo = shutil.which("cargo")
+    assert cargo is not None, "no cargo on PATH (install Rust, e.g. with rustup)"
     env = {
-        "PATH": "/usr/bin:/bin",
+        "PATH": f"{Path(cargo).parent}:/usr/bin:/bin",
         "PYTHON": sys.executable,
         "HOME": str(tmp_path),
+        "CARGO_HOME": os.environ.get("CARGO_HOME", str(Path.home() / ".cargo")),
+        "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", str(Path.home() / ".rustup")),
         "CARGO_TARGET_DIR": str(tmp_path / "target"),
+        "FIGHTWATCH_REQUIRE_NATIVE": "1",
     }
+    fetch = subprocess.run(
+        [str(REPO / "scripts" / "native.sh")], cwd=REPO, capture_output=True, text=True, env=env, check=False
+    )
+    assert fetch.returncode == 0, fetch.stderr[-3000:]
     build = subprocess.run(
         [str(script), "build", str(wheels)], cwd=REPO, capture_output=True, text=True, env=env, check=False
     )
