@@ -33,11 +33,13 @@ $(BIN)/fightwatch: pyproject.toml setup.py $(COMPILED) scripts/native.sh scripts
 demo: $(BIN)/fightwatch
 	$(BIN)/fightwatch demo
 
-## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver,
+## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver of the
+## current Kubernetes release (and the live-detection and audit-scenario tests on the oldest supported one too),
 ## end-to-end tests with a real Prometheus (promtool) and Alertmanager.
 test: export FIGHTWATCH_REQUIRE_NATIVE = 1
 test: $(BIN)/fightwatch lint
-	scripts/control-plane.sh >/dev/null
+	scripts/control-plane.sh current >/dev/null
+	scripts/control-plane.sh oldest >/dev/null
 	scripts/helm.sh >/dev/null
 	scripts/monitoring.sh >/dev/null
 	scripts/browser.sh >/dev/null
