@@ -46,6 +46,14 @@ class ObjectRef:
         return f"{kind} {where}{self.name}{sub}"
 
 
+# Managers the API server itself writes entries under: never the writer of a write, only an earlier owner of fields
+# (k8s.io/apimachinery's managedfields: capmanagers.go, skipnonapplied.go). Shown with what they stand for.
+SERVER_MANAGERS: Final = {
+    "ancient-changes": "the oldest update managers, merged by the API server, which keeps 10",
+    "before-first-apply": "the fields the object had before its first server-side apply",
+}
+
+
 class Writer(NamedTuple):
     """A field manager as managedFields keys it. `manager=None` is the unattributed writer.
 
@@ -57,10 +65,19 @@ class Writer(NamedTuple):
     subresource: str = ""
 
     def display(self) -> str:
+        """`kube-controller-manager (Update, scale)`; a manager of the API server's own with what it stands for."""
         if self.manager is None:
             return "(unattributed)"
-        detail = "/".join(p for p in (self.operation, self.subresource) if p)
+        note = SERVER_MANAGERS.get(self.manager)
+        if note is not None:
+            return f"{self.manager} ({note})"
+        detail = ", ".join(p for p in (self.operation, self.subresource) if p)
         return f"{self.manager} ({detail})" if detail else self.manager
+
+    @property
+    def note(self) -> str:
+        """What a manager of the API server's own stands for (`SERVER_MANAGERS`), else ""."""
+        return SERVER_MANAGERS.get(self.manager or "", "")
 
 
 UNATTRIBUTED: Final = Writer(None)

@@ -132,6 +132,8 @@ struct Meta<'a> {
     annotations: Option<Pairs<'a>>,
     #[serde(rename = "ownerReferences", default, borrow)]
     owner_references: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow)]
+    generation: Option<&'a RawValue>,
 }
 
 /// One managedFields entry, read in the same pass as the rest (an entry that is not an object, or whose members
@@ -249,8 +251,21 @@ pub struct Parsed {
     pub body: Vec<(String, Range<usize>)>,
     pub status: Option<Range<usize>>,
     pub controlled: bool,
+    /// `metadata.generation`, NO_GENERATION for none (see reference.py's `generation`).
+    pub generation: i64,
     #[pyo3(get)]
     pub key: i64,
+}
+
+/// An object without a `metadata.generation` (or one that is not a number).
+pub const NO_GENERATION: i64 = -1;
+
+/// `metadata.generation` as reference.py's `generation` reads it: a non-negative integer, else NO_GENERATION.
+fn generation(raw: Option<&RawValue>) -> i64 {
+    match raw.map(|r| serde_json::from_str::<Value>(r.get())) {
+        Some(Ok(Value::Number(n))) if !n.is_f64() => n.as_i64().filter(|g| *g >= 0).unwrap_or(NO_GENERATION),
+        _ => NO_GENERATION,
+    }
 }
 
 #[pymethods]
@@ -465,6 +480,7 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
     }
     let newest = if newest.is_empty() { None } else { Some(cx.time(py, newest)?) };
     let resource_version = meta.resource_version.unwrap_or_default();
+    let generation = generation(meta.generation);
     let controlled = meta.owner_references.unwrap_or_default().iter().any(|o| {
         matches!(serde_json::from_str::<Value>(o.get()), Ok(Value::Object(m)) if m.get("controller").is_some_and(truthy))
     });
@@ -490,6 +506,7 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
         body,
         status: status.map(|raw| range(data, raw)),
         controlled,
+        generation,
     }))
 }
 

@@ -32,6 +32,7 @@ struct ObjectState {
     meta: Rc<Table>,
     body: Rc<Table>,
     controlled: bool,
+    generation: i64,
 }
 
 /// The entries of one version grouped by writer (one manager may write under two apiVersions).
@@ -45,7 +46,12 @@ struct Writers {
     ids: HashMap<u64, WriterId>,
     keys: Vec<[String; 3]>,
     py: Vec<Option<Py<PyAny>>>,
+    /// Managers of the API server's own (model.py's `SERVER_MANAGERS`), by writer.
+    server: Vec<bool>,
 }
+
+/// The managers the API server itself writes entries under (model.py's `SERVER_MANAGERS`).
+const SERVER_MANAGERS: [&str; 2] = ["ancient-changes", "before-first-apply"];
 
 impl Writers {
     fn id(&mut self, manager: &str, operation: &str, subresource: &str) -> WriterId {
@@ -65,12 +71,21 @@ impl Writers {
         let id = self.keys.len() as WriterId;
         self.keys.push([manager.to_owned(), operation.to_owned(), subresource.to_owned()]);
         self.py.push(None);
+        self.server.push(SERVER_MANAGERS.contains(&manager));
         self.ids.insert(hash, id);
         id
     }
 
     fn manager(&self, id: WriterId) -> &str {
         &self.keys[id as usize][0]
+    }
+
+    fn subresource(&self, id: WriterId) -> &str {
+        &self.keys[id as usize][2]
+    }
+
+    fn server(&self, id: WriterId) -> bool {
+        self.server[id as usize]
     }
 }
 
@@ -83,6 +98,8 @@ struct Shared {
     times: HashMap<String, f64>,
     /// The status tables of the few objects that need one, by object key (see `status_changes`).
     statuses: HashMap<i64, Rc<Table>>,
+    /// The server stamps every write's writer: an entry with a subresource was seen (reference.py's `_note_server`).
+    stamped: bool,
     untraced: PathId,
     writer_class: Py<PyAny>,
     handover_class: Py<PyAny>,
@@ -149,6 +166,13 @@ impl Shared {
             }
         }
         grouped
+    }
+
+    /// Servers from 1.22 on stamp every write's writer (reference.py's `_note_server`).
+    fn note_server(&mut self, raw: &[RawWriter<'_>]) {
+        if !self.stamped {
+            self.stamped = raw.iter().any(|r| !self.writers.subresource(r.writer).is_empty());
+        }
     }
 
     fn decode(&mut self, py: Python<'_>, raw: &RawWriter<'_>) -> PyResult<Rc<FieldSet>> {
@@ -284,9 +308,10 @@ impl Front {
                 paths,
                 fields,
                 tables,
-                writers: Writers { ids: HashMap::new(), keys: Vec::new(), py: Vec::new() },
+                writers: Writers { ids: HashMap::new(), keys: Vec::new(), py: Vec::new(), server: Vec::new() },
                 times: HashMap::new(),
                 statuses: HashMap::new(),
+                stamped: false,
                 untraced,
                 writer_class,
                 handover_class,
@@ -320,7 +345,13 @@ impl Front {
     /// Take an object first seen: its baseline, no write.
     fn baseline(&mut self, py: Python<'_>, p: &Parsed) -> PyResult<()> {
         let empty = self.shared.tables.empty.clone();
-        let mut state = ObjectState { entries: Vec::new(), meta: empty.clone(), body: empty, controlled: false };
+        let mut state = ObjectState {
+            entries: Vec::new(),
+            meta: empty.clone(),
+            body: empty,
+            controlled: false,
+            generation: event::NO_GENERATION,
+        };
         self.take(py, &mut state, p)?;
         self.objects.insert(p.key, state);
         Ok(())
@@ -340,6 +371,7 @@ impl Front {
         let shared = &mut self.shared;
         let data = p.data.as_bytes(py);
         let raw = shared.group(p, data);
+        shared.note_server(&raw);
         let prev = std::mem::take(&mut state.entries);
         // The writers: entries whose time advanced, which appeared, or whose field set grew (see `_entries`).
         let latest = p.latest;
@@ -356,12 +388,15 @@ impl Front {
                 }
             }
             let fields = shared.decode(py, rw)?;
+            let server = shared.writers.server(rw.writer);
             let old = match old {
                 Some(old) => old,
                 None => {
-                    gained.push((rw.writer, fields.0.to_vec()));
+                    if !server {
+                        gained.push((rw.writer, fields.0.to_vec()));
+                        writers.push(rw.writer);
+                    }
                     entries.push((Entry { writer: rw.writer, time, fields }, false));
-                    writers.push(rw.writer);
                     continue;
                 }
             };
@@ -372,7 +407,7 @@ impl Front {
             } else {
                 (Entry { writer: rw.writer, time, fields }, false)
             });
-            if time > old.time || !grew.is_empty() {
+            if (time > old.time || !grew.is_empty()) && !server {
                 writers.push(rw.writer);
                 if !grew.is_empty() {
                     gained.push((rw.writer, grew));
@@ -383,10 +418,14 @@ impl Front {
         let changed = shared.changed_values(state, p, data, true)?;
         let status = shared.status_changes(p, data, changed.is_empty(), !writers.is_empty())?;
         let owned = if changed.is_empty() { &status } else { &changed };
-        if writers.is_empty() && !owned.is_empty() && !(owned.len() == 1 && owned[0] == shared.untraced) {
+        let untraced = owned.len() == 1 && owned[0] == shared.untraced && !shared.stamped;
+        if writers.is_empty() && !owned.is_empty() && !untraced {
             // The one writer that owns every changed field (see `_owner_of_changes`).
             let mut owners = Vec::new();
             for entry in entries.iter_mut() {
+                if shared.writers.server(entry.0.writer) {
+                    continue;
+                }
                 if entry.0.fields.contains_all(owned) {
                     refresh(py, shared, &raw, entry)?;
                     if entry.0.fields.contains_all(owned) {
@@ -398,6 +437,22 @@ impl Front {
                 writers = owners;
             }
         }
+        if writers.is_empty() && shared.stamped && latest != 0 {
+            // The one entry stamped in the write's second (see `_stamped_in`).
+            let no = event::NO_GENERATION;
+            let spec = (p.generation != no && state.generation != no).then_some(p.generation != state.generation);
+            let mut found: Vec<&Entry> =
+                entries.iter().map(|e| &e.0).filter(|e| e.time == latest && !shared.writers.server(e.writer)).collect();
+            if found.len() > 1 && !owned.is_empty() {
+                found.retain(|e| owned.iter().any(|p| e.fields.contains(*p)));
+            } else if let (true, Some(spec)) = (found.len() > 1, spec) {
+                found.retain(|e| (shared.writers.subresource(e.writer) == "status") != spec);
+            }
+            if found.len() == 1 {
+                writers.push(found[0].writer);
+            }
+        }
+        state.generation = p.generation;
         state.controlled = p.controlled; // (as of this version: a controller may adopt or orphan)
         let head = |path| (now, seq, path);
         let (meta_after, body_after) = (state.meta.clone(), state.body.clone());
@@ -448,7 +503,9 @@ impl Front {
                     continue;
                 }
                 let by = match &sole {
-                    Some(fields) => fields.contains(path).then_some(writers[0]),
+                    // (a field nobody owns, such as one the API server derives, was changed by the one writer)
+                    Some(fields) => (fields.contains(path) || !entries.iter().any(|e| e.0.fields.contains(path)))
+                        .then_some(writers[0]),
                     None => writers.iter().copied().find(|w| fields_of(*w).is_some_and(|f| f.contains(path))),
                 };
                 let owner = if writers.is_empty() {
@@ -507,6 +564,7 @@ impl Front {
         let shared = &mut self.shared;
         let data = p.data.as_bytes(py);
         let raw = shared.group(p, data);
+        shared.note_server(&raw);
         let mut entries = Vec::with_capacity(raw.len());
         for rw in &raw {
             let time = shared.stamp(py, rw.time)?;
@@ -519,6 +577,7 @@ impl Front {
             kept.insert(shared.tables.status(&mut shared.paths, raw).map_err(invalid)?);
         }
         state.controlled = p.controlled;
+        state.generation = p.generation;
         Ok(())
     }
 }

@@ -28,16 +28,17 @@ from watcher.detection.managed_fields import (
 )
 from watcher.detection.state import ObjectState
 from watcher.detection.values import BodyTable, LeafTable
-from watcher.model import UNATTRIBUTED, JSONObject, Writer, new_tuple
+from watcher.model import SERVER_MANAGERS, UNATTRIBUTED, JSONObject, Writer, new_tuple
 
 _NO_FIELDS: Final[frozenset[str]] = frozenset()
 _UNTRACED: Final = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
+NO_GENERATION: Final = -1  # an object without a `metadata.generation` (or one that is not a number)
 
 
 class TrackedObject(ObjectState):
     """The engine's state of an object, with what the reference attribution keeps of it."""
 
-    __slots__ = ("body_values", "controlled", "entries", "meta_values")
+    __slots__ = ("body_values", "controlled", "entries", "generation", "meta_values")
 
     def __init__(self, rv: int, rules: ObjectRules) -> None:
         super().__init__(rv, rules)
@@ -45,6 +46,7 @@ class TrackedObject(ObjectState):
         self.meta_values: LeafTable = values.NO_LEAVES
         self.body_values: BodyTable = values.NO_BODY  # (with the digest of the body it was made from)
         self.controlled = False  # has a controller ownerReference (see `controlled`)
+        self.generation = NO_GENERATION  # `metadata.generation` (see `generation`)
 
 
 class Values:
@@ -62,6 +64,13 @@ class Values:
 
     def has(self, path: str) -> bool:
         return self.meta.has(path) or self.body.has(path)
+
+
+def generation(meta: JSONObject) -> int:
+    """An object's `metadata.generation` (NO_GENERATION for none): the API server moves it with every write of the
+    spec and never with a write of the status, which tells the two apart where the watch shows neither."""
+    found = meta.get("generation")
+    return found if type(found) is int and 0 <= found < 1 << 63 else NO_GENERATION
 
 
 def controlled(meta: JSONObject) -> bool:
@@ -91,6 +100,8 @@ class PythonAttribution:
         self._fields = FieldSetCache()
         self._tables = values.TableCache()
         self._statuses: dict[int, BodyTable] = {}  # object key -> status table (see `_status`)
+        # The server stamps every write's writer (see `_note_server`): seen an entry with a subresource.
+        self.stamped = False
         self.decode = events.decode
         self.object_key = events.object_key
 
@@ -102,11 +113,24 @@ class PythonAttribution:
     def resync(self, state: ObjectState, event: ObjectEvent) -> None:
         tracked, read = _tracked(state), _event(event)
         raw = read.raw
+        self._note_server(raw)
         tracked.entries = pack_entries(keep_entry(w, stamp(t), decode(self._fields, f)) for w, (t, f) in raw.items())
         self._changed_values(tracked, read.object, compare=False)
         if read.key in self._statuses:
             self._statuses[read.key] = self._tables.status(read.object)
-        tracked.controlled = controlled(read.object["metadata"])
+        meta = read.object["metadata"]
+        tracked.controlled = controlled(meta)
+        tracked.generation = generation(meta)
+
+    def _note_server(self, raw: RawEntries) -> None:
+        """Servers from 1.22 on key entries by subresource too, and stamp the entry of every write's writer with the
+        write's second (v1.20 stamps it only when the writer's set of fields changes): once an entry with a
+        subresource is seen, a write nothing else explains is put to the one entry stamped in its second."""
+        if not self.stamped:
+            for writer in raw:
+                if writer.subresource:
+                    self.stamped = True
+                    return
 
     def forget(self, key: int) -> None:
         self._statuses.pop(key, None)
@@ -123,6 +147,7 @@ class PythonAttribution:
     def attribute(self, state: ObjectState, event: ObjectEvent, now: float) -> Write:
         tracked, read = _tracked(state), _event(event)
         obj, raw = read.object, read.raw
+        self._note_server(raw)
         prev = unpack_entries(tracked.entries)
         entries, writers, gained = self._entries(prev, raw, read.newest)
         before = Values(tracked.meta_values, tracked.body_values)
@@ -130,7 +155,14 @@ class PythonAttribution:
         status = self._status(read, quiet=not changed, explained=bool(writers))
         if not writers and (changed or status):
             writers = self._owner_of_changes(entries, changed or status, raw)
-        tracked.controlled = controlled(obj["metadata"])  # (as of this version: a controller may adopt or orphan)
+        meta = obj["metadata"]
+        now_generation = generation(meta)
+        if not writers and self.stamped:
+            known = NO_GENERATION not in (now_generation, tracked.generation)
+            spec = now_generation != tracked.generation if known else None
+            writers = self._stamped_in(entries, read.newest, changed or status, spec=spec)
+        tracked.generation = now_generation
+        tracked.controlled = controlled(meta)  # (as of this version: a controller may adopt or orphan)
         seq = tracked.seq
         write = Write(now, seq, writers or [UNATTRIBUTED], changed + status, [])
         after = Values(tracked.meta_values, tracked.body_values)
@@ -164,7 +196,9 @@ class PythonAttribution:
             if path in taken:
                 continue
             if sole is not None:
-                by = writers[0] if path in sole else UNATTRIBUTED
+                # (a field nobody owns, such as one the API server derives, was changed by the one writer there is)
+                mine = path in sole or not any(path in e.fields for e in entries.values())
+                by = writers[0] if mine else UNATTRIBUTED
             else:
                 by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
             # An unattributed change of a field someone owns names that owner as a party to the flip.
@@ -178,7 +212,9 @@ class PythonAttribution:
         """The new entries, the writers they show (time advanced, new, or field set grown) and what each gained.
 
         An entry not stamped in the newest second cannot have written now (a write stamps the current time), so
-        its trie is not even decoded; it may have *lost* fields, which `_ownership_handovers` checks lazily.
+        its trie is not even decoded; it may have *lost* fields, which `_ownership_handovers` checks lazily. The API
+        server's own managers (`SERVER_MANAGERS`) are never writers and gain nothing: what moves to them (the
+        entries it merges, the fields an object had before its first apply) changes no hands.
         """
         entries: dict[Writer, Entry] = {}
         writers: list[Writer] = []
@@ -191,17 +227,19 @@ class PythonAttribution:
                 entries[old.writer] = old
                 continue
             fields = decode(self._fields, fields_v1)
+            server = raw_writer.manager in SERVER_MANAGERS
             if old is None:
                 kept = keep_entry(raw_writer, time, fields)
                 writer = kept.writer  # interned: handovers and rates keep it, not the decoded strings
                 entries[writer] = kept
-                writers.append(writer)
-                gained[writer] = fields
+                if not server:
+                    writers.append(writer)
+                    gained[writer] = fields
                 continue
             writer = old.writer
             entries[writer] = old if old.fields is fields and old.time == time else keep_entry(writer, time, fields)
             grew = fields - old.fields if fields is not old.fields else _NO_FIELDS
-            if time > old.time or grew:
+            if (time > old.time or grew) and not server:
                 writers.append(writer)
                 if grew:
                     gained[writer] = grew
@@ -298,13 +336,34 @@ class PythonAttribution:
         writes `spec.replicas` without a trace: a change of it alone stays unattributed. Two owners (shared
         server-side-apply ownership) or none also leave the write unattributed.
         """
-        if changed == [_UNTRACED]:
+        if changed == [_UNTRACED] and not self.stamped:
             return []
         owners = []
         for writer, entry in list(entries.items()):
+            if writer.manager in SERVER_MANAGERS:
+                continue
             if entry.fields.issuperset(changed) and self._refresh(entries, writer, raw).fields.issuperset(changed):
                 owners.append(writer)
         return owners if len(owners) == 1 else []
+
+    @staticmethod
+    def _stamped_in(
+        entries: dict[Writer, Entry], newest: str, changed: list[str], *, spec: bool | None
+    ) -> list[Writer]:
+        """Attribute a write nothing else explains, on a server that stamps every write's writer (`_note_server`),
+        to the one entry stamped in the write's second (the newest): a writer that wrote earlier in that second
+        leaves its entry as it was. When several were stamped in that second, the one that owns a field the write
+        changed; for a write that changed nothing visible, the writer through the status subresource when the
+        generation stayed (`spec` False), the others when it moved (True). None, or several: unattributed."""
+        latest = stamp(newest)
+        if not latest:
+            return []
+        found = [w for w, e in entries.items() if e.time == latest and w.manager not in SERVER_MANAGERS]
+        if len(found) > 1 and changed:
+            found = [w for w in found if any(p in entries[w].fields for p in changed)]
+        elif len(found) > 1 and spec is not None:
+            found = [w for w in found if (w.subresource == "status") != spec]
+        return found if len(found) == 1 else []
 
     def _refresh(self, entries: dict[Writer, Entry], writer: Writer, raw: RawEntries) -> Entry:
         """What `writer` owns now: an entry kept from the previous version may since have lost fields."""
