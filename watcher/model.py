@@ -128,6 +128,8 @@ class WriterCount:
     writer: Writer
     writes: int
     users: tuple[str, ...] = ()  # the authenticated users seen writing as this manager (from audit events)
+    fields: tuple[str, ...] = ()  # the fields it changed (a fight's: those it took or flipped)
+    reacts: bool = False  # a hot loop's writer reporting the object's status, in reply to the writes of the others
 
 
 @dataclass(frozen=True, slots=True)

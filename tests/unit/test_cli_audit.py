@@ -186,7 +186,7 @@ def test_replay_with_audit_tells_apart_the_users_that_share_one_field_manager() 
     )
     assert "2 users write as 'manager'" in fight["summary"]
     # without the audit log, the watch alone can only suspect it
-    assert fights["shared-manager-full"]["hint"].startswith("The values flip back and forth")
+    assert fights["shared-manager-full"]["hint"].startswith("Two writers stand behind one name: every write is")
 
 
 def test_no_secret_value_reaches_any_output() -> None:

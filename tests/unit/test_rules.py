@@ -20,6 +20,7 @@ from watcher.detection.state import ObjectState
 from watcher.model import UNATTRIBUTED, ChangeKind, FindingType, Writer
 
 A, B, C = Writer("a-operator", "Update"), Writer("b-operator", "Update"), Writer("c-operator", "Update")
+STATUS = Writer("kube-controller-manager", "Update", "status")  # a controller reporting its object's state
 FIELD = "metadata.labels.owner"
 
 
@@ -71,6 +72,16 @@ FIGHTS = {
         4,
         {A, B, C},
     ),
+    "one field manager flipping values: a fight only at twice the flips (the fifth)": (
+        [flip(at, 1 + n % 2, 2 - n % 2, A) for n, at in enumerate(range(0, 80, 10))],
+        5,
+        {A},
+    ),
+    "one manager through the status subresource flipping values: its own state, no fight": (
+        [flip(at, 1 + n % 2, 2 - n % 2, STATUS) for n, at in enumerate(range(0, 200, 10))],
+        None,
+        set(),
+    ),
     "one correction is no fight": ([own(0, A, B), own(10, B, A)], None, set()),
     "an ownership migration is no fight": ([own(0, A, B), own(10, B, C)], None, set()),
     "values that never come back are no fight": ([flip(0, 1, 2), flip(10, 2, 3), flip(20, 3, 4)], None, set()),
@@ -100,6 +111,23 @@ def test_fight_rule(name: str) -> None:
             assert change.finding.handovers == n
             assert change.finding.object.name == "obj"
     assert opened == opens_at
+
+
+@pytest.mark.parametrize("writer", [A, STATUS], ids=["a manager", "a manager through the status subresource"])
+def test_one_manager_the_audit_events_show_several_users_behind_fights_at_the_usual_flip(writer: Writer) -> None:
+    """The audit's evidence (`shared`: two users write as this manager) is all a fight of one manager needs."""
+    _, state, event = _object()
+    rule = FightRule(DETECTION)
+    opened = []
+    for n, at in enumerate(range(0, 50, 10)):
+        step = flip(at, 1 + n % 2, 2 - n % 2, writer)
+        handover = Handover(EPOCH + step.at, state.seq + 1, FIELD, step.by, step.before, step.after, step.was, step.now)
+        write = _write(state, step.at, [step.by], [handover])
+        change = rule.observe(state, [handover], write, event, frozenset({"kube-controller-manager", "a-operator"}))  # type: ignore[arg-type]
+        if change is not None and change.kind is ChangeKind.OPENED:
+            opened.append((n + 1, change.finding))
+    assert [n for n, _ in opened] == [3]
+    assert "audit events show several users" in opened[0][1].hint
 
 
 def _first_hot(needed_rate: float, gap: float, tau: float, min_writes: int) -> int:

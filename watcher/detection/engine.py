@@ -10,12 +10,13 @@ argument.
    both after the object's ignore rules,
 5. resolves findings after their quiet period (`advance`) and lets idle objects go.
 
-Cascades: a finding on an object whose controller (its `ownerReferences` entry with `controller: true`) has an
-active finding of its own follows from it (`Finding.related`: a ReplicaSet rewritten again and again because its
-Deployment is fought over); so does a hot loop on an object with a fight (the writes that react to each flip, such
-as the Deployment controller's status updates). A finding's cause is a function of what is active, so the link is
-the same whichever opens first; it is redone when a finding opens or resolves, each change told as an update of
-the finding that follows.
+Cascades: a finding on an object whose controller (its `ownerReferences` entry with `controller: true`), or an
+object its spec names (`scaleTargetRef`: `events.references`), has an active finding of its own follows from it
+(`Finding.related`: a ReplicaSet rewritten again and again because its Deployment is fought over, an autoscaler's
+churn while the Deployment it scales is); so does a hot loop on an object with a fight (the writes that react to
+each flip, such as the Deployment controller's status updates). A finding's cause is a function of what is active,
+so the link is the same whichever opens first; it is redone when a finding opens or resolves, each change told as an
+update of the finding that follows.
 
 State per object is small and bounded (see `state.ObjectState`). The number of objects is bounded too: objects
 are kept in the order they were last written (or first seen), an object idle for `idle_after` is let go, and
@@ -31,10 +32,11 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from watcher.config import DetectionSettings
 from watcher.detection.attribution import Attribution, Decoder, Write
-from watcher.detection.events import ObjectEvent, controller, object_ref
+from watcher.detection.events import Name, ObjectEvent, controller, name_of, object_ref, references
 from watcher.detection.findings import flip_period, snapshot
 from watcher.detection.handovers import Handover
 from watcher.detection.ignore import RuleBook
@@ -55,6 +57,10 @@ from watcher.model import (
     ObjectRef,
     Writer,
 )
+
+_K = TypeVar("_K")
+MAX_SHARED = 10_000  # objects with field managers the audit events show several users behind (`note_shared`)
+_NO_MANAGERS: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -101,6 +107,8 @@ class Engine:
         self._objects: dict[int, ObjectState] = {}
         self._active: dict[str, tuple[OpenFinding, ObjectState]] = {}
         self._controlled: dict[int, list[OpenFinding]] = {}  # a controller's key -> active findings on its objects
+        self._referring: dict[Name, list[OpenFinding]] = {}  # an object's name -> active findings on objects naming it
+        self._named: dict[Name, int] = {}  # the names of the objects with an active finding -> their keys
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
         self._next_deadline = math.inf  # no active finding can resolve before this
         # Objects with a write rate by last write, oldest first: idle ones give up their rates.
@@ -115,6 +123,8 @@ class Engine:
         self._fight = FightRule(settings)
         self._hot_loop = HotLoopRule(settings)
         self._tau = settings.hot_loop.time_constant
+        # Object key -> the field managers the audit events show more than one user writing it as (`note_shared`).
+        self._shared: dict[int, frozenset[str]] = {}
 
     # ----------------------------------------------------------------------------------------------- public
 
@@ -243,7 +253,7 @@ class Engine:
         rules = state.rules
         handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
         if handovers:
-            change = self._fight.observe(state, handovers, write, event)
+            change = self._fight.observe(state, handovers, write, event, self._shared.get(event.key, _NO_MANAGERS))
             if change is not None:
                 changes += self._track_opened(change, state.fight, state, event)
         counted = [w for w in write.writers if not rules.manager_ignored(w)]
@@ -257,6 +267,16 @@ class Engine:
             if finding is not None and finding.record is not None and finding.record.last < write.seq:
                 _record(finding, finding.record, write, handovers)
         return changes
+
+    def note_shared(self, uid: str, manager: str) -> None:
+        """Tell the engine that the audit events show more than one user writing the object with this uid as field
+        manager `manager` (`join.py`): that manager flipping a field of it alone is a fight of two writers
+        (`rules.FightRule`). Kept for at most MAX_SHARED objects, the oldest told forgotten first."""
+        key = self._attribution.object_key(uid)
+        known = self._shared.pop(key, _NO_MANAGERS)
+        self._shared[key] = known | {manager}
+        if len(self._shared) > MAX_SHARED:
+            del self._shared[next(iter(self._shared))]
 
     def note_conflict(self, finding_id: str, at: float, manager: str) -> None:
         """Mark a write rejected with 409 Conflict (told by API requests: see `join.py`) on an active finding's
@@ -280,25 +300,36 @@ class Engine:
         if isinstance(uid, str) and uid and (owner_key := self._attribution.object_key(uid)) != finding.key:
             finding.owner = owner_key
             self._controlled.setdefault(finding.owner, []).append(finding)
+        own = name_of(finding.ref)
+        self._named[own] = finding.key
+        finding.refs = tuple(n for n in dict.fromkeys(references(event)) if n != own)
+        for name in finding.refs:
+            self._referring.setdefault(name, []).append(finding)
         finding.cause = self._cause(finding, state)
         if finding.cause is not None:
             change = FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))
-        return [change, *(c for c in self._relink(finding.key, state) if c.finding.id != finding.id)]
+        return [change, *(c for c in self._relink(finding, state) if c.finding.id != finding.id)]
 
     def _cause(self, finding: OpenFinding, state: ObjectState) -> OpenFinding | None:
         """The active finding `finding` (on the object of `state`) follows from: the fight on the same object, for a
         hot loop (the churn of the writes that react to it); else the finding on its controller (its fight, else its
-        hot loop); else none."""
+        hot loop); else the finding on the first object its spec names that has one; else none."""
         if finding is state.hot and state.fight is not None:
             return state.fight
-        owner = self._objects.get(finding.owner) if finding.owner else None
-        return None if owner is None else owner.fight or owner.hot
+        upstream = [finding.owner] if finding.owner else []
+        upstream += [key for name in finding.refs if (key := self._named.get(name)) is not None]
+        for key in upstream:
+            other = self._objects.get(key)
+            if other is not None and (other.fight or other.hot) is not None:
+                return other.fight or other.hot
+        return None
 
-    def _relink(self, key: int, state: ObjectState) -> list[FindingChange]:
-        """Link again the active findings that may follow from the findings of the object `key` (those on the
-        objects it controls, and its own hot loop): an update for each whose cause changed."""
+    def _relink(self, finding: OpenFinding, state: ObjectState) -> list[FindingChange]:
+        """Link again the active findings that may follow from the findings of the object of `finding` (those on the
+        objects it controls or that name it, and its own hot loop): an update for each whose cause changed."""
         changes = []
-        for child in (*self._controlled.get(key, ()), state.hot):
+        named = self._referring.get(name_of(finding.ref), ())
+        for child in (*self._controlled.get(finding.key, ()), *named, state.hot):
             if child is None:
                 continue
             child_state = self._active[child.id][1]
@@ -371,6 +402,7 @@ class Engine:
         """Forget an object: out of the objects, the rate-eviction queue and the attribution's own state."""
         del self._objects[key]
         self._rated.pop(key, None)
+        self._shared.pop(key, None)
         self._attribution.forget(key)
 
     # ------------------------------------------------------------------------------------------- lifecycle
@@ -388,13 +420,14 @@ class Engine:
         if state.hot is finding:
             state.hot = None
         if finding.owner:
-            siblings = self._controlled[finding.owner]
-            siblings.remove(finding)
-            if not siblings:
-                del self._controlled[finding.owner]
+            _drop(self._controlled, finding.owner, finding)
+        for name in finding.refs:
+            _drop(self._referring, name, finding)
+        if state.fight is None and state.hot is None:
+            self._named.pop(name_of(finding.ref), None)
         resolved = snapshot(finding, state, FindingState.RESOLVED, now)
         keep_resolved(self._resolved, resolved, self.settings.timeline.resolved)
-        return [FindingChange(ChangeKind.RESOLVED, resolved), *self._relink(finding.key, state)]
+        return [FindingChange(ChangeKind.RESOLVED, resolved), *self._relink(finding, state)]
 
     def _forget(self, key: int, state: ObjectState, now: float) -> list[FindingChange]:
         self._remove(key)
@@ -406,6 +439,14 @@ def _record(finding: OpenFinding, record: Record, write: Write, handovers: list[
     record.last = write.seq
     handed = finding.type is FindingType.FIGHT and any(h.path in finding.fields for h in handovers)
     record.add(write.at, record.lane(write.writers[0]), HANDOVER if handed else WRITE)
+
+
+def _drop(links: dict[_K, list[OpenFinding]], key: _K, finding: OpenFinding) -> None:
+    """Take a finding out of the links under `key` (the key goes with the last one)."""
+    siblings = links[key]
+    siblings.remove(finding)
+    if not siblings:
+        del links[key]
 
 
 def _idle(queue: dict[int, ObjectState], horizon: float) -> list[int]:

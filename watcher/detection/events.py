@@ -290,6 +290,43 @@ def controller(event: ObjectEvent) -> JSONObject | None:
     return None
 
 
+Name = tuple[str, str, str, str]  # an object by name: API group, kind, namespace ("" cluster-scoped), name
+
+
+def name_of(ref: ObjectRef) -> Name:
+    """An object's `Name` (the key the references to it name it by: `references`)."""
+    return (ref.group, ref.kind, ref.namespace or "", ref.name)
+
+
+def references(event: ObjectEvent) -> list[Name]:
+    """The objects an object names in its spec, as a HorizontalPodAutoscaler names what it scales: each member of
+    `spec` called `*Ref` (`scaleTargetRef`, `targetRef`) that holds a `kind` and a `name` (its group from `apiVersion`
+    or `apiGroup`; in the object's namespace unless it says another). Only full objects carry a spec; decoded only
+    when the event's text has such a member."""
+    if b'Ref"' not in event.data:
+        return []
+    try:
+        spec = event_object(event).get("spec")
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(spec, dict):
+        return []
+    found: list[Name] = []
+    for member, value in spec.items():
+        if not member.endswith("Ref") or not isinstance(value, dict):
+            continue
+        kind, name = value.get("kind"), value.get("name")
+        if not isinstance(kind, str) or not isinstance(name, str) or not kind or not name:
+            continue
+        group = value.get("apiGroup")
+        if not isinstance(group, str):
+            api_version = value.get("apiVersion")
+            group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+        namespace = value.get("namespace")
+        found.append((group, kind, namespace if isinstance(namespace, str) else event.namespace or "", name))
+    return found
+
+
 def object_ref(event: ObjectEvent) -> ObjectRef:
     """The reference to the object of an event (type and namespace strings interned: findings keep them)."""
     namespace = event.namespace
@@ -311,7 +348,9 @@ __all__ = [
     "encode",
     "event_object",
     "meta_value",
+    "name_of",
     "object_key",
     "object_ref",
+    "references",
     "version_key",
 ]

@@ -11,10 +11,17 @@ from watcher.model import Finding, FindingState, FindingType, Writer, WriterCoun
 
 
 def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, resolved_at: float | None) -> Finding:
-    """The immutable view of a finding that sinks get."""
-    writers = tuple(
-        WriterCount(w, n) for w, n in sorted(finding.writer_writes.items(), key=lambda kv: (-kv[1], _sort_key(kv[0])))
-    )
+    """The immutable view of a finding that sinks get: its writers most writes first (a hot loop's: what drives it
+    before the writers that react, each with the fields it changed)."""
+    hot = finding.type is FindingType.HOT_LOOP
+    counts = []
+    for w, n in finding.writer_writes.items():
+        mine = finding.writer_fields.get(w, _NONE)
+        counts.append(WriterCount(w, n, fields=tuple(sorted(mine)), reacts=hot and reports_status(w, mine)))
+    counts.sort(key=lambda c: (c.reacts, -c.writes, _sort_key(c.writer)))
+    writers = tuple(counts)
+    reactors = [c for c in writers if c.reacts]
+    drivers = [c for c in writers if not c.reacts] if reactors else []
     evidence = hints.Evidence(
         type=finding.type,
         writers=frozenset(finding.writer_writes),
@@ -22,8 +29,15 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
         by_ownership=finding.by_ownership,
         timestamp_values=finding.timestamp_values,
         status_writes=finding.status_writes,
+        evidence=finding.evidence,
+        drivers=tuple(c.writer.display() for c in drivers),
+        driver_fields=tuple(dict.fromkeys(f for c in drivers for f in c.fields)),
+        reactors=tuple(c.writer.display() for c in reactors),
     )
-    fields = tuple(sorted(finding.fields))
+    if hot:  # (what drives the loop first, then what its writers react with)
+        fields = tuple(dict.fromkeys([*(f for c in writers for f in c.fields), *sorted(finding.fields)]))
+    else:
+        fields = tuple(sorted(finding.fields))
     writes = state.seq - finding.first_seq + 1
     span = max(finding.last_seen - finding.first_seen, 1.0)
     rate = writes * 60.0 / span
@@ -31,7 +45,12 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
     hint = hints.hint(evidence)
     cause = finding.cause
     if cause is not None:  # a cascade: see `engine.Engine._cause`
-        where = "the same object" if cause.key == finding.key else f"its controller {cause.ref.display()}"
+        if cause.key == finding.key:
+            where = "the same object"
+        elif cause.key == finding.owner:
+            where = f"its controller {cause.ref.display()}"
+        else:  # (an object its spec names: the Deployment an autoscaler scales)
+            where = f"{cause.ref.display()}, which it refers to"
         what = f"the {cause.type.label} on {where}"
         summary += f"; it follows from {what} (finding {cause.id})"
         hint = f"This follows from {what}: stop that {cause.type.label} and this stops with it. {hint}"
@@ -64,6 +83,7 @@ def absorb(finding: OpenFinding, handovers: list[Handover]) -> None:
     counted: set[tuple[int, Writer]] = set()
     for h in handovers:
         finding.fields.add(h.path)
+        finding.writer_fields.setdefault(h.by, set()).add(h.path)
         if h.after is not None:
             finding.by_ownership = True
         if h.before is not None:
@@ -75,6 +95,22 @@ def absorb(finding: OpenFinding, handovers: list[Handover]) -> None:
 
 def _sort_key(writer: Writer) -> tuple[str, str, str]:
     return (writer.manager or "", writer.operation, writer.subresource)
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def reports_status(writer: Writer, fields: set[str] | frozenset[str]) -> bool:
+    """Whether a writer reports its object's state rather than setting what it wants: it writes through the status
+    subresource, or (servers before 1.22, which do not say) everything it changed is status (its metadata too, as
+    the deployment controller's revision annotation)."""
+    if writer.subresource:
+        return writer.subresource == "status"
+    return any(_is_status(p) for p in fields) and all(_is_status(p) or p.startswith("metadata.") for p in fields)
+
+
+def _is_status(path: str) -> bool:
+    return path == "status" or path.startswith(("status.", "status["))
 
 
 def notable(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
@@ -111,9 +147,24 @@ def _summary(
         else:
             action = f"{who} keep {'taking' if finding.by_ownership else 'flipping'} {what} from each other"
         return f"{action}: {finding.handovers} handovers in {span}{every}"
+    reactors = [c for c in writers if c.reacts]
+    drivers = [c for c in writers if not c.reacts]
+    if reactors and drivers:
+        driving = hints.listed([c.writer.display() for c in drivers])
+        changes = _some(list(dict.fromkeys(f for c in drivers for f in c.fields))) or "the object"
+        reacting = hints.listed([c.writer.display() for c in reactors])
+        return (
+            f"{driving} {'keeps' if len(drivers) == 1 else 'keep'} changing {changes} and {reacting} "
+            f"{'reacts' if len(reactors) == 1 else 'react'} every time, rewriting the status: {rate:.0f} writes/min, "
+            f"{writes} writes in {span}"
+        )
     target = f" ({what})" if what else ""
     verb = "rewrites" if len(names) == 1 else "rewrite"
     return f"{who} {verb} the object{target} at {rate:.0f} writes/min: {writes} writes in {span}"
+
+
+def _some(fields: list[str]) -> str:
+    return ", ".join(fields[:3]) + (f" (+{len(fields) - 3} more)" if len(fields) > 3 else "")
 
 
 def request_summary(e: hints.RequestEvidence, count: int, span: float) -> str:

@@ -191,6 +191,26 @@ class HandoverLog(Words):
                 values.add(was)
         return back
 
+    def single_writer(self, path: str) -> Writer | None:
+        """The one writer behind every handover of `path` in the log (it wrote each, and lost the field to nobody
+        else), when they are all value flips; None when another party is named, a handover was one of ownership, or
+        the one party is the unattributed writer (unknown: not one writer)."""
+        found: Writer | None = None
+        for key in self._keys:
+            if key[0] != path:
+                continue
+            _, by, before, after = key
+            if after is not None:
+                return None
+            for party in (by, before):
+                if party is None:
+                    continue
+                if found is None:
+                    found = party
+                elif party != found:
+                    return None
+        return found if found is not None and found.manager is not None else None
+
     def of(self, paths: str | set[str]) -> list[Handover]:
         """The handovers of one path, or of any path in a set, oldest first."""
         wanted = {paths} if isinstance(paths, str) else paths

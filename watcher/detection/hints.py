@@ -25,6 +25,10 @@ class Evidence:
     by_ownership: bool  # handovers were seen in managedFields (distinct managers), not only as value flips
     timestamp_values: bool = False  # the hot writes changed values that look like timestamps
     status_writes: bool = False  # the hot writer writes status
+    evidence: str = ""  # a fight of one field manager: `audit` (several users behind it) or `flips` (see rules.py)
+    drivers: tuple[str, ...] = ()  # a hot loop's writers that drive it (changing what others react to)
+    driver_fields: tuple[str, ...] = ()  # the fields they change
+    reactors: tuple[str, ...] = ()  # a hot loop's writers that react, rewriting the status
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +90,19 @@ def _shared_manager(e: Evidence) -> str:
         return ""
     unattributed = any(w.manager is None for w in e.writers)
     if names and not unattributed:
+        if e.evidence == "audit":
+            why = f"the audit events show several users writing the object as field manager {names[0]!r}"
+        else:
+            why = (
+                f"every write is recorded for the one field manager {names[0]!r}, yet the values went back and forth "
+                "more often than one controller's own state changes explain"
+            )
         return (
-            f"The values flip back and forth but every write is recorded for the one field manager "
-            f"{names[0]!r}: most often several controllers share that name (kubebuilder's default is "
-            "`manager`). Give each controller a distinct field manager (controller-runtime `client.FieldOwner`, "
-            "client-go `FieldManager` in Create/Update/Patch options) so fightwatch and server-side apply can "
-            "tell them apart, then decide which of them owns the field. If only one controller runs under that "
-            "name, it is undoing its own writes."
+            f"Two writers stand behind one name: {why}. Most often several controllers share that name "
+            "(kubebuilder's default is `manager`). Give each controller a distinct field manager (controller-runtime "
+            "`client.FieldOwner`, client-go `FieldManager` in Create/Update/Patch options) so fightwatch and "
+            "server-side apply can tell them apart, then decide which of them owns the field. If only one "
+            "controller runs under that name, it is undoing its own writes."
         )
     return (
         "Some writes to these fields carry no managedFields entry (writes through the scale subresource on "
@@ -120,6 +130,21 @@ def _generic_fight(e: Evidence) -> str:
     return (
         f"These writers want different values for {fields}. Decide which one owns each field, and remove the "
         "field from the others' desired state (or configure them to ignore it)."
+    )
+
+
+def _driven(e: Evidence) -> str:
+    if not e.drivers or not e.reactors:
+        return ""
+    who = listed(list(e.drivers))
+    fields = ", ".join(e.driver_fields[:3]) or "the object"
+    restart = any("kubectl.kubernetes.io/restartedAt" in f for f in e.driver_fields)
+    how = " (`kubectl rollout restart` sets restartedAt)" if restart else ""
+    return (
+        f"The loop is driven from outside the controller: {who} keeps changing {fields}{how}, and "
+        f"{listed(list(e.reactors))} rolls out and rewrites the status after every change. Find what runs {who} that "
+        "often (a CronJob, a CI job, a script or an operator in a loop) and stop it, or make it write only when "
+        "something really changed."
     )
 
 
@@ -151,7 +176,7 @@ def _generic_hot_loop(_e: Evidence) -> str:
 
 
 _FIGHT_RULES: Final = (_replicas, _ca_bundle, _shared_manager, _apply_force, _generic_fight)
-_HOT_LOOP_RULES: Final = (_timestamps, _status, _generic_hot_loop)
+_HOT_LOOP_RULES: Final = (_driven, _timestamps, _status, _generic_hot_loop)
 
 
 def listed(names: list[str]) -> str:

@@ -55,6 +55,8 @@ class Joined:
         # Objects with conflicts -> their controller's key (None: none), read from the watch once they conflicted.
         self._owners: dict[ObjectKey, ObjectKey | None] = {}
         self._open: dict[ObjectKey, Finding] = {}  # the watch's active findings by object (the last opened)
+        # Objects the audit events show several users writing as one manager, before the watch saw them written.
+        self._shared_pending: dict[ObjectKey, set[str]] = {}
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
         requests.watch = self._contested
 
@@ -68,6 +70,8 @@ class Joined:
             ref = object_ref(event)
             key = self.key(ref)
             self._saw(key, (), ref)
+            for manager in self._shared_pending.pop(key, ()):
+                self.watch.note_shared(ref.uid, manager)
             if key not in self._owners and self.requests.conflicted(key):
                 self._owners[key] = _controller(event, key, self._resource)
                 if len(self._owners) > MAX_SEEN:
@@ -76,6 +80,8 @@ class Joined:
 
     def process_request(self, request: Request) -> list[FindingChange]:
         changes = [self._linked(c) for c in self.requests.process(request)]
+        if request.is_write and request.succeeded and request.manager:
+            self._note_shared(request)
         if request.version_conflict or request.apply_conflict:  # a failed write, on the timeline of a watch finding
             found = self._open.get(
                 (request.object.api_group, request.object.resource, request.object.namespace, request.object.name)
@@ -83,6 +89,22 @@ class Joined:
             if found is not None:
                 self.watch.note_conflict(found.id, request.time, request.manager or request.user)
         return changes
+
+    def _note_shared(self, request: Request) -> None:
+        """Tell the watch engine of a field manager that more than one user writes an object as (the evidence a fight
+        of one manager needs: `rules.FightRule`), once the watch has seen the object (its uid)."""
+        obj = request.object
+        key = (obj.api_group, obj.resource, obj.namespace, obj.name)
+        users = {c.user for c in self.requests.clients(key) if c.manager == request.manager and c.writes}
+        if len(users) < 2:
+            return
+        seen = self._seen.get(key)
+        if seen is not None and seen[1].uid:
+            self.watch.note_shared(seen[1].uid, request.manager)
+        else:
+            self._shared_pending.setdefault(key, set()).add(request.manager)
+            if len(self._shared_pending) > MAX_SEEN:
+                del self._shared_pending[next(iter(self._shared_pending))]
 
     def advance(self, now: float) -> list[FindingChange]:
         return [self._told(c) for c in self.watch.advance(now)] + [self._linked(c) for c in self.requests.advance(now)]

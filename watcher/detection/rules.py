@@ -2,9 +2,16 @@
 
 - **Fight**: a field changed hands >= `min_handovers` times within the window and came *back* to an earlier owner
   or value at least `min_handovers - 1` times (A->B->A->B): a single correction (A->B->A) or an ownership
-  migration (A->B->C) is not a fight.
+  migration (A->B->C) is not a fight. When one field manager alone flips the values (no other writer is named),
+  two writers must be shown to stand behind it: by the audit events (two users write as that manager: `shared`),
+  or by twice the flips (a value back `2 x (min_handovers - 1)` times) from a writer that does not report its
+  object's status. A controller's own bookkeeping (its conditions toggling as its state changes, written through
+  the status subresource) is not a fight without the audit's evidence.
 - **Hot loop**: a writer's exponentially decaying write rate on one object stays at or above
-  `min_writes_per_minute` for at least `min_writes` writes in a row (no gap longer than two time constants).
+  `min_writes_per_minute` for at least `min_writes` writes in a row (no gap longer than two time constants). Its
+  writers are the hot ones and those writing the object along with them (two writes or more in their current
+  streak): a client that changes the object's spec every few seconds (`kubectl rollout restart` in a loop) is named
+  with its fields as what drives the loop, before the controller that reacts by rewriting the status.
 
 Each rule is handed the object's state, the write and the event it came from, and returns the change of the
 finding it opened or updated (None when nothing notable happened). Resolution is the engine's (see `engine.py`).
@@ -33,9 +40,15 @@ class FightRule:
         self._timeline, self._resolve = settings.timeline, settings.resolve
 
     def observe(
-        self, state: ObjectState, handovers: list[Handover], write: Write, event: ObjectEvent
+        self,
+        state: ObjectState,
+        handovers: list[Handover],
+        write: Write,
+        event: ObjectEvent,
+        shared: frozenset[str] = frozenset(),
     ) -> FindingChange | None:
-        """Log the handovers of one write (ignored fields already left out) and open or grow the fight."""
+        """Log the handovers of one write (ignored fields already left out) and open or grow the fight. `shared`:
+        the managers the audit events show more than one user writing the object as."""
         at = write.at
         history = state.history
         if history is None:
@@ -45,7 +58,16 @@ class FightRule:
         limit = self._limit
         history.add(handovers[-limit:])  # (more could not stay: see `trim`)
         history.trim(horizon=at - self._window, limit=limit)
-        contested = {h.path for h in candidates if history.backs(h.path) >= self._backs}
+        contested: set[str] = set()
+        evidence = ""
+        for path in {h.path for h in candidates}:
+            backs = history.backs(path)
+            if backs < self._backs:
+                continue
+            found = self._evidence(history.single_writer(path), backs, shared)
+            if found is not None:
+                contested.add(path)
+                evidence = evidence or found
         finding = state.fight
         if finding is None:
             if not contested:
@@ -60,6 +82,7 @@ class FightRule:
                 version=write.version,
             )
             absorb(finding, involved)
+            finding.evidence = evidence
             finding.record = _fight_record(self._timeline, self._resolve, involved, write.seq)
             return FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))
         relevant = [h for h in handovers if h.path in contested or h.path in finding.fields]
@@ -71,6 +94,18 @@ class FightRule:
         if not notable(before, (len(finding.fields), len(finding.writer_writes), finding.handovers)):
             return None
         return FindingChange(ChangeKind.UPDATED, snapshot(finding, state, FindingState.ACTIVE, None))
+
+    def _evidence(self, single: Writer | None, backs: int, shared: frozenset[str]) -> str | None:
+        """Why a field that came back often enough is contested: "" (distinct writers are named), `audit` (one
+        manager that the audit events show several users behind), `flips` (one manager, twice the flips, not
+        through the status subresource); None: one writer's own changes, not a fight (see the module docstring)."""
+        if single is None:
+            return ""
+        if single.manager is not None and single.manager in shared:
+            return "audit"
+        if single.subresource != "status" and backs >= 2 * self._backs:
+            return "flips"
+        return None
 
 
 class HotLoopRule:
@@ -93,34 +128,19 @@ class HotLoopRule:
         if finding is None:
             if not hot:
                 return None
-            first = min((rates[w] for w in hot), key=lambda r: r.start_seq)
-            # Named after the write that began the streak, not the one that crossed the threshold: the crossing
-            # depends on each replica's receive times, the streak's start (after a gap of two time constants) not.
-            finding = state.hot = OpenFinding(
-                FindingType.HOT_LOOP,
-                object_ref(event),
-                first_seen=first.start,
-                at=write.at,
-                seq=first.start_seq,
-                version=first.start_version or write.version,
-            )
-            finding.record = record = new_record(self._timeline, self._resolve)
-            if record is not None:  # the streaks up to this write (which the engine records, as every write)
-                for writer in hot:
-                    rate = rates[writer]
-                    record.fold(rate.start, write.at, record.lane(writer), writes=rate.streak - 1)
-                record.last = write.seq - 1
+            finding = state.hot = self._open(rates, hot, writers, write=write, event=event)
             before = None
         else:
             before = (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)
         for writer in writers:
-            if writer in hot and writer not in finding.writer_writes:
+            count = finding.writer_writes.get(writer)
+            if count is not None:
+                finding.writer_writes[writer] = count + 1
+            elif writer in hot or rates[writer].streak >= 2:
                 finding.writer_writes[writer] = rates[writer].streak
-            elif writer in finding.writer_writes:
-                finding.writer_writes[writer] += 1
         if hot:
             finding.last_seen = write.at
-        _note_evidence(finding, state, write, event=event, attribution=attribution, hot=hot)
+        _note_evidence(finding, state, write, event=event, attribution=attribution)
         if before is None:
             kind = ChangeKind.OPENED
         elif notable(before, (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)):
@@ -128,6 +148,35 @@ class HotLoopRule:
         else:
             return None
         return FindingChange(kind, snapshot(finding, state, FindingState.ACTIVE, None))
+
+    def _open(
+        self, rates: dict[Writer, Rate], hot: list[Writer], writers: list[Writer], *, write: Write, event: ObjectEvent
+    ) -> OpenFinding:
+        """A hot loop opening at this write: named after the write that began the streak, not the one that crossed
+        the threshold (the crossing depends on each replica's receive times, the streak's start, after a gap of two
+        time constants, not). Its writers are the hot ones and those writing the object along with them (what drives
+        the loop), each with the writes of its streak up to this write (which `observe` counts)."""
+        first = min((rates[w] for w in hot), key=lambda r: r.start_seq)
+        finding = OpenFinding(
+            FindingType.HOT_LOOP,
+            object_ref(event),
+            first_seen=first.start,
+            at=write.at,
+            seq=first.start_seq,
+            version=first.start_version or write.version,
+        )
+        horizon = write.at - 2 * self._tau
+        along = [w for w, r in rates.items() if w not in hot and r.streak >= 2 and r.last >= horizon]
+        finding.record = record = new_record(self._timeline, self._resolve)
+        for writer in (*hot, *along):
+            rate = rates[writer]
+            earlier = rate.streak - (writer in writers)
+            finding.writer_writes[writer] = earlier
+            if record is not None:  # the streaks up to this write (which the engine records, as every write)
+                record.fold(rate.start, write.at, record.lane(writer), writes=earlier)
+        if record is not None:
+            record.last = write.seq - 1
+        return finding
 
     def _rates(
         self, state: ObjectState, writers: list[Writer], write: Write
@@ -168,24 +217,46 @@ def _fight_record(
 
 
 def _note_evidence(
-    finding: OpenFinding,
-    state: ObjectState,
-    write: Write,
-    *,
-    event: ObjectEvent,
-    attribution: Attribution,
-    hot: list[Writer],
+    finding: OpenFinding, state: ObjectState, write: Write, *, event: ObjectEvent, attribution: Attribution
 ) -> None:
-    """What the hot writes change, for the summary and the hint."""
-    new = [p for p in write.changed if p not in finding.fields]  # (each field's value is looked at once)
-    finding.fields.update(new)
+    """What each writer of the hot loop changes (`writer_fields`), for the summary and the hint: the fields the write
+    changed, each to the writer that owns it (all of them to the one writer there is); for a write that changed
+    nothing visible (a metadata-only watch), the fields its writer owns, once (the status as one `status`). And
+    whether the loop writes timestamps, and reports status."""
+    new: list[str] = []
+    changed = write.changed
+    for writer in write.writers:
+        if writer not in finding.writer_writes:
+            continue
+        fields = finding.writer_fields.setdefault(writer, set())
+        if changed:
+            owned = attribution.owned(state, event, writer) if len(write.writers) > 1 else None
+            mine = [p for p in changed if owned is None or p in owned]
+        elif not fields:
+            owned = attribution.owned(state, event, writer) or frozenset()
+            mine = sorted(
+                {p for p in owned if not _is_status(p)} | ({"status"} if any(map(_is_status, owned)) else _NONE)
+            )
+            if owned and _owns_only_status(owned):
+                finding.status_writes = True
+        else:
+            continue
+        new += [p for p in mine if p not in finding.fields]  # (each field's value is looked at once)
+        fields.update(mine)
+        finding.fields.update(mine)
+        if writer.subresource == "status":
+            finding.status_writes = True
     if not finding.timestamp_values and new:
         finding.timestamp_values = any(hints.looks_like_timestamp(text) for text in _texts(event, new))
-    if not finding.status_writes:
-        changed = write.changed
-        finding.status_writes = (bool(changed) and all(p.startswith("status.") for p in changed)) or any(
-            w.subresource == "status" or _owns_only_status(attribution.owned(state, event, w)) for w in hot
-        )
+    if not finding.status_writes and changed and all(_is_status(p) for p in changed):
+        finding.status_writes = True
+
+
+_NONE: frozenset[str] = frozenset()
+
+
+def _is_status(path: str) -> bool:
+    return path == "status" or path.startswith(("status.", "status["))
 
 
 def _texts(event: ObjectEvent, changed: list[str]) -> list[str]:

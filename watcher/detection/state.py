@@ -48,6 +48,7 @@ class OpenFinding:
         "by_ownership",
         "cause",
         "detected_at",
+        "evidence",
         "fields",
         "first_seen",
         "first_seq",
@@ -58,9 +59,11 @@ class OpenFinding:
         "owner",
         "record",
         "ref",
+        "refs",
         "status_writes",
         "timestamp_values",
         "type",
+        "writer_fields",
         "writer_writes",
     )
 
@@ -77,14 +80,17 @@ class OpenFinding:
         self.handovers = 0
         self.fields: set[str] = set()
         self.writer_writes: dict[Writer, int] = {}
+        self.writer_fields: dict[Writer, set[str]] = {}  # the fields each writer changed (`rules`, `findings.absorb`)
         self.by_ownership = False
+        self.evidence = ""  # a fight of one field manager: what shows two writers behind it (`rules.FightRule`)
         self.timestamp_values = False
         self.status_writes = False
         self.record: Record | None = None  # its writes, for its timeline (`timeline.py`)
         # Cascades (set by the engine once it tracks the finding): the object's key, its controller's key (0: none),
-        # and the active finding on the controller this one follows from.
+        # the names of the objects its spec names, and the active finding this one follows from.
         self.key = 0
         self.owner = 0
+        self.refs: tuple[tuple[str, str, str, str], ...] = ()  # the objects its object's spec names (`events.Name`)
         self.cause: OpenFinding | None = None
 
 
