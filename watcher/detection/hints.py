@@ -65,7 +65,10 @@ def _replicas(e: Evidence) -> str:
     if "spec.replicas" not in e.fields:
         return ""
     scale = [w for w in e.writers if w.subresource == "scale" or w.manager is None]
-    who = "an autoscaler writing through the scale subresource" if scale else "an autoscaler"
+    if any(w.subresource == "scale" and w.manager == "kube-controller-manager" for w in e.writers):
+        who = "a HorizontalPodAutoscaler (kube-controller-manager writes through the scale subresource)"
+    else:
+        who = "an autoscaler writing through the scale subresource" if scale else "an autoscaler"
     return (
         f"spec.replicas is contested, typically {who} against a manifest that also sets replicas. "
         "Let the autoscaler own it: drop `replicas` from the manifest/Helm values (or set it only on create), "

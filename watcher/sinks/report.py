@@ -101,7 +101,11 @@ def _writer_json(count: WriterCount) -> dict[str, Any]:
         "manager": w.manager,
         "operation": w.operation or None,
         "subresource": w.subresource or None,
+        "display": w.display(),
+        "note": w.note or None,
         "writes": count.writes,
+        "fields": list(count.fields),
+        "reacts": count.reacts,
         "users": list(count.users),
     }
 
