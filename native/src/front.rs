@@ -444,8 +444,13 @@ impl Front {
             let mut found: Vec<&Entry> =
                 entries.iter().map(|e| &e.0).filter(|e| e.time == latest && !shared.writers.server(e.writer)).collect();
             if found.len() > 1 && !owned.is_empty() {
-                found.retain(|e| owned.iter().any(|p| e.fields.contains(*p)));
-            } else if let (true, Some(spec)) = (found.len() > 1, spec) {
+                let owning: Vec<&Entry> =
+                    found.iter().copied().filter(|e| owned.iter().any(|p| e.fields.contains(*p))).collect();
+                if !owning.is_empty() {
+                    found = owning;
+                }
+            }
+            if let (true, Some(spec)) = (found.len() > 1, spec) {
                 found.retain(|e| (shared.writers.subresource(e.writer) == "status") != spec);
             }
             if found.len() == 1 {

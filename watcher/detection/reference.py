@@ -352,16 +352,17 @@ class PythonAttribution:
     ) -> list[Writer]:
         """Attribute a write nothing else explains, on a server that stamps every write's writer (`_note_server`),
         to the one entry stamped in the write's second (the newest): a writer that wrote earlier in that second
-        leaves its entry as it was. When several were stamped in that second, the one that owns a field the write
-        changed; for a write that changed nothing visible, the writer through the status subresource when the
-        generation stayed (`spec` False), the others when it moved (True). None, or several: unattributed."""
+        leaves its entry as it was. When several were stamped in that second, those that own a field the write changed
+        (if any does); then, of those, the writer through the status subresource when the generation stayed (`spec`
+        False), the others when it moved (True). None, or several: unattributed."""
         latest = stamp(newest)
         if not latest:
             return []
         found = [w for w, e in entries.items() if e.time == latest and w.manager not in SERVER_MANAGERS]
         if len(found) > 1 and changed:
-            found = [w for w in found if any(p in entries[w].fields for p in changed)]
-        elif len(found) > 1 and spec is not None:
+            owning = [w for w in found if any(p in entries[w].fields for p in changed)]
+            found = owning or found
+        if len(found) > 1 and spec is not None:
             found = [w for w in found if (w.subresource == "status") != spec]
         return found if len(found) == 1 else []
 
