@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Record the scenario captures: real watch events from a real etcd + kube-apiserver v1.20.2.
+"""Record the scenario captures: real watch events from a real etcd + kube-apiserver of the current pinned release
+(scripts/kubernetes/current/go.mod), with its real kube-controller-manager and kubectl.
 
-Starts a throw-away control plane (harness) with kube-controller-manager, watches configmaps,
-deployments, replicasets, leases, validatingwebhookconfigurations and widgets.example.com cluster-wide,
-runs the scenarios concurrently, and writes
+Starts a throw-away control plane (harness) with kube-controller-manager, watches configmaps, deployments,
+replicasets, leases, validatingwebhookconfigurations, widgets.example.com and horizontalpodautoscalers (their
+autoscaling/v1 view) cluster-wide, runs the scenarios concurrently, and writes
 
   <out>/<scenario>.jsonl              one watch event per line: {"type", "object", "observedAt"}
   <out>/README.md                     how and when they were recorded
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import json
 import shlex
 import shutil
 import subprocess
@@ -44,7 +46,6 @@ from harness.scenarios import SCENARIO_INFO, SCENARIOS, SLOW_PERIOD, scenario_of
 
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "captures"
 DEFAULT_DEMO = REPO / "watcher" / "data" / "demo-capture.jsonl.gz"
-DERIVED_HEADING = "## Derived"  # README.md from this heading on is kept as it is
 Event = dict[str, Any]
 
 
@@ -99,7 +100,7 @@ def write_readme(
     out: Path, *, server: str, etcd: str, command: str, names: list[str], seconds: float, slow_period: float
 ) -> None:
     rows = []
-    for path in sorted(p for p in out.glob("*.jsonl") if not p.name.startswith("derived-")):
+    for path in sorted(out.glob("*.jsonl")):
         info = SCENARIO_INFO.get(path.stem)
         expect, summary = (info.expect, info.summary) if info else ("?", "?")
         count = sum(1 for line in path.read_bytes().splitlines() if line.strip())
@@ -107,25 +108,27 @@ def write_readme(
     recorded = "all scenarios" if set(names) == set(SCENARIOS) else ", ".join(f"`{n}`" for n in names)
     text = f"""# Scenario captures
 
-Real watch events recorded from a real etcd ({etcd}) + kube-apiserver {server} (+ kube-controller-manager)
-by `scripts/record_captures.py`, which starts the control plane of `harness/control_plane.py`, lists
-and then watches configmaps, deployments, replicasets, leases, validatingwebhookconfigurations and
-widgets.example.com cluster-wide, and runs the scenarios of `harness/scenarios.py` concurrently,
-each in its own namespace named after it (the `incident-*` scenarios, one root cause on many objects, in
-several: `<scenario>-a`, `-b`, ...).
+Real watch events recorded from a real etcd {etcd} + kube-apiserver {server}, with that release's own
+kube-controller-manager (each controller with its own service account) and kubectl, by
+`scripts/record_captures.py`, which starts the control plane of `harness/control_plane.py`, lists and then watches
+configmaps, deployments, replicasets, leases, validatingwebhookconfigurations, widgets.example.com and
+horizontalpodautoscalers (their `autoscaling/v1` view, which carries the HPA's conditions in annotations)
+cluster-wide, and runs the scenarios of `harness/scenarios.py` concurrently, each in its own namespace named after it
+(the `incident-*` scenarios, one root cause on many objects, in several: `<scenario>-a`, `-b`, ...). The v1.20
+recordings kept as compatibility fixtures are in `v1.20/`.
 
 Format: JSON Lines, one watch event per line, in the order received:
 `{{"type": "ADDED|MODIFIED|DELETED", "object": {{...full object, managedFields included...}},
 "observedAt": "<RFC 3339, microseconds, Z>"}}`. BOOKMARK events are not kept. A file holds every event of
 its scenario's namespaces from each namespace's first object on, including the controller manager's
 (`kube-root-ca.crt` ConfigMaps, Deployment status, ReplicaSets); `fight-cabundle.jsonl` also holds the
-cluster-scoped ValidatingWebhookConfiguration `fightwatch-test-validate`. On v1.20 writes through the
-`scale` subresource (`fight-scale-vs-apply`) add no managedFields entry; writes through the `status`
-subresource (`fight-status`, `hot-loop-status`) add a plain `Update` entry with no `subresource` field. An
-`Update` entry's `time` moves only when a write by its manager changes the set of fields the entry holds: a
-writer that only rewrites values of fields it already owns (`hot-loop-status`, `hot-loop-timestamp`,
-kube-controller-manager's value-only status updates in `benign-status-vs-spec`) leaves it at its earlier
-second.
+cluster-scoped ValidatingWebhookConfiguration `fightwatch-test-validate`. On this release a write through the
+`scale` subresource (`fight-scale-vs-apply`'s `kubectl scale`, `fight-hpa-vs-apply`'s HorizontalPodAutoscaler) is an
+`Update` entry with `subresource: scale` and no `time`, which owns `spec.replicas`; a write through the `status`
+subresource one with `subresource: status`. Every write that changes the object stamps its writer's entry with the
+write's second (two writes in one second leave the second's stamp as it was); an object with more than 10 update
+managers has the oldest merged into `ancient-changes` (`fight-ancient-changes`), and the first server-side apply of
+an object without managedFields gives what it had to `before-first-apply` (`fight-before-first-apply`).
 
 `watcher/data/demo-capture.jsonl.gz` is not made of these files: it is every scenario, the separate ones
 (`incident-*`, `cascade-*`) included, recorded together by a run of its own (`scripts/record_captures.py --demo`)
@@ -141,12 +144,7 @@ Last recording: {datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}, {recorded}, 
 |---|---|---|---|
 {chr(10).join(rows)}
 """
-    readme = out / "README.md"
-    if readme.exists():  # keep the hand-written section on the derived captures (scripts/derive_*.py)
-        old = readme.read_text()
-        if (start := old.find(DERIVED_HEADING)) >= 0:
-            text += "\n" + old[start:]
-    readme.write_text(text)
+    (out / "README.md").write_text(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,6 +178,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if demo is not None:
         combined = sorted((e for evs in by_scenario.values() for e in evs), key=lambda e: str(e["observedAt"]))
         write_gzip_jsonl(demo, combined)
+        record = {
+            "kubernetes": str(version.get("gitVersion")),
+            "etcd": etcd,
+            "recorded": datetime.now(UTC).strftime("%Y-%m-%d"),
+            "seconds": round(seconds),
+            "command": shlex.join([".venv/bin/python", "scripts/record_captures.py", *sys.argv[1:]]),
+        }
+        demo.with_name(demo.name.removesuffix(".jsonl.gz") + ".json").write_text(json.dumps(record, indent=2) + "\n")
         print(f"{len(combined):5d}  {demo}")
     else:
         for name, scenario_events in by_scenario.items():

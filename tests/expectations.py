@@ -1,7 +1,13 @@
-"""What each recorded scenario must yield: shared by the unit tests (recorded captures) and the live tests."""
+"""What each recorded scenario must yield: shared by the unit tests (recorded captures) and the live tests.
+
+`FINDINGS` and `BENIGN` are what the current releases give (the current and the oldest supported one, live, and the
+current one's recordings); `FINDINGS_V1_20` and `BENIGN_V1_20` what the v1.20 recordings, kept as compatibility
+fixtures, give: their scenarios were recorded with the clients of their day (`fight-scale-vs-apply`'s applier was
+`kubectl` server-side, and v1.20 records no managedFields entry for its scaler)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from watcher.detection.incidents import group
@@ -16,13 +22,15 @@ class Expected:
     managers: frozenset[str | None]
     hint: str  # a phrase the hint must contain
     type: FindingType = FindingType.FIGHT
+    # A hot loop driven from outside: the writer named first, with these fields (then `fields` are among its own).
+    driver: str | None = None
 
 
 def fight(kind: str, name: str, fields: set[str], managers: set[str | None], hint: str) -> Expected:
     return Expected(kind, name, frozenset(fields), frozenset(managers), hint)
 
 
-FINDINGS = {
+FINDINGS_V1_20 = {
     "fight-apply-vs-update-replicas": fight(
         "Deployment", "web", {"spec.replicas"}, {"argocd-controller", "custom-autoscaler"}, "autoscaler"
     ),
@@ -92,28 +100,82 @@ def status_hot_loop() -> Expected:
     )
 
 
-FINDINGS["hot-loop-status"] = status_hot_loop()
+FINDINGS_V1_20["hot-loop-status"] = status_hot_loop()
 
-# Captures derived from recorded ones (see tests/fixtures/captures/README.md): not scenarios of their own.
-DERIVED = {"derived-newer-server-status-subresource": status_hot_loop()}
+FINDINGS = {
+    **FINDINGS_V1_20,
+    # `kubectl apply` against `kubectl scale`, both the release's own kubectl: the scale writer is named.
+    "fight-scale-vs-apply": fight(
+        "Deployment", "api", {"spec.replicas"}, {"kubectl-client-side-apply", "kubectl"}, "scale subresource"
+    ),
+    # The real HorizontalPodAutoscaler against a `kubectl apply` loop, from the watch alone.
+    "fight-hpa-vs-apply": fight(
+        "Deployment",
+        "web",
+        {"spec.replicas"},
+        {"kube-controller-manager", "kubectl-client-side-apply"},
+        "HorizontalPodAutoscaler",
+    ),
+    # A ConfigMap of 13 update managers: the first taker of `tier` takes it from the API server's merged entry.
+    "fight-ancient-changes": fight(
+        "ConfigMap",
+        "crowded",
+        {"metadata.labels.tier"},
+        {"team-b-operator", "tier-operator", "ancient-changes"},
+        "Decide which",
+    ),
+    "fight-before-first-apply": fight(
+        "ConfigMap", "legacy", {"data.mode"}, {"gitops-sync", "legacy-operator"}, "server-side apply"
+    ),
+    # `kubectl rollout restart` in a loop: kubectl-rollout drives it, the deployment controller reacts.
+    "hot-loop-rollout-restart": Expected(
+        "Deployment",
+        "app",
+        frozenset({"spec.template.metadata.annotations[kubectl.kubernetes.io/restartedAt]"}),
+        frozenset({"kubectl-rollout", "kube-controller-manager"}),
+        "driven from outside the controller",
+        FindingType.HOT_LOOP,
+        driver="kubectl-rollout",
+    ),
+}
 
-BENIGN = [
+BENIGN_V1_20 = [
     "benign-different-fields",
     "benign-status-vs-spec",
     "benign-one-correction",
     "benign-normal-rate",
     "benign-leader-election",
 ]
+BENIGN = [*BENIGN_V1_20, "benign-hpa-scaling"]
+
+# What each release's recordings give (tests.unit.captures.RELEASES).
+RELEASE_FINDINGS = {"current": FINDINGS, "v1.20": FINDINGS_V1_20}
+RELEASE_BENIGN = {"current": BENIGN, "v1.20": BENIGN_V1_20}
 
 
-def assert_found(scenario: str, findings: list[Finding]) -> Finding:
-    """Exactly the injected fight or hot loop, with its writers, fields and hint."""
-    expected = FINDINGS.get(scenario) or DERIVED[scenario]
+def status_as_one(fields: Iterable[str]) -> frozenset[str]:
+    """Fields with every status field as one `status`: what a metadata-only watch can name of a writer of status (the
+    fields its managedFields entry owns), and a full-object watch names field by field."""
+    return frozenset("status" if f == "status" or f.startswith(("status.", "status[")) else f for f in fields)
+
+
+def assert_found(scenario: str, findings: list[Finding], release: str = "current") -> Finding:
+    """Exactly the injected fight or hot loop, with its writers, fields and hint (a hot loop driven from outside:
+    its driver first, with the expected fields among its own; the writers that react after it)."""
+    expected = RELEASE_FINDINGS[release][scenario]
     assert len(findings) == 1, [f.summary for f in findings]
     found = findings[0]
     assert found.type is expected.type
     assert (found.object.kind, found.object.name) == (expected.kind, expected.name)
-    assert set(found.fields) == expected.fields
+    if expected.driver is None:
+        assert set(found.fields) == expected.fields
+    else:
+        first = found.writers[0]
+        assert first.writer.manager == expected.driver
+        assert not first.reacts
+        assert set(first.fields) == expected.fields
+        assert found.fields[: len(expected.fields)] == tuple(sorted(expected.fields))
+        assert all(c.reacts for c in found.writers[1:])
     assert {c.writer.manager for c in found.writers} == expected.managers
     assert expected.hint in found.hint
     if found.type is FindingType.FIGHT:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import re
 import sys
 import time
@@ -17,6 +18,7 @@ from collections import Counter
 from collections.abc import Generator, Sequence
 from contextlib import ExitStack
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -42,6 +44,7 @@ EXIT_OK = 0
 EXIT_ERROR = 2
 EXIT_FINDINGS = 3
 DEMO_CAPTURE = "demo-capture.jsonl.gz"
+DEMO_RECORD = "demo-capture.json"  # how the demo capture was recorded: the Kubernetes release, the day
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,11 +93,10 @@ def _offline(args: argparse.Namespace, config: Config) -> int:
         return EXIT_ERROR
     with ExitStack() as stack:
         if args.command == "demo":
-            files = [str(stack.enter_context(resources.as_file(resources.files("watcher") / "data" / DEMO_CAPTURE)))]
+            data = resources.files("watcher") / "data"
+            files = [str(stack.enter_context(resources.as_file(data / DEMO_CAPTURE)))]
             print(
-                f"Replaying the bundled demo capture ({Path(files[0]).name}), recorded from a real "
-                "kube-apiserver v1.20 while real clients fought.\n",
-                file=sys.stderr,
+                f"Replaying the bundled demo capture ({Path(files[0]).name}), {_demo_origin(data)}.\n", file=sys.stderr
             )
         else:
             files = args.files
@@ -103,6 +105,15 @@ def _offline(args: argparse.Namespace, config: Config) -> int:
             args,
         )
     return EXIT_OK  # pragma: no cover - ExitStack does not swallow exceptions
+
+
+def _demo_origin(data: Traversable) -> str:
+    """Where and when the demo capture was recorded, as its record (DEMO_RECORD, written with it) says."""
+    record = json.loads((data / DEMO_RECORD).read_text())
+    return (
+        f"recorded from a real kube-apiserver {record['kubernetes']} with its kube-controller-manager and kubectl, "
+        f"on {record['recorded']}, while real clients fought"
+    )
 
 
 class WriteTally:

@@ -664,7 +664,7 @@ def run(
     if engine == "auto" and not native_available():
         log.warning(
             "native engine not built: running on the Python engine (same findings, more CPU per event)",
-            hint="install with Rust's cargo and Debian's librust-*-dev crates (scripts/native.sh) to build it",
+            hint="install with Rust's cargo (rustup) to build it: scripts/native.sh fetches its crates from crates.io",
         )
     try:
         service = Service(config, kubeconfig=kubeconfig, context=context, record=record, engine=engine)

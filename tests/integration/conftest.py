@@ -16,19 +16,25 @@ from typing import Any
 
 import pytest
 
-from harness.control_plane import ControlPlane
+from harness.control_plane import ControlPlane, default_release
 from harness.kube import Kube, new_api_client
 from harness.recorder import BARRIER_NAMESPACE, BARRIER_PREFIX, DEFAULT_RESOURCES
 from harness.recording import record_scenarios
 from harness.scenarios import SCENARIOS, ensure_widget_crd
 from harness.watcher import Watcher, recorded
 
+
+def live_releases() -> list[str]:
+    """The releases the live-detection and audit-scenario tests run on: the default one (`$FIGHTWATCH_KUBERNETES`,
+    else current) and, unless that is the oldest, the oldest release upstream still supports too."""
+    default = default_release()
+    return [default] if default == "oldest" else [default, "oldest"]
+
+
+# The watcher as users run it: metadata only (managedFields name every writer on current servers, and every write
+# stamps its writer's entry: tests/unit/test_detection.py), short server-side watch timeouts.
 LIVE_WATCHER_CONFIG: dict[str, Any] = {
     "watch": {
-        "per_resource": {
-            "deployments.apps": {"full_objects": True},  # spec.replicas values: fight-scale-vs-apply
-            "widgets.example.com": {"full_objects": True},  # status values: hot-loop-status names its writer
-        },
         "watch_timeout": "15s",  # each watch ends after 15-30 s and is resumed from its resourceVersion
         "discovery_interval": "5s",
         "backoff_max": "2s",

@@ -1,9 +1,11 @@
 """End to end on the real control plane: real clients fight while a real watch records; the engine finds them.
 
-All scenarios run at once (each in its own namespace) under one recorder (the session's `live_run`, which
-`fightwatch run` follows at the same time), the slow fight at its real pace (one write every 50 s), with
-kube-controller-manager providing the benign status and ReplicaSet churn. The expectations are the same as for
-the recorded fixtures, so a fixture that no longer matches what the server does today fails here.
+All scenarios run at once (each in its own namespace) under one recorder, the slow fight at its real pace (one write
+every 50 s), with kube-controller-manager providing the benign status and ReplicaSet churn and the real
+HorizontalPodAutoscaler, on each release the suite runs: the current one (the session's `live_run`, which `fightwatch
+run` follows at the same time) and the oldest upstream still supports (a run of its own). The expectations are the
+same as for the current release's recorded fixtures, so a fixture that no longer matches what a server does today
+fails here.
 """
 
 from __future__ import annotations
@@ -13,18 +15,35 @@ from collections import defaultdict
 import orjson
 import pytest
 
-from harness.scenarios import scenario_of
+from harness.control_plane import default_release, start_control_plane
+from harness.recording import record_scenarios
+from harness.scenarios import SCENARIOS, scenario_of
 from tests.expectations import BENIGN, FINDINGS, assert_found
-from tests.integration.conftest import LiveRun
+from tests.integration.conftest import live_releases
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.model import Finding
 
 
-@pytest.fixture(scope="module")
-def live_events(live_run: LiveRun) -> dict[str, list[dict[str, object]]]:
+@pytest.fixture(scope="module", params=live_releases())
+async def live_events(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[dict[str, object]]]:
+    """Each scenario's watch events, live on one release: the session's run on the default release, a run of its own
+    (a recorder, no watcher) on the other."""
+    release = request.param
+    if release == default_release():
+        recorded = request.getfixturevalue("live_run").events
+    else:
+        cp = start_control_plane(tmp_path_factory.mktemp(f"control-plane-{release}"), release=release)
+        try:
+            cp.start_controller_manager()
+            recorded, version = await record_scenarios(cp, list(SCENARIOS))
+            assert version["gitVersion"] == cp.version
+        finally:
+            cp.stop()
     by_scenario: dict[str, list[dict[str, object]]] = defaultdict(list)
-    for event in live_run.events:
+    for event in recorded:
         scenario = scenario_of(event["object"])
         if scenario is not None:
             by_scenario[scenario].append(event)

@@ -15,29 +15,33 @@ from watcher.detection.events import ObjectEvent, encode, event_object
 from watcher.model import Finding, JSONObject
 from watcher.sources.capture import ReadStats, read_capture
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures"  # the current release's recordings
+# The recordings of each release: the current one's, and v1.20's, kept as compatibility fixtures (see their READMEs).
+RELEASE_CAPTURES = {"current": CAPTURES, "v1.20": CAPTURES / "v1.20"}
+RELEASES = tuple(RELEASE_CAPTURES)
 # Both implementations of attribution, but in a pure-Python build (FIGHTWATCH_PURE_PYTHON, asked for by hand: CI
 # never sets it), which has no native engine (tests/unit/test_native.py fails when the native engine is missing).
 PURE_PYTHON = os.environ.get("FIGHTWATCH_PURE_PYTHON", "") not in {"", "0"}
 IMPLEMENTATIONS = ("python",) if PURE_PYTHON else ("native", "python")
 
 
-def capture(name: str) -> Path:
-    path = CAPTURES / f"{name}.jsonl"
+def capture(name: str, release: str = "current") -> Path:
+    """The recorded capture of a scenario: from the current release, or from `v1.20`."""
+    path = RELEASE_CAPTURES[release] / f"{name}.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: record it with `make record`")
     return path
 
 
-def events(name: str, decode: Decoder = reference.decode) -> Iterator[ObjectEvent]:
-    return read_capture(str(capture(name)), decode, stats=ReadStats())
+def events(name: str, decode: Decoder = reference.decode, *, release: str = "current") -> Iterator[ObjectEvent]:
+    return read_capture(str(capture(name, release)), decode, stats=ReadStats())
 
 
 def analyse(
-    name: str, settings: DetectionSettings | None = None, *, engine: str = "auto"
+    name: str, settings: DetectionSettings | None = None, *, engine: str = "auto", release: str = "current"
 ) -> tuple[list[Finding], Engine]:
     analysis = Engine(settings or Config().detection, attribution=engine)
-    for event in events(name, analysis.decode):
+    for event in events(name, analysis.decode, release=release):
         analysis.process(event)
     return analysis.active() + analysis.resolved(), analysis
 

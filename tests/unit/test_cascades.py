@@ -30,7 +30,9 @@ def _links(findings: Iterable[Finding]) -> dict[tuple[str, str, str], tuple[str,
     by_id = {f.id: f for f in findings}
 
     def name(f: Finding) -> tuple[str, str, str]:
-        return (f.type.value, f.object.kind or "", f.object.name)
+        # (a ReplicaSet's name ends in its pod template's hash, which differs between releases)
+        kind, named = f.object.kind or "", f.object.name
+        return (f.type.value, kind, named.rsplit("-", 1)[0] + "-*" if kind == "ReplicaSet" else named)
 
     return {name(f): None if f.related is None else name(by_id[f.related]) for f in by_id.values()}
 
@@ -42,8 +44,8 @@ EXPECTED = {
     ("hot_loop", "Deployment", "web"): ("fight", "Deployment", "web"),
     ("hot_loop", "Deployment", "api"): ("fight", "Deployment", "api"),
     # the ReplicaSets it rescales after each flip: their controller is the Deployment fought over
-    ("hot_loop", "ReplicaSet", "web-658c78b575"): ("fight", "Deployment", "web"),
-    ("hot_loop", "ReplicaSet", "api-68d6677dbc"): ("fight", "Deployment", "api"),
+    ("hot_loop", "ReplicaSet", "web-*"): ("fight", "Deployment", "web"),
+    ("hot_loop", "ReplicaSet", "api-*"): ("fight", "Deployment", "api"),
 }
 
 
@@ -80,9 +82,9 @@ def test_the_link_is_the_same_whichever_finding_opens_first(implementation: str)
     assert all(c.finding.related is None for c in changes)
     changes = _run(engine, [e for e in stream if e.kind != "ReplicaSet"])
     relinked = [c for c in changes if c.kind is ChangeKind.UPDATED and c.finding.object.kind == "ReplicaSet"]
-    assert {c.finding.object.name for c in relinked if c.finding.related is not None} == {
-        "web-658c78b575",
-        "api-68d6677dbc",
+    assert {c.finding.object.name.rsplit("-", 1)[0] for c in relinked if c.finding.related is not None} == {
+        "web",
+        "api",
     }
     assert _links(engine.active()) == EXPECTED
     assert {f.id: f.related for f in engine.active()} == {f.id: f.related for f in in_order.active()}
@@ -105,7 +107,7 @@ def test_a_resolved_cause_unlinks_what_followed_from_it(implementation: str) -> 
     assert replicaset.finding.related is None
     assert "follows from" not in replicaset.finding.summary
     assert _links(engine.active()) == {k: v for k, v in EXPECTED.items() if k[2] != "web" or k[1] == "ReplicaSet"} | {
-        ("hot_loop", "ReplicaSet", "web-658c78b575"): None
+        ("hot_loop", "ReplicaSet", "web-*"): None
     }
 
 

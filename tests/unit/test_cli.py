@@ -67,7 +67,11 @@ def test_json_output_is_one_object_per_finding_with_the_documented_fields() -> N
         "name": "api",
         "uid": None,
     }
-    assert {w["manager"] for w in finding["writers"]} == {"kubectl", None}
+    writers = {w["display"]: w for w in finding["writers"]}
+    assert set(writers) == {"kubectl (Update, scale)", "kubectl-client-side-apply (Update)"}
+    scale = writers["kubectl (Update, scale)"]
+    assert (scale["manager"], scale["operation"], scale["subresource"]) == ("kubectl", "Update", "scale")
+    assert (scale["fields"], scale["note"], scale["reacts"], scale["users"]) == (["spec.replicas"], None, False, [])
     assert finding["fields"] == ["spec.replicas"]
     assert finding["first_seen"].endswith("Z")
 

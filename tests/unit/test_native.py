@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.unit.captures import CAPTURES
+from tests.unit.captures import CAPTURES, RELEASE_CAPTURES, RELEASES
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.detection.native import implementation, native_available
@@ -39,7 +39,7 @@ def both(*args: str, cwd: Path) -> tuple[tuple[int, bytes, bytes], tuple[int, by
 
 def test_native_engine_is_built() -> None:
     assert native_available(), (
-        "watcher._native is not built: see setup.py (cargo, and Debian's crates: scripts/native.sh)"
+        "watcher._native is not built: see setup.py (Rust's cargo, and the crates scripts/native.sh fetches)"
     )
     assert Engine(Config().detection).implementation == "native"  # (what `auto`, the default, picks)
 
@@ -76,8 +76,11 @@ def test_run_says_when_it_falls_back_to_python(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("output", ["json", "table"])
-def test_native_and_python_find_the_same(tmp_path: Path, output: str) -> None:
-    captures = sorted(str(path) for path in CAPTURES.glob("*.jsonl"))
+@pytest.mark.parametrize("release", RELEASES)
+def test_native_and_python_find_the_same(tmp_path: Path, output: str, release: str) -> None:
+    """Every recording of each release (the current one's and v1.20's), one by one and all together, and the demo:
+    byte for byte the same output."""
+    captures = sorted(str(path) for path in RELEASE_CAPTURES[release].glob("*.jsonl"))
     runs = [("replay", "--output", output, c) for c in captures]
     runs += [("replay", "--output", output, *captures), ("demo", "--output", output)]
     fights = 0
