@@ -360,6 +360,12 @@ def _watch_totals(engine: Engine, read: ReadStats) -> list[str]:
             f"Warning: {s.without_managed_fields:,} events carried no managedFields, so their writers cannot be "
             "named; kubectl hides them unless you capture with `--show-managed-fields`."
         )
+    if s.unattributed_writes and not engine.subresources_seen and s.without_managed_fields < s.events:
+        lines.append(
+            "Note: no managedFields entry here names a subresource, as on API servers before 1.22: there a write "
+            "through the scale subresource leaves no entry and a writer rewriting its own fields does not stamp its "
+            "entry, so some writers cannot be named (an autoscaler's) and a status loop's only from full objects."
+        )
     if s.untimed_events:
         lines.append(
             f"Warning: {s.untimed_events:,} events had neither observedAt nor a managedFields time; hot loops "

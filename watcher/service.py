@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import structlog
 
 from watcher import __version__
@@ -49,9 +50,9 @@ from watcher.sinks.outlets import build_sinks
 from watcher.sinks.recording import Recording
 from watcher.sources.audit_webhook import OUTCOMES, AuditReceiver
 from watcher.sources.cluster import ClusterWatch
-from watcher.sources.discovery import ApiResource
+from watcher.sources.discovery import OLD_SERVER, SUBRESOURCE_ENTRIES_SINCE, ApiResource, server_version
 from watcher.sources.election import LeaderChange, LeaderElector, identity, lease_namespace
-from watcher.sources.kube import ConnectError, Connection, KubeApi, connect
+from watcher.sources.kube import ApiError, ConnectError, Connection, KubeApi, connect
 from watcher.sources.watch import State
 
 EXIT_OK = 0
@@ -332,6 +333,7 @@ class Service:
         if self.receiver is not None:
             tasks.append(asyncio.create_task(self._analyse_requests(self.receiver), name="audit"))
         checked = asyncio.create_task(self._check_review_permissions(api)) if self.access is not None else None
+        versioned = asyncio.create_task(_note_server_version(api))
         stopped = asyncio.create_task(stop.wait())
         crashed: list[asyncio.Task[Any]] = []
         try:
@@ -343,12 +345,15 @@ class Service:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
             stopped.cancel()
+            versioned.cancel()
             if checked is not None:
                 checked.cancel()
             for task in tasks:
                 task.cancel()
             async with asyncio.timeout(STOP_DEADLINE):
-                await asyncio.gather(*tasks, *([checked] if checked is not None else []), return_exceptions=True)
+                await asyncio.gather(
+                    *tasks, versioned, *([checked] if checked is not None else []), return_exceptions=True
+                )
                 await cluster.stop()
         self._advance()  # (findings quiet long enough resolve; the changes still reach delivery's drain)
         if self._recording is not None:
@@ -641,6 +646,19 @@ def _audit_samples(
         "fightwatch_noop_writes": [(k, float(n)) for k, n in s.noop_by_resource.items()],
         "fightwatch_conflicts": [((*k[:2], k[2]), float(n)) for k, n in s.conflicts_by_resource.items()],
     }
+
+
+async def _note_server_version(api: KubeApi) -> None:
+    """Log the API server's release once, and warn of what a server older than 1.22 cannot show."""
+    try:
+        version, minor = await server_version(api)
+    except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+        log.warning("server version unknown", error=str(exc))
+        return
+    if minor is not None and minor < SUBRESOURCE_ENTRIES_SINCE:
+        log.warning("old API server", server_version=version, detail=OLD_SERVER)
+    else:
+        log.info("API server", server_version=version)
 
 
 def _certificate(tls: ServingTls | None) -> dict[str, Any] | None:

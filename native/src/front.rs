@@ -537,6 +537,12 @@ impl Front {
         shared.write_class.call1(py, (now, seq, py_writers, py_changed, handovers))
     }
 
+    /// Whether an entry with a subresource was seen (reference.py's `stamped`).
+    #[getter]
+    fn stamped(&self) -> bool {
+        self.shared.stamped
+    }
+
     /// Forget an object (deleted, or let go by the engine).
     fn forget(&mut self, key: i64) {
         self.objects.remove(&key);

@@ -23,9 +23,10 @@ from watcher.model import Writer
 # A pure-Python build (FIGHTWATCH_PURE_PYTHON, asked for by hand: CI never sets it) has no native engine.
 pytestmark = pytest.mark.skipif(PURE_PYTHON, reason="FIGHTWATCH_PURE_PYTHON: no native engine")
 
-MANAGERS = ("alpha", "beta", "gamma")
+# (and the API server's own managers, which are never writers: `model.SERVER_MANAGERS`)
+MANAGERS = ("alpha", "beta", "gamma", "ancient-changes", "before-first-apply")
 OPERATIONS = ("Update", "Apply")
-SUBRESOURCES = ("", "status")
+SUBRESOURCES = ("", "", "status", "scale")
 FIELDS = (
     "data.key",
     "data.other",
@@ -57,6 +58,7 @@ entries = st.lists(
         operation=st.sampled_from(OPERATIONS),
         subresource=st.sampled_from(SUBRESOURCES),
         api_version=st.sampled_from(["v1", "v1", "v2"]),
+        timed=st.sampled_from([True, True, True, False]),
     ),
     max_size=4,
 ).map(tuple)
@@ -90,6 +92,7 @@ versions = st.builds(
     body=bodies,
     status=statuses,
     controller=st.booleans(),
+    generation=st.sampled_from([None, 1, 1, 2, 3, -1, 1.0, "2", 2**63]),
 )
 steps = st.lists(
     st.tuples(st.sampled_from(["MODIFIED", "MODIFIED", "MODIFIED", "ADDED"]), versions, st.floats(0.0, 3.0)),

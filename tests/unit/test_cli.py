@@ -399,3 +399,15 @@ def test_run_with_two_delivery_sinks_of_one_name_is_a_start_up_error(tmp_path: P
     assert result.returncode == 2
     assert "cannot deliver" in result.stderr.decode()
     assert "two delivery sinks have the same name" in result.stderr.decode()
+
+
+def test_a_capture_from_before_1_22_says_what_its_server_cannot_show() -> None:
+    """v1.20's scale writes leave no managedFields entry: the replay says why writers stay unnamed; a capture from a
+    current server, whose entries name their subresources, needs no such note."""
+    old = run("replay", str(capture("fight-scale-vs-apply", release="v1.20")))
+    assert old.returncode == 0
+    assert "as on API servers before 1.22" in old.stdout.decode()
+    current = run("replay", str(capture("fight-scale-vs-apply")))
+    assert current.returncode == 0
+    assert "before 1.22" not in current.stdout.decode()
+    assert "(0 unattributed)" in current.stdout.decode()

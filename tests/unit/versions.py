@@ -41,16 +41,18 @@ class Entry:
     operation: str = "Update"
     subresource: str = ""
     api_version: str = "v1"  # (one manager's entries under two apiVersions are one writer)
+    timed: bool = True  # (an entry of the scale subresource has no time)
 
     def json(self) -> JSON:
         entry: JSON = {
             "manager": self.manager,
             "operation": self.operation,
             "apiVersion": self.api_version,
-            "time": clock.strftime("%Y-%m-%dT%H:%M:%SZ", clock.gmtime(EPOCH + self.seconds)),
             "fieldsType": "FieldsV1",
             "fieldsV1": trie(*self.fields),
         }
+        if self.timed:
+            entry["time"] = clock.strftime("%Y-%m-%dT%H:%M:%SZ", clock.gmtime(EPOCH + self.seconds))
         if self.subresource:
             entry["subresource"] = self.subresource
         return entry
@@ -66,6 +68,7 @@ class Version:
     body: JSON = field(default_factory=dict)  # top-level sections other than metadata and status
     status: JSON | None = None
     controller: bool = False  # has a controller ownerReference
+    generation: Any = None  # metadata.generation (any JSON value: the engines read only a whole number)
 
     def object(self, rv: int, *, kind: str = "ConfigMap", uid: str = "uid-1") -> JSON:
         meta: JSON = {
@@ -75,6 +78,8 @@ class Version:
             "resourceVersion": str(rv),
             "managedFields": [e.json() for e in self.entries],
         }
+        if self.generation is not None:
+            meta["generation"] = self.generation
         if self.labels:
             meta["labels"] = self.labels
         if self.annotations:

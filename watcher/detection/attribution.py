@@ -61,6 +61,12 @@ class Attribution(Protocol):
         """The decoder whose events this implementation reads."""
         ...
 
+    @property
+    def stamped(self) -> bool:
+        """Whether the stream showed a server of 1.22 or later: a managedFields entry naming its subresource (such a
+        server stamps every write's writer, which attribution then relies on)."""
+        ...
+
     def object_key(self, uid: str) -> int:
         """The key of the object with this uid, as this implementation's events carry it (`ObjectEvent.key`)."""
         ...

@@ -134,6 +134,12 @@ class Engine:
         return self._attribution.name
 
     @property
+    def subresources_seen(self) -> bool:
+        """Whether the stream showed a server of 1.22 or later (`Attribution.stamped`): without, writes through the
+        scale subresource and a writer's rewrites of its own fields may stay unattributed."""
+        return self._attribution.stamped
+
+    @property
     def tracked_objects(self) -> int:
         return len(self._objects)
 

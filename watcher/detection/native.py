@@ -66,6 +66,10 @@ class NativeAttribution:
             raise EventError(f"an event the native reader does not read ({parsed}): use --engine python")
         return parsed  # type: ignore[return-value]  # (not a str: a Parsed, or None for BOOKMARK and ERROR)
 
+    @property
+    def stamped(self) -> bool:
+        return self._front.stamped
+
     def baseline(self, event: ObjectEvent, rules: ObjectRules) -> ObjectState:
         self._front.baseline(_parsed(event))
         return ObjectState(event.rv, rules)

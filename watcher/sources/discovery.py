@@ -20,6 +20,23 @@ from watcher.sources.kube import ApiError, KubeApi
 
 LEGACY_GROUPS = ("extensions",)  # served for old clients; the same objects live in a newer group
 DISCOVERY_CONCURRENCY = 8
+# From Kubernetes 1.22 on, managedFields entries name their subresource and every write stamps its writer's entry.
+SUBRESOURCE_ENTRIES_SINCE = 22
+OLD_SERVER = (
+    "this API server is older than 1.22: writes through the scale subresource leave no managedFields entry and a "
+    "writer rewriting fields it already owns does not stamp its entry, so some writers cannot be named (an "
+    "autoscaler's), and a status loop's writer only from full objects; the rest works as on current servers"
+)
+
+
+async def server_version(api: KubeApi) -> tuple[str, int | None]:
+    """The API server's gitVersion and minor release (`/version`); ("", None) where it does not say."""
+    answer, _ = await api.get("/version")
+    if not isinstance(answer, dict):
+        return "", None
+    version = str(answer.get("gitVersion") or "")
+    digits = "".join(c for c in str(answer.get("minor") or "") if c.isdigit())  # ("27+" on some clouds)
+    return version, int(digits) if digits else None
 
 
 @dataclass(frozen=True, slots=True)
