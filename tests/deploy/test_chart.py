@@ -364,7 +364,7 @@ def test_real_apiserver_accepts_the_manifests(
     helm: str, control_plane: ControlPlane, values: Path, tmp_path: Path
 ) -> None:
     server = subprocess.run(
-        ["kubectl", "--kubeconfig", str(control_plane.kubeconfig), "version", "-o", "json"],
+        [str(control_plane.kubectl), "--kubeconfig", str(control_plane.kubeconfig), "version", "-o", "json"],
         capture_output=True,
         text=True,
         check=True,
@@ -374,7 +374,7 @@ def test_real_apiserver_accepts_the_manifests(
     docs = [d for d in rendered if d["kind"] not in OPERATOR_KINDS]
     manifest = tmp_path / "chart.yaml"
     manifest.write_text(yaml.safe_dump_all(docs))
-    kubectl = ["kubectl", "--kubeconfig", str(control_plane.kubeconfig)]
+    kubectl = [str(control_plane.kubectl), "--kubeconfig", str(control_plane.kubeconfig)]
     namespaces = {NAMESPACE} | {d["metadata"].get("namespace") for d in docs} - {None}
     for namespace in namespaces:  # dry-run objects need their namespace to exist
         subprocess.run([*kubectl, "create", "namespace", namespace], capture_output=True, check=False)
@@ -706,7 +706,7 @@ def test_helm_upgrade_keeps_the_generated_certificate_until_it_is_due(
     release, namespace = "fwtls", "fightwatch-tls-upgrade"
     env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig), "HELM_CACHE_HOME": str(tmp_path / "cache")}
     env |= {"HELM_CONFIG_HOME": str(tmp_path / "config"), "HELM_DATA_HOME": str(tmp_path / "data")}
-    kubectl = ["kubectl", "--kubeconfig", str(control_plane.kubeconfig), "-n", namespace]
+    kubectl = [str(control_plane.kubectl), "--kubeconfig", str(control_plane.kubeconfig), "-n", namespace]
 
     def run(*args: str) -> str:
         done = subprocess.run(args, capture_output=True, text=True, check=False, env=env)

@@ -53,7 +53,7 @@ async def test_fightwatch_runs_with_exactly_the_charts_rbac(
     await kube.ensure_namespace(RELEASE_NAMESPACE)
     manifest = tmp_path / "rbac.yaml"
     manifest.write_text(yaml.safe_dump_all(rbac))
-    kubectl = ["kubectl", "--kubeconfig", str(control_plane.kubeconfig)]
+    kubectl = [str(control_plane.kubectl), "--kubeconfig", str(control_plane.kubeconfig)]
     applied = await asyncio.create_subprocess_exec(
         *kubectl, "apply", "-f", str(manifest), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )

@@ -49,7 +49,8 @@ async def test_replay_reads_what_kubectl_prints(
     out = tmp_path / "kubectl-watch.json"
     with out.open("wb") as sink:
         kubectl = await asyncio.create_subprocess_exec(
-            "kubectl", "--kubeconfig", str(control_plane.kubeconfig), "get", "configmaps", "-n", NAMESPACE,
+            str(control_plane.kubectl), "--kubeconfig", str(control_plane.kubeconfig),
+            "get", "configmaps", "-n", NAMESPACE,
             "--watch", "--output-watch-events", "-o", "json", "--show-managed-fields",
             stdout=sink, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip

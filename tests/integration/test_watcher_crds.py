@@ -45,7 +45,7 @@ KUBECTL_DEADLINE = 120.0
 
 async def kubectl(cp: ControlPlane, *args: str, stdin: bytes | None = None) -> str:
     proc = await asyncio.create_subprocess_exec(
-        "kubectl", "--kubeconfig", str(cp.kubeconfig), *args,
+        str(cp.kubectl), "--kubeconfig", str(cp.kubeconfig), *args,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     async with asyncio.timeout(KUBECTL_DEADLINE):
