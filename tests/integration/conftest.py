@@ -52,6 +52,7 @@ class LiveRun:
     log: list[dict[str, Any]]
     recording: Path
     returncode: int
+    server_version: str  # the control plane's release (`/version`)
 
 
 def _is_barrier(event: dict[str, Any]) -> bool:
@@ -112,4 +113,5 @@ async def live_run(controller_manager: ControlPlane, tmp_path_factory: pytest.Te
         log=watcher.log(),
         recording=watcher.recording,
         returncode=returncode,
+        server_version=controller_manager.version,
     )

@@ -19,7 +19,7 @@ from harness.control_plane import default_release, start_control_plane
 from harness.recording import record_scenarios
 from harness.scenarios import SCENARIOS, scenario_of
 from tests.expectations import BENIGN, FINDINGS, assert_found
-from tests.integration.conftest import live_releases
+from tests.integration.conftest import LiveRun, live_releases
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.model import Finding
@@ -27,13 +27,13 @@ from watcher.model import Finding
 
 @pytest.fixture(scope="module", params=live_releases())
 async def live_events(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, live_run: LiveRun, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, list[dict[str, object]]]:
     """Each scenario's watch events, live on one release: the session's run on the default release, a run of its own
     (a recorder, no watcher) on the other."""
     release = request.param
     if release == default_release():
-        recorded = request.getfixturevalue("live_run").events
+        recorded = live_run.events
     else:
         cp = start_control_plane(tmp_path_factory.mktemp(f"control-plane-{release}"), release=release)
         try:

@@ -6,18 +6,21 @@ import contextlib
 
 from kubernetes_asyncio.client import ApiClient
 
+from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, ApiError, Kube
+from harness.kubectl import Kubectl
 from harness.recorder import Recorder
 from harness.scenarios import run_scenarios
 
 
-async def test_recorder_keeps_every_event_across_rewatches(api_client: ApiClient) -> None:
+async def test_recorder_keeps_every_event_across_rewatches(control_plane: ControlPlane, api_client: ApiClient) -> None:
     with contextlib.suppress(ApiError):  # another test of the session may have run this scenario already
         await Kube(api_client).request("DELETE", CONFIGMAPS.path("benign-one-correction", "ownership"))
     recorder = Recorder(api_client, (CONFIGMAPS,), watch_timeout_seconds=1)  # the server ends each watch after 1 s
     await recorder.start()
     try:
-        await run_scenarios(api_client, ["benign-one-correction"])
+        kubectl = Kubectl(control_plane.kubectl, control_plane.kubeconfig)
+        await run_scenarios(api_client, ["benign-one-correction"], kubectl=kubectl)
         await recorder.sync()
     finally:
         await recorder.stop()

@@ -115,6 +115,13 @@ def test_a_replay_of_the_recording_gives_exactly_the_served_findings(live_run: L
     assert sorted(replayed, key=lambda f: f["id"]) == sorted(live_run.findings, key=lambda f: f["id"])
 
 
+def test_the_watcher_logs_the_api_servers_release(live_run: LiveRun) -> None:
+    """A current release: logged as such, with no warning of what an old server cannot show."""
+    (server,) = [e for e in live_run.log if e.get("event") == "API server"]
+    assert server["server_version"] == live_run.server_version
+    assert not [e for e in live_run.log if e.get("event") == "old API server"]
+
+
 def test_sigterm_ends_the_watcher_cleanly_with_its_recording_complete(live_run: LiveRun) -> None:
     assert live_run.returncode == 0
     assert live_run.log[-1]["event"] == "stopped"

@@ -1,7 +1,9 @@
 """Kubernetes Events on the object of a finding, so `kubectl describe` tells the story where people look.
 
 One Warning Event per finding (reason ControllerFight or ControllerHotLoop), created when it opens and updated
-as a series when it changes (never one per write), and one Normal Event when it resolves. Event names are
+as a series when it changes (never one per write), and one Normal Event when it resolves. An events.k8s.io/v1
+Event's note cannot change once written (the API server rejects the update): a series update counts the occurrence
+and keeps the note the finding opened with; a core v1 Event's message is brought up to date. Event names are
 derived from the finding id, so a retry, a restarted watcher or a new leader (finding ids are the same on every
 replica) updates the same Event instead of adding one.
 `events.k8s.io/v1` is used where the server serves it, else core `v1` Events. These Events are the only
@@ -279,8 +281,8 @@ def _collection(api: str, namespace: str) -> str:
 
 
 def _series(api: str, count: int, now: float, message: str) -> JSONObject:
-    if api == EVENTS_V1:
-        return {"series": {"count": count, "lastObservedTime": _micro_time(now)}, "note": message}
+    if api == EVENTS_V1:  # (its note is immutable)
+        return {"series": {"count": count, "lastObservedTime": _micro_time(now)}}
     return {"count": count, "lastTimestamp": _time(now), "message": message}
 
 
