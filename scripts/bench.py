@@ -3,10 +3,10 @@
 
 One run
 1. generates (scripts/synthetic_cluster.py) or reuses (`--stream PATH`) a JSON Lines capture of >= 200,000 watch
-   events over >= 20,000 objects shaped like a Kubernetes v1.20 cluster (ConfigMaps, Deployments with a pod
+   events over >= 20,000 objects shaped like a current Kubernetes cluster (ConfigMaps, Deployments with a pod
    template, ReplicaSets, realistic managedFields), with benign churn and a known set of injected fights and hot
    loops. Object shapes come from the recorded real captures in tests/fixtures/captures/*.jsonl when they exist,
-   else from hand-built v1.20 templates;
+   else from hand-built templates;
 2. measures, pinned to one core, best of `--runs`: the full replay pipeline (reading the capture and the engine
    processing each event, scripts/engine_under_test.py), JSON decoding alone (the floor) and kubernetes-asyncio
    model deserialization (what a naive watcher pays);

@@ -5,7 +5,7 @@
         [--templates DIR]
 
 writes a JSON Lines capture (`{"type", "object", "observedAt"}` per line, in observedAt order) of `--events` watch
-events over `--objects` objects shaped like a Kubernetes v1.20 cluster's (ConfigMaps, Deployments with a pod
+events over `--objects` objects shaped like a current Kubernetes cluster's (ConfigMaps, Deployments with a pod
 template, ReplicaSets, realistic managedFields; the shapes from the real captures in `--templates`, see
 scripts/synthetic_objects.py), two hours of it: benign churn (rollouts with their status bursts, status writes,
 config edits, leader-election ConfigMaps renewed every 2 s, single corrections A->B->A, ownership migrations
@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 from synthetic_objects import (
+    HPA,
     KCM,
     MUTATIONS,
     REPLICAS,
@@ -62,7 +63,8 @@ PRIMARIES: tuple[Writer, ...] = (
 )
 PRIMARY_WEIGHTS = (35, 35, 25, 5)
 LABEL_FIGHTERS: tuple[Writer, ...] = (("kyverno", "Update"), ("team-labeler", "Update"), ("kubectl-label", "Update"))
-SCALERS: tuple[Writer, ...] = (KCM, ("keda-operator", "Update"), ("kubectl-scale", "Update"))
+# (an HPA's, KEDA's through its HPA, and `kubectl scale`'s writes go through the scale subresource)
+SCALERS: tuple[Writer, ...] = (HPA, ("keda-operator", "Update", "scale"), ("kubectl", "Update", "scale"))
 HOT_WRITERS: tuple[Writer, ...] = (
     ("config-syncer", "Update"),
     ("external-secrets", "Update"),
@@ -241,7 +243,7 @@ def fight(rng: random.Random, obj: Planned, what: str) -> list[tuple[float, str,
         keys, taker, values = TEAM_LABEL, rng.choice(LABEL_FIGHTERS), (obj.team, rng.choice(TEAMS))
         if values[1] == obj.team:
             values = (obj.team, "unassigned")
-    alone = "owns only this field" if taker != KCM else "owns other fields too"
+    alone = "owns only this field"
     obj.flavor = f"{'spec.replicas' if what == 'replicas' else 'label'} taken by {taker[0]} ({alone})"
     out = []
     t = start

@@ -1,10 +1,12 @@
-"""The objects of the synthetic cluster (scripts/synthetic_cluster.py): their bodies as a Kubernetes v1.20 API
-server stores them, managedFields included, and the writes that change them.
+"""The objects of the synthetic cluster (scripts/synthetic_cluster.py): their bodies as a current Kubernetes API
+server (1.22 and later) stores them, managedFields included, and the writes that change them.
 
 An object's first body comes from the recorded real captures (tests/fixtures/captures/*.jsonl by default) when they
-hold one of its kind, with this object's identity and managers, else from a hand-built v1.20 template. Each write
+hold one of its kind, with this object's identity and managers, else from a hand-built template. Each write
 (`MUTATIONS[op](doc, args, time, planned, rng)`) changes the body in place and records its writer in managedFields
-as an Update would: the writer takes the fields it sets, other managers lose them.
+as an Update would on a current server: the writer takes the fields it sets, other managers lose them, and its
+entry is stamped with the write's second; kube-controller-manager writes status through the status subresource (an
+entry of its own) and an autoscaler's replicas through the scale subresource.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from engine_under_test import capture_objects
 
 REPO = Path(__file__).resolve().parent.parent
 
-EPOCH = 1614848400  # 2021-03-04T09:00:00Z, the Kubernetes v1.20 era; stream times are seconds after this
+EPOCH = 1614848400  # 2021-03-04T09:00:00Z; stream times are seconds after this
 KINDS = ("ConfigMap", "Deployment", "ReplicaSet")
 WORDS = (
     "api", "worker", "web", "cron", "gateway", "sync", "indexer", "scheduler", "proxy", "exporter",
@@ -32,8 +34,10 @@ WORDS = (
 )  # fmt: skip
 CONFIG_KEYS = ("application.yaml", "LOG_LEVEL", "FEATURE_FLAGS", "nginx.conf", "settings.json", "JAVA_OPTS")
 
-Writer = tuple[str, str]  # (manager, operation)
+Writer = tuple[str, ...]  # (manager, operation) or (manager, operation, subresource)
 KCM: Writer = ("kube-controller-manager", "Update")
+KCM_STATUS: Writer = ("kube-controller-manager", "Update", "status")  # its status writes, through /status
+HPA: Writer = ("kube-controller-manager", "Update", "scale")  # the HorizontalPodAutoscaler's writes of replicas
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 APPLIERS = {"kubectl-client-side-apply", "argocd-controller"}  # keep a last-applied annotation
 LEADER_KEY = "control-plane.alpha.kubernetes.io/leader"
@@ -144,19 +148,17 @@ def entry_of(obj: dict[str, Any], writer: Writer, when: float) -> dict[str, Any]
     """The writer's managedFields entry, created if missing, stamped with the write time."""
     entries = obj["metadata"].setdefault("managedFields", [])
     for entry in entries:
-        if entry["manager"] == writer[0] and entry["operation"] == writer[1]:
-            entry["time"] = server_time(when)
+        if (entry["manager"], entry["operation"], entry.get("subresource", "")) == _key(writer):
+            if _key(writer)[2] != "scale":  # (the API server keeps no time for a scale entry)
+                entry["time"] = server_time(when)
             return entry
-    entry = {
-        "manager": writer[0],
-        "operation": writer[1],
-        "apiVersion": obj["apiVersion"],
-        "time": server_time(when),
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {},
-    }
+    entry = managed(writer, obj["apiVersion"], when, {})
     entries.append(entry)
     return entry
+
+
+def _key(writer: Writer) -> tuple[str, str, str]:
+    return (writer[0], writer[1], writer[2] if len(writer) > 2 else "")
 
 
 def claim(doc: dict[str, Any], entry: dict[str, Any], keys: tuple[str, ...]) -> None:
@@ -172,14 +174,13 @@ def claim(doc: dict[str, Any], entry: dict[str, Any], keys: tuple[str, ...]) -> 
 
 
 def managed(writer: Writer, api_version: str, when: float, owned: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "manager": writer[0],
-        "operation": writer[1],
-        "apiVersion": api_version,
-        "time": server_time(when),
-        "fieldsType": "FieldsV1",
-        "fieldsV1": sort_trie(owned),
-    }
+    entry: dict[str, Any] = {"manager": writer[0], "operation": writer[1], "apiVersion": api_version}
+    if len(writer) > 2 and writer[2]:
+        entry["subresource"] = writer[2]
+    if _key(writer)[2] != "scale":  # (the API server keeps no time for a scale entry)
+        entry["time"] = server_time(when)
+    entry.update(fieldsType="FieldsV1", fieldsV1=sort_trie(owned))
+    return entry
 
 
 # ---------------------------------------------------------------------------------- an object as planned
@@ -378,7 +379,7 @@ def hand_deployment(obj: Planned, rng: random.Random) -> dict[str, Any]:
     }
     doc["metadata"]["managedFields"] = [
         managed(obj.primary, "apps/v1", obj.created, owned),
-        managed(KCM, "apps/v1", status_at, kcm),
+        managed(KCM_STATUS, "apps/v1", status_at, kcm),
     ]
     return doc
 
@@ -420,9 +421,11 @@ def hand_replicaset(obj: Planned, owner: Planned) -> dict[str, Any]:
     owned = {
         "f:metadata": trie({k: meta[k] for k in ("annotations", "labels", "ownerReferences")}),
         "f:spec": trie(doc["spec"]),
-        "f:status": trie(doc["status"]),
     }
-    meta["managedFields"] = [managed(KCM, "apps/v1", obj.created + 1.0, owned)]
+    meta["managedFields"] = [
+        managed(KCM, "apps/v1", obj.created + 1.0, owned),
+        managed(KCM_STATUS, "apps/v1", obj.created + 1.0, {"f:status": trie(doc["status"])}),
+    ]
     return doc
 
 
@@ -461,7 +464,7 @@ def _template_score(obj: dict[str, Any]) -> tuple[int, int, int]:
 
 
 class Templates:
-    """Object shapes: the recorded real captures when present (per kind), else the hand-built v1.20 ones."""
+    """Object shapes: the recorded real captures when present (per kind), else the hand-built ones."""
 
     def __init__(self, directory: Path) -> None:
         self.real: dict[str, dict[str, Any]] = {}
@@ -475,7 +478,7 @@ class Templates:
                 print(f"warning: skipping template capture {path}: {exc}", file=sys.stderr)
         for kind in KINDS:
             if kind not in self.real:
-                self.sources[kind] = "hand-built v1.20"
+                self.sources[kind] = "hand-built"
 
     def _consider(self, obj: dict[str, Any], path: Path) -> None:
         kind = obj.get("kind")
@@ -556,10 +559,12 @@ def real_managers(doc: dict[str, Any], obj: Planned) -> list[dict[str, Any]]:
     others = [e for e in entries if e is not status]
     main = max(others, key=lambda e: len(orjson.dumps(e.get("fieldsV1"))), default=None)
     kept: list[dict[str, Any]] = []
-    for entry, writer in ((main, obj.primary), (status, KCM)):
-        if entry is None or any(e["manager"] == writer[0] for e in kept):
+    for entry, writer in ((main, obj.primary), (status, KCM_STATUS)):
+        if entry is None or any(_key(writer) == (e["manager"], e["operation"], e.get("subresource", "")) for e in kept):
             continue
         entry.pop("subresource", None)
+        if len(writer) > 2:
+            entry["subresource"] = writer[2]
         entry.update(manager=writer[0], operation=writer[1], time=server_time(obj.created + len(kept)))
         kept.append(entry)
     if not kept:
@@ -618,7 +623,7 @@ def m_dep_status(doc: dict[str, Any], args: tuple[Any, ...], t: float, _obj: Pla
     phase = args[0]
     meta, status = doc["metadata"], doc.setdefault("status", {})
     replicas = (doc.get("spec") or {}).get("replicas", 1)
-    entry = entry_of(doc, KCM, t)
+    entry = entry_of(doc, KCM_STATUS, t)
     status["observedGeneration"] = meta.get("generation", 1)
     conditions = status.setdefault("conditions", status_conditions(t, meta["name"]))
     progressing = next((c for c in conditions if c.get("type") == "Progressing"), conditions[-1])
@@ -648,7 +653,7 @@ def m_dep_status(doc: dict[str, Any], args: tuple[Any, ...], t: float, _obj: Pla
 
 
 def m_rs_status(doc: dict[str, Any], _args: tuple[Any, ...], t: float, _obj: Planned, rng: random.Random) -> None:
-    entry = entry_of(doc, KCM, t)
+    entry = entry_of(doc, KCM_STATUS, t)
     status = doc.setdefault("status", {})
     replicas = (doc.get("spec") or {}).get("replicas", 1)
     status["observedGeneration"] = doc["metadata"].get("generation", 1)

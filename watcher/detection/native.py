@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, cast
 
 from watcher.detection import events
-from watcher.detection.attribution import Attribution, Write
+from watcher.detection.attribution import Attribution, Decoder, Write
 from watcher.detection.events import EventError, ObjectEvent
 from watcher.detection.handovers import Handover
 from watcher.detection.ignore import ObjectRules
@@ -51,8 +51,13 @@ class NativeAttribution:
     def __init__(self) -> None:
         native = importlib.import_module("watcher._native")  # (built only where Rust was there: ImportError)
         self._front: Front = native.Front(Writer, Handover, Write, UNATTRIBUTED)
-        self.decode = self._decode
         self.object_key: Callable[[str], int] = native.object_key
+
+    @property
+    def decode(self) -> Decoder:
+        # (a property, not an attribute holding the bound method: that would be a reference cycle, and the native
+        # Front, which must be dropped on the thread that made it, would wait for the collector, on any thread)
+        return self._decode
 
     def _decode(
         self, data: bytes, *, observed_at: float | None = None, api_version: str | None = None, kind: str | None = None
