@@ -7,8 +7,8 @@ The watch shows only writes that succeeded and changed something. Requests show 
   resourceVersion. The object's conflicts feed an exponentially decaying rate; a storm is called when it stays at
   or above `conflict_storm.min_conflicts_per_minute` for `min_conflicts` conflicts in a row (no gap longer than two
   time constants), so the occasional conflict every controller sees and retries once is not one. It names every
-  client that wrote the object (user, User-Agent, field manager, conflicts, successful writes): the ones that keep
-  losing and the ones that won meanwhile.
+  client that wrote the object (user, its pod, User-Agent, field manager, conflicts, successful writes): the ones
+  that keep losing and the ones that won meanwhile.
 - **`apply_conflict`**: a server-side applier (one client) whose applies are rejected with field conflicts
   `apply_conflict.min_rejections` times in a row, without a success between: stuck. Where the audit level records
   the API server's message, the finding names the managers that own the fields and the fields.
@@ -350,7 +350,7 @@ class RequestEngine:
         return state
 
     def _client(self, state: RequestState, request: Request) -> ClientKey:
-        client = (request.user, request.user_agent, request.manager)
+        client = (request.user, request.user_agent, request.manager, request.pod)
         clients = state.clients
         if client not in clients:
             if len(clients) >= self._max_clients:
@@ -507,8 +507,11 @@ def _clients(state: RequestState, only: ClientKey | None) -> tuple[Client, ...]:
     items = state.clients.items() if only is None else [(only, state.clients[only])]
     return tuple(
         sorted(
-            (Client(k[0], k[1], k[2], conflicts=t.conflicts, writes=t.writes, noop_writes=t.noops) for k, t in items),
-            key=lambda c: (-c.conflicts, -c.writes, c.manager, c.user, c.user_agent),
+            (
+                Client(k[0], k[1], k[2], conflicts=t.conflicts, writes=t.writes, noop_writes=t.noops, pod=k[3])
+                for k, t in items
+            ),
+            key=lambda c: (-c.conflicts, -c.writes, c.manager, c.user, c.user_agent, c.pod),
         )
     )
 

@@ -15,8 +15,8 @@ from watcher.detection.timeline import Record
 from watcher.model import FindingType, ObjectRef
 
 ObjectKey = tuple[str, str, str, str]  # (API group, resource, namespace, name)
-ClientKey = tuple[str, str, str]  # (user, User-Agent, field manager)
-OTHER_CLIENTS: Final[ClientKey] = ("(other clients)", "", "")
+ClientKey = tuple[str, str, str, str]  # (user, User-Agent, field manager, pod "namespace/name" or "")
+OTHER_CLIENTS: Final[ClientKey] = ("(other clients)", "", "", "")
 
 
 class Tally:
@@ -75,7 +75,8 @@ class RequestFinding:
         self.type = kind
         self.ref = ref
         self.client = client  # the one client an apply_conflict or noop_writes finding is about
-        scope = "/".join(client) if client is not None else ""
+        # (a client without a pod keeps the id it had before pods were read)
+        scope = "" if client is None else "/".join(client if client[3] else client[:3])
         what = f"{kind}/{ref.group}/{ref.resource}/{ref.namespace or ''}/{ref.name}/{scope}/{opened_by}"
         self.id = hashlib.blake2b(what.encode(), digest_size=8).hexdigest()
         self.first_seen = first_seen
