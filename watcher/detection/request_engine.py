@@ -44,6 +44,7 @@ from watcher.detection.request_state import (
     RequestState,
     RequestStats,
     Tally,
+    subresources_with,
 )
 from watcher.detection.requests import Request, parse_apply_conflict
 from watcher.detection.state import Rate
@@ -123,6 +124,8 @@ class RequestEngine:
             return changes
         client = self._client(state, request)
         tally = state.clients[client]
+        if request.object.subresource not in tally.subresources:
+            tally.subresources = subresources_with(tally.subresources, request.object.subresource)
         if request.succeeded:
             self.stats.writes += 1
             tally.writes += 1
@@ -225,6 +228,18 @@ class RequestEngine:
         """The clients that wrote an object (most conflicts first), for a join with the watch; () when untracked."""
         state = self._objects.get(key)
         return () if state is None else _clients(state, None)
+
+    def users(self, key: ObjectKey) -> dict[tuple[str, str], frozenset[str]]:
+        """The users that wrote an object, by the field manager and the subresource ("" for the object itself) their
+        writes were recorded under, as a managedFields entry keys its writer; {} when untracked."""
+        state = self._objects.get(key)
+        if state is None:
+            return {}
+        found: dict[tuple[str, str], set[str]] = {}
+        for (user, _, manager, _), tally in state.clients.items():
+            for subresource in tally.subresources:
+                found.setdefault((manager, subresource), set()).add(user)
+        return {writer: frozenset(users) for writer, users in found.items()}
 
     # ------------------------------------------------------------------------------------------- the rules
 

@@ -19,6 +19,23 @@ ClientKey = tuple[str, str, str, str]  # (user, User-Agent, field manager, pod "
 OTHER_CLIENTS: Final[ClientKey] = ("(other clients)", "", "", "")
 
 
+# The subresource lists of tallies, shared: a few combinations ("" alone, "" and "status", ...) serve every client.
+# Bounded: past the limit, new combinations are made per tally.
+_SUBRESOURCES: dict[tuple[str, ...], tuple[str, ...]] = {}
+_SUBRESOURCES_MAX: Final = 256
+
+
+def subresources_with(subresources: tuple[str, ...], subresource: str) -> tuple[str, ...]:
+    """`subresources` and `subresource` after them, as a tuple shared with every tally that has the same."""
+    grown = (*subresources, subresource)
+    shared = _SUBRESOURCES.get(grown)
+    if shared is not None:
+        return shared
+    if len(_SUBRESOURCES) < _SUBRESOURCES_MAX:
+        _SUBRESOURCES[grown] = grown
+    return grown
+
+
 class Tally:
     """What one client's write requests to one object came to."""
 
@@ -29,6 +46,7 @@ class Tally:
         "rejections",
         "stale",
         "stale_version",
+        "subresources",
         "writes",
     )
 
@@ -40,6 +58,9 @@ class Tally:
         self.stale_version = ""  # the resourceVersion its last version conflict carried
         self.stale = 0  # version conflicts that carried the same version as the one before (a stale cache)
         self.noop_rate: Rate | None = None  # of its no-op writes (from the first one)
+        # What its writes addressed: "" the object itself, "status", "scale", ... (one each, in order of first write):
+        # the managedFields entry of a subresource's write names it, so the users of writers are told by both.
+        self.subresources: tuple[str, ...] = ()
 
 
 class RequestFinding:
@@ -145,4 +166,13 @@ class RequestStats:
     noop_by_resource: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
-__all__ = ["OTHER_CLIENTS", "ClientKey", "ObjectKey", "RequestFinding", "RequestState", "RequestStats", "Tally"]
+__all__ = [
+    "OTHER_CLIENTS",
+    "ClientKey",
+    "ObjectKey",
+    "RequestFinding",
+    "RequestState",
+    "RequestStats",
+    "Tally",
+    "subresources_with",
+]
