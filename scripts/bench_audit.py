@@ -44,7 +44,7 @@ from watcher.detection.request_engine import RequestEngine  # noqa: E402
 from watcher.model import format_observed  # noqa: E402
 from watcher.sources.audit import AuditStats, read_audit_log  # noqa: E402
 
-FIXTURES = REPO / "tests" / "fixtures" / "audit"
+FIXTURES = REPO / "tests" / "fixtures" / "audit" / "v1.20"
 START = 1_795_000_000.0
 Event = dict[str, Any]
 

@@ -12,7 +12,7 @@ import pytest
 from watcher.detection.requests import FIELD_MANAGER_MAX_BYTES, Request, manager_from_user_agent
 from watcher.sources.audit import AuditError, AuditStats, decode_audit, read_audit_log, read_audit_logs
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "configmap-race.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "v1.20" / "configmap-race.jsonl"
 
 
 def _events() -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import pytest
 
 from harness.audit_scenarios import SECRET_VALUE
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit" / "v1.20"
 SCENARIOS = (
     "rmw-fight",
     "storm-fields",

@@ -12,7 +12,7 @@ import orjson
 
 from tests.unit.captures import capture
 
-AUDIT = Path(__file__).parents[1] / "fixtures" / "audit"
+AUDIT = Path(__file__).parents[1] / "fixtures" / "audit" / "v1.20"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[bytes]:

@@ -14,7 +14,7 @@ from watcher.model import FindingState, FindingType
 from watcher.sources.audit import AuditStats, read_audit_log
 from watcher.sources.capture import ReadStats, read_captures
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit" / "v1.20"
 
 
 def joined_cascade() -> tuple[Joined, list[object]]:

@@ -14,7 +14,7 @@ from watcher.detection.requests import Request, parse_apply_conflict
 from watcher.model import Finding, FindingState, FindingType
 from watcher.sources.audit import AuditStats, read_audit_log
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit" / "v1.20"
 LEVELS = ("metadata", "request-response")
 GITOPS = "system:serviceaccount:argocd:argocd-application-controller"
 LABELER = "system:serviceaccount:ops:labeler"
