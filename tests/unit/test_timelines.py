@@ -21,7 +21,7 @@ from watcher.model import CONFLICT, HANDOVER, WRITE, Finding, FindingType, Timel
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import ReadStats, merged, read_captures
 
-AUDIT = Path(__file__).parents[1] / "fixtures" / "audit" / "v1.20"
+AUDIT = Path(__file__).parents[1] / "fixtures" / "audit"
 
 
 def _counted(timeline: Timeline) -> int:
