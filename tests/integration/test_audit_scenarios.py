@@ -21,6 +21,24 @@ from harness.control_plane import ControlPlane
 pytestmark = pytest.mark.integration
 NAMES = list(scenarios.SCENARIOS)
 Recorded = tuple[ControlPlane, list[bytes], Path]
+KUBE_SYSTEM = "system:serviceaccount:kube-system:"
+
+
+def timed(finding: dict[str, Any]) -> bool:
+    """A finding over requests in `hpa-fight`'s namespaces: whether the deployment controller's status writes,
+    racing the HPA and kubectl, conflict often enough to make a storm depends on how fast the machine is."""
+    over_requests = finding["type"] in ("conflict_storm", "apply_conflict", "noop_writes")
+    return over_requests and finding["object"]["namespace"].startswith("hpa-fight")
+
+
+def check_timed(finding: dict[str, Any]) -> None:
+    """Such a storm is kube-controller-manager's controllers losing on the Deployment the fight is over (or on its
+    ReplicaSets)."""
+    assert finding["type"] == "conflict_storm"
+    assert finding["object"]["name"] == "web" or finding["object"]["name"].startswith("web-")
+    losers = {c["user"] for c in finding["clients"] if c["conflicts"]}
+    assert losers
+    assert all(user.startswith(KUBE_SYSTEM) for user in losers)
 
 
 @pytest.fixture(scope="module", params=scenarios.tested_releases())
@@ -61,6 +79,9 @@ def test_the_whole_live_log_gives_each_scenarios_finding_and_nothing_benign(reco
     result = fightwatch("audit", "-o", "json", str(cp.audit_log))
     assert result.returncode == 0, result.stderr
     found = [orjson.loads(line) for line in result.stdout.splitlines()]
+    for finding in filter(timed, found):
+        check_timed(finding)
+    found = [f for f in found if not timed(f)]
     expected = [
         ("apply_conflict", "apply-stuck"),
         ("conflict_storm", "cascade"),
@@ -120,7 +141,7 @@ def test_the_hpa_of_kube_controller_manager_is_told_from_its_deployment_controll
     the `status`, each as its own service account."""
     findings = joined(recorded)
     for ns in ("hpa-fight", "hpa-fight" + scenarios.OMIT_SUFFIX):  # (with and without managedFields in the bodies)
-        (fight,) = [f for f in findings if f["object"]["namespace"] == ns]
+        (fight,) = [f for f in findings if f["object"]["namespace"] == ns and f["type"] == "fight"]
         assert (fight["type"], fight["fields"]) == ("fight", ["spec.replicas"])
         assert writers(fight) == [
             ("kube-controller-manager", "Update", "scale", [scenarios.HPA_CONTROLLER]),
@@ -132,6 +153,10 @@ def test_the_hpa_of_kube_controller_manager_is_told_from_its_deployment_controll
         assert agent.startswith("kube-controller-manager/v1.")
         assert agent.endswith(f"/{scenarios.HPA_CONTROLLER}")
         assert clients[scenarios.DEPLOYER.user]["pod"] == scenarios.DEPLOYER.pod_ref
+        for storm in [f for f in findings if f["object"]["namespace"] == ns and timed(f)]:
+            check_timed(storm)
+            if storm["object"]["name"] == "web":  # the failed half of the fight over spec.replicas
+                assert storm["hint"].startswith("This is a fight")
 
 
 def test_every_joined_finding_is_the_same_without_managed_fields(recorded: Recorded) -> None:
@@ -142,7 +167,7 @@ def test_every_joined_finding_is_the_same_without_managed_fields(recorded: Recor
         clients = sorted((c["user"], c["pod"], c["manager"]) for c in finding["clients"])
         return (finding["type"], finding["object"]["name"], finding["fields"], writers(finding), clients)
 
-    findings = joined(recorded)
+    findings = [f for f in joined(recorded) if not timed(f)]
     by_level: dict[str, list[tuple[object, ...]]] = {scenarios.FULL_SUFFIX: [], scenarios.OMIT_SUFFIX: []}
     for f in findings:
         for suffix, found in by_level.items():
