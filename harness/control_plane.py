@@ -401,9 +401,14 @@ class ControlPlane:
 
     def kubeconfig_for(self, user: str) -> Path:
         """A kubeconfig that authenticates as `user` (one of `users` at start) with its own static token."""
+        return self.kubeconfig_with_token(user, self.user_tokens[user])
+
+    def kubeconfig_with_token(self, user: str, token: str) -> Path:
+        """A kubeconfig (mode 0600, in the workdir) that authenticates with a bearer token, e.g. a service account's
+        from a TokenRequest; `user` names it."""
         # (no ":" in the file name, as a service account's user name has: kubeconfig paths are ":"-separated lists)
         path = self.workdir / f"kubeconfig-{user.replace(':', '_')}"
-        _write_kubeconfig(path, url=self.url, token=self.user_tokens[user], ca_file=self.ca_file, user=user)
+        _write_kubeconfig(path, url=self.url, token=token, ca_file=self.ca_file, user=user)
         return path
 
     def stop_apiserver(self) -> None:

@@ -4,7 +4,8 @@
 One run
 1. generates a `Metadata`-level audit log (JSON Lines, as the log backend writes it) of >= 200,000 events over
    `--objects` ConfigMaps and `--clients` service accounts, from the events recorded from a real kube-apiserver
-   (tests/fixtures/audit/*.metadata.jsonl) as templates: reads and successful updates by one or two clients per
+   (tests/fixtures/audit/*.metadata.jsonl: v1.37.2) as templates, each client a service account in a pod of its
+   own: reads and successful updates by one or two clients per
    object over two hours, an occasional conflict retried once, plus injected conflict storms, stuck appliers and
    no-op loops;
 2. measures, pinned to one core, best of `--runs`: the whole analysis (reading the log, decoding each event into a
@@ -45,6 +46,7 @@ from watcher.model import format_observed  # noqa: E402
 from watcher.sources.audit import AuditStats, read_audit_log  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "audit"
+POD_NAME = "authentication.kubernetes.io/pod-name"
 START = 1_795_000_000.0
 Event = dict[str, Any]
 
@@ -77,11 +79,13 @@ class Log:
         self.serial += 1
         event = self.templates[kind]
         agent = user.rsplit(":", 1)[-1]
+        # (each service account in a pod of its own, its token bound to it, as the recorded clients' are)
+        extra = {**event["user"].get("extra", {}), POD_NAME: [f"{agent}-5f8b6c9d7-m4tzr"]}
         copy = {
             **event,
             "auditID": f"{self.serial:032x}",
             "requestURI": f"/api/v1/namespaces/{ns}/configmaps/{name}{query}",
-            "user": {**event["user"], "username": user},
+            "user": {**event["user"], "username": user, "extra": extra},
             "userAgent": f"{agent}/1.0",
             "objectRef": {**event["objectRef"], "namespace": ns, "name": name, "resourceVersion": str(rv)},
             "requestReceivedTimestamp": format_observed(at),

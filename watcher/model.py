@@ -142,9 +142,13 @@ class Client:
     conflicts: int = 0  # writes rejected with 409 Conflict
     writes: int = 0  # writes that succeeded
     noop_writes: int = 0  # successful writes that changed nothing (counted in `writes` too)
+    pod: str = ""  # "namespace/name" of the pod its token is bound to (the audit event's user.extra), else ""
 
     def display(self) -> str:
-        return f"{self.manager or '?'} ({self.user or 'anonymous'})"
+        """`labeler (system:serviceaccount:ops:labeler, pod labeler-7d9c5b6f4-x2x8q)`: the pod by name, its namespace
+        being the service account's."""
+        pod = f", pod {self.pod.partition('/')[2]}" if self.pod else ""
+        return f"{self.manager or '?'} ({self.user or 'anonymous'}{pod})"
 
 
 # What a mark of a timeline is (bits of `Mark.kind`): a write, one that handed a contested field over, one rejected

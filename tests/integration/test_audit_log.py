@@ -1,24 +1,32 @@
 """Audit events of a real kube-apiserver's log backend, read by `watcher.sources.audit`.
 
-Two clients with identities and User-Agents of their own race over one ConfigMap: a stale read-modify-write
-that fails with 409 Conflict, its retry, a write that names its field manager and one that lets the API server
-derive it from the User-Agent, and a no-op update. One namespace is audited at `Metadata` level, the other at
-`RequestResponse` level, where the log holds bodies: a Secret's value there must not reach a decoded request.
+Two clients with identities of their own (ServiceAccounts with tokens bound to Pods of their own) and User-Agents
+of their own race over one ConfigMap: a stale read-modify-write that fails with 409 Conflict, its retry, a write
+that names its field manager and one that lets the API server derive it from the User-Agent, and a no-op update.
+One namespace is audited at `Metadata` level, the other at `RequestResponse` level, where the log holds bodies: a
+Secret's value there must not reach a decoded request.
+
+With `$FIGHTWATCH_RECORD_AUDIT` naming a directory, the module writes the events its tests read back there as
+`configmap-race.jsonl` (the fixture of tests/unit/test_audit_reader.py): the first two completed non-resource
+requests, then every event of the two clients on ConfigMaps, every stage.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from harness.control_plane import ControlPlane, start_control_plane
+from harness.identities import Identity, provision
 from harness.kube import CONFIGMAPS, JSON, ApiError, Kube, Resource, new_api_client
 from watcher.detection.requests import Request
 from watcher.sources.audit import AuditStats, read_audit_log
@@ -35,7 +43,10 @@ POLICY = {
         {"level": "Metadata"},
     ],
 }
-TEAM_A, TEAM_B = "team-a-operator", "team-b-operator"
+TEAM_A, TEAM_B = "team-a-operator", "team-b-operator"  # their field managers (and User-Agents' products)
+IDENTITY_A = Identity("team-a", TEAM_A, "team-a-operator-7f9c6d5b8-2kq4n")
+IDENTITY_B = Identity("team-b", TEAM_B, "team-b-operator-5d8b7c6f9-x7wzp")
+USER_A, USER_B = IDENTITY_A.user, IDENTITY_B.user
 SECRET_VALUE = secrets.token_hex(12)  # a value no decoded request may hold, plain or base64-encoded
 SECRETS = Resource("/api/v1", "secrets", "Secret")
 ROLES = Resource("/apis/rbac.authorization.k8s.io/v1", "roles", "Role")
@@ -45,11 +56,30 @@ LOG_DEADLINE = 30.0
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    cp = start_control_plane(tmp_path_factory.mktemp("audited"), audit_policy=POLICY, users=(TEAM_A, TEAM_B))
+    cp = start_control_plane(tmp_path_factory.mktemp("audited"), audit_policy=POLICY)
     try:
         yield cp
+        if out := os.environ.get("FIGHTWATCH_RECORD_AUDIT"):
+            assert cp.audit_log is not None
+            (Path(out) / "configmap-race.jsonl").write_bytes(_recording(cp.audit_log))
     finally:
         cp.stop()
+
+
+def _recording(log: Path) -> bytes:
+    """The events the tests read back: the log's first two completed non-resource requests, then the clients' on
+    ConfigMaps."""
+    lines = log.read_bytes().splitlines()
+    events = [orjson.loads(line) for line in lines]
+    unrelated = [
+        line for line, e in zip(lines, events, strict=True) if "objectRef" not in e and e["stage"] == "ResponseComplete"
+    ][:2]
+    read = [
+        line
+        for line, e in zip(lines, events, strict=True)
+        if e.get("objectRef", {}).get("resource") == "configmaps" and e["user"]["username"] in (USER_A, USER_B)
+    ]
+    return b"".join(line + b"\n" for line in unrelated + read)
 
 
 @dataclass
@@ -63,12 +93,15 @@ class Clients:
 async def clients(audited: ControlPlane) -> AsyncIterator[Clients]:
     made: list[ApiClient] = []
     try:
-        for kubeconfig, agent in (
-            (audited.kubeconfig, "fightwatch-test-admin/1.0"),
-            (audited.kubeconfig_for(TEAM_A), "team-a-operator/v1.4.2 (linux/amd64) example.com/abc123"),
-            (audited.kubeconfig_for(TEAM_B), "team-b-operator/v0.9.0"),
+        admin_client = await new_api_client(audited.kubeconfig)
+        admin_client.user_agent = "fightwatch-test-admin/1.0"
+        made.append(admin_client)
+        tokens = await provision(Kube(admin_client), (IDENTITY_A, IDENTITY_B))
+        for identity, agent in (
+            (IDENTITY_A, "team-a-operator/v1.4.2 (linux/amd64) example.com/abc123"),
+            (IDENTITY_B, "team-b-operator/v0.9.0"),
         ):
-            client = await new_api_client(kubeconfig)
+            client = await new_api_client(audited.kubeconfig_with_token(identity.user, tokens[identity]))
             client.user_agent = agent
             made.append(client)
         admin, a, b = (Kube(c) for c in made)
@@ -82,13 +115,13 @@ async def clients(audited: ControlPlane) -> AsyncIterator[Clients]:
                 "rules": [{"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["*"]}],
             }
             await admin.ensure(ROLES.path(ns), role, manager="fightwatch-harness")
-            for user in (TEAM_A, TEAM_B):
+            for identity in (IDENTITY_A, IDENTITY_B):
                 binding = {
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "RoleBinding",
-                    "metadata": {"name": user, "namespace": ns},
+                    "metadata": {"name": identity.name, "namespace": ns},
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "writer"},
-                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+                    "subjects": [{"kind": "ServiceAccount", "name": identity.name, "namespace": identity.namespace}],
                 }
                 await admin.ensure(ROLEBINDINGS.path(ns), binding, manager="fightwatch-harness")
         yield Clients(admin, a, b)
@@ -128,7 +161,7 @@ def _requests(log: Path, ns: str, resource: str, *, writes: int) -> tuple[list[R
         requests = [
             r
             for r in read_audit_log(str(log), stats=stats)
-            if r.object.namespace == ns and r.object.resource == resource and r.user in (TEAM_A, TEAM_B)
+            if r.object.namespace == ns and r.object.resource == resource and r.user in (USER_A, USER_B)
         ]
         if sum(r.is_write for r in requests) >= writes or time.monotonic() > give_up:
             return requests, stats
@@ -144,20 +177,23 @@ async def test_audit_events_name_clients_conflicts_and_no_op_writes(
     requests, stats = _requests(audited.audit_log, ns, "configmaps", writes=6)
     writes = [r for r in requests if r.is_write]
     assert [(r.user, r.verb, r.code) for r in writes] == [
-        (TEAM_A, "create", 201),
-        (TEAM_B, "update", 200),
-        (TEAM_A, "update", 409),
-        (TEAM_A, "update", 200),
-        (TEAM_B, "update", 200),
-        (TEAM_B, "update", 200),
+        (USER_A, "create", 201),
+        (USER_B, "update", 200),
+        (USER_A, "update", 409),
+        (USER_A, "update", 200),
+        (USER_B, "update", 200),
+        (USER_B, "update", 200),
     ]
+    # each client's token is bound to its pod: the events name it (user.extra), in the service account's namespace
+    assert {r.user: r.pod for r in requests} == {USER_A: IDENTITY_A.pod_ref, USER_B: IDENTITY_B.pod_ref}
     created, derived, conflict, retry, noop1, noop2 = writes
     assert derived.manager == TEAM_B  # from "team-b-operator/v0.9.0", as the API server derives it
     assert derived.user_agent == "team-b-operator/v0.9.0"
     assert conflict.manager == TEAM_A  # the fieldManager query parameter
     assert conflict.reason == "Conflict"
-    # the 409's message is logged from the Request level up (in the response body); at Metadata level its reason
-    assert ("the object has been modified" in conflict.message) == (ns == BODIES_NS)
+    # the 409's message: v1.20 logged it in the response body only (Request level and up); current releases put it
+    # in the responseStatus at every level
+    assert "the object has been modified" in conflict.message
     assert conflict.resource_version  # the stale version the client sent
     assert retry.resource_version not in ("", conflict.resource_version)  # re-read: a newer version
     assert created.code == 201

@@ -1,6 +1,8 @@
 """Live: a real kube-apiserver's audit webhook backend (batch mode) posts to `fightwatch run`, which watches the same
-cluster. The audit scenarios' storms, stuck applier and no-op loop are found live with their clients, the fight's
-writers are named with their users, benign traffic is not reported, and the endpoint turns away what it must."""
+cluster. The audit scenarios' storms, stuck applier and no-op loop are found live with their clients and their pods,
+the fights' writers are named with their users (kube-controller-manager's HPA by its own service account), benign
+traffic is not reported, and the endpoint turns away what it must; on the current and the oldest supported
+release."""
 
 from __future__ import annotations
 
@@ -78,11 +80,13 @@ class Webhook:
         }
 
 
-@pytest.fixture(scope="module")
-def webhook_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, Webhook]]:
-    workdir = tmp_path_factory.mktemp("audit-webhook")
+@pytest.fixture(scope="module", params=scenarios.tested_releases())
+def webhook_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ControlPlane, Webhook]]:
+    workdir = tmp_path_factory.mktemp(f"audit-webhook-{request.param}")
     hook = Webhook(workdir)
-    cp = scenarios.start(workdir, NAMES, audit_webhook=hook.kubeconfig)
+    cp = scenarios.start(workdir, NAMES, audit_webhook=hook.kubeconfig, release=request.param)
     try:
         yield cp, hook
     finally:
@@ -97,7 +101,7 @@ async def watching(
     config = {
         "watch": {
             "resources": ["configmaps", "deployments"],
-            # spec.replicas values: the autoscaler's scale writes show in no managedFields entry
+            # spec.replicas values (on servers before 1.22 the scale writes showed in no managedFields entry)
             "per_resource": {"deployments.apps": {"full_objects": True}},
         },
         "audit_webhook": hook.settings(),
@@ -135,6 +139,10 @@ async def test_findings_over_requests_arrive_live_with_their_clients(
         scenarios.GITOPS.user: 0,
     }
     assert storm["object"]["kind"] == "ConfigMap"  # the watch saw it: named as the watch names it
+    assert {c["user"]: c["pod"] for c in storm["clients"]} == {  # each client with the pod its token is bound to
+        scenarios.LABELER.user: scenarios.LABELER.pod_ref,
+        scenarios.GITOPS.user: scenarios.GITOPS.pod_ref,
+    }
     assert storm["hint"].startswith("This is a fight")
     fight = by_key["fight", "rmw-fight"]
     assert {w["manager"]: w["users"] for w in fight["writers"]} == {
@@ -149,10 +157,21 @@ async def test_findings_over_requests_arrive_live_with_their_clients(
         ),
         what="the scale fight, its writers named with their users",
     )
-    assert {w["manager"]: w["users"] for w in scaled["writers"]} == {
-        None: [scenarios.AUTOSCALER.user],
-        "helm": [scenarios.HELM.user],
-    }
+    assert [(w["manager"], w["subresource"], w["users"]) for w in scaled["writers"]] == [
+        ("custom-autoscaler", "scale", [scenarios.AUTOSCALER.user]),
+        ("helm", None, [scenarios.HELM.user]),
+    ]
+    # the real HPA's scale writes, under the manager the deployment controller writes the status as
+    hpa = await watcher.wait_for_finding(
+        lambda f: (
+            f["type"] == "fight" and f["object"]["namespace"] == "hpa-fight" and all(w["users"] for w in f["writers"])
+        ),
+        what="the HPA's fight, its writers named with their users",
+    )
+    assert [(w["manager"], w["subresource"], w["users"]) for w in hpa["writers"]] == [
+        ("kube-controller-manager", "scale", [scenarios.HPA_CONTROLLER]),
+        ("kubectl-client-side-apply", None, [scenarios.DEPLOYER.user]),
+    ]
     # the RequestResponse twin: the owner and the field from the API server's message
     applied = await watcher.wait_for_finding(
         lambda f: f["type"] == "apply_conflict" and f["object"]["namespace"] == "apply-stuck-full"

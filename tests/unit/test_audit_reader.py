@@ -1,9 +1,11 @@
-"""Reading audit logs (`watcher.sources.audit`) on events recorded from a real kube-apiserver, and bad input."""
+"""Reading audit logs (`watcher.sources.audit`) on events recorded from a real kube-apiserver (the current release,
+and v1.20 for compatibility), and bad input."""
 
 from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +14,37 @@ import pytest
 from watcher.detection.requests import FIELD_MANAGER_MAX_BYTES, Request, manager_from_user_agent
 from watcher.sources.audit import AuditError, AuditStats, decode_audit, read_audit_log, read_audit_logs
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "configmap-race.jsonl"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
+FIXTURE = FIXTURES / "configmap-race.jsonl"
 
 
-def _events() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+@dataclass(frozen=True)
+class Race:
+    """A recording of tests/integration/test_audit_log.py: its two clients, and what the release logs."""
+
+    path: Path
+    team_a: str  # the users
+    team_b: str
+    pods: dict[str, str]  # user -> the pod its token is bound to
+    message_at_metadata: bool  # a 409's message at Metadata level (v1.20: only in the body, Request level and up)
+
+
+CURRENT = Race(
+    FIXTURE,
+    "system:serviceaccount:team-a:team-a-operator",
+    "system:serviceaccount:team-b:team-b-operator",
+    {
+        "system:serviceaccount:team-a:team-a-operator": "team-a/team-a-operator-7f9c6d5b8-2kq4n",
+        "system:serviceaccount:team-b:team-b-operator": "team-b/team-b-operator-5d8b7c6f9-x7wzp",
+    },
+    message_at_metadata=True,
+)
+V1_20 = Race(FIXTURES / "v1.20" / "configmap-race.jsonl", "team-a-operator", "team-b-operator", {}, False)
+RACES = pytest.mark.parametrize("race", [CURRENT, V1_20], ids=["current", "v1.20"])
+
+
+def _events(path: Path = FIXTURE) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def _write(path: Path, events: list[Any]) -> Path:
@@ -24,40 +52,76 @@ def _write(path: Path, events: list[Any]) -> Path:
     return path
 
 
-def test_completed_resource_requests_are_read_and_other_stages_counted() -> None:
+@RACES
+def test_completed_resource_requests_are_read_and_other_stages_counted(race: Race) -> None:
     stats = AuditStats()
-    requests = list(read_audit_log(str(FIXTURE), stats=stats))
-    events = _events()
+    requests = list(read_audit_log(str(race.path), stats=stats))
+    events = _events(race.path)
     completed = [e for e in events if e["stage"] == "ResponseComplete" and "objectRef" in e]
     assert [r.audit_id for r in requests] == [e["auditID"] for e in completed]
     assert stats.events == len(events)
     assert stats.stages_skipped == {"RequestReceived": sum(e["stage"] == "RequestReceived" for e in events)}
-    assert stats.without_object == 2  # /readyz
+    assert stats.without_object == 2  # /readyz, /openapi/v3
     assert stats.requests == len(requests)
 
 
-def test_a_conflict_is_read_at_both_levels_with_the_message_where_logged() -> None:
-    conflicts = [r for r in read_audit_log(str(FIXTURE), stats=AuditStats()) if r.code == 409]
+@RACES
+def test_a_conflict_is_read_at_both_levels_with_the_message_where_logged(race: Race) -> None:
+    conflicts = [r for r in read_audit_log(str(race.path), stats=AuditStats()) if r.code == 409]
     assert {r.object.namespace for r in conflicts} == {"audit-metadata", "audit-bodies"}
     for request in conflicts:
         assert (request.user, request.manager, request.verb, request.reason) == (
-            "team-a-operator",
+            race.team_a,
             "team-a-operator",
             "update",
             "Conflict",
         )
         assert request.user_agent.startswith("team-a-operator/")
         assert request.resource_version
-        logged = request.object.namespace == "audit-bodies"  # RequestResponse: the Status in the response body
+        # RequestResponse: the Status in the response body; current releases log the message in responseStatus too
+        logged = request.object.namespace == "audit-bodies" or race.message_at_metadata
         assert ("the object has been modified" in request.message) == logged
 
 
-def test_a_write_without_field_manager_gets_the_user_agent_s_prefix() -> None:
-    derived = [
-        r for r in read_audit_log(str(FIXTURE), stats=AuditStats()) if r.user == "team-b-operator" and r.is_write
-    ]
+@RACES
+def test_a_write_without_field_manager_gets_the_user_agent_s_prefix(race: Race) -> None:
+    derived = [r for r in read_audit_log(str(race.path), stats=AuditStats()) if r.user == race.team_b and r.is_write]
     assert derived
     assert {r.manager for r in derived} == {"team-b-operator"}
+
+
+@RACES
+def test_a_client_with_a_pod_bound_token_is_read_with_its_pod(race: Race) -> None:
+    requests = list(read_audit_log(str(race.path), stats=AuditStats()))
+    assert {r.user: r.pod for r in requests} == {u: race.pods.get(u, "") for u in (race.team_a, race.team_b)}
+
+
+def test_nothing_of_user_extra_but_the_pod_and_nothing_of_the_annotations_gets_past_the_decoder() -> None:
+    events = [e for e in _events() if e["stage"] == "ResponseComplete" and "objectRef" in e]
+    extra = {key: value for e in events for key, value in e["user"].get("extra", {}).items()}
+    # (so that this could fail: the recording holds the token's credential id, the pod's and the node's uids)
+    assert {"authentication.kubernetes.io/credential-id", "authentication.kubernetes.io/pod-uid"} <= set(extra)
+    kept = {"authentication.kubernetes.io/pod-name"}
+    secret = {v for key, values in extra.items() if key not in kept for v in values}
+    secret |= {v for e in events for v in e["annotations"].values() if v not in ("", "allow")}
+    assert any(v.startswith("RBAC: allowed by RoleBinding") for v in secret)
+    for event in events:
+        (request,) = decode_audit(json.dumps(event).encode(), AuditStats())
+        assert not [v for v in secret if v in repr(request)]
+        # annotations newer releases add now and then (latencies, Pod Security, credential ids) change nothing
+        noted = {
+            **event,
+            "annotations": {
+                **event["annotations"],
+                "apiserver.latency.k8s.io/etcd": "512.1ms",
+                "apiserver.latency.k8s.io/total": "1.2s",
+                "pod-security.kubernetes.io/enforce-policy": "privileged:latest",
+                "authentication.k8s.io/stale-token": "subject: system:serviceaccount:a:b",
+            },
+        }
+        assert decode_audit(json.dumps(noted).encode(), AuditStats()) == [request]
+        bare = {**event, "user": {k: v for k, v in event["user"].items() if k != "extra"}}
+        assert decode_audit(json.dumps(bare).encode(), AuditStats()) == [replace(request, pod="")]
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """`fightwatch audit` and `fightwatch replay --audit` as a user runs them, on audit events and watch events recorded
-together from a real kube-apiserver (tests/fixtures/audit): output, exit status, bad input, and no secret value."""
+together from a real kube-apiserver (tests/fixtures/audit: the current release, and v1.20 for compatibility):
+output, exit status, bad input, and no secret value."""
 
 from __future__ import annotations
 
@@ -13,17 +14,35 @@ import pytest
 
 from harness.audit_scenarios import SECRET_VALUE
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "audit"
-SCENARIOS = (
-    "rmw-fight",
-    "storm-fields",
-    "apply-stuck",
-    "scale-fight",
-    "cascade",
-    "shared-manager",
-    "noop-loop",
-    "benign",
-)
+CURRENT = Path(__file__).parents[1] / "fixtures" / "audit"
+V1_20 = CURRENT / "v1.20"
+FIXTURES = CURRENT
+SCENARIOS = {
+    CURRENT: (
+        "rmw-fight",
+        "storm-fields",
+        "apply-stuck",
+        "scale-fight",
+        "hpa-fight",
+        "cascade",
+        "shared-manager",
+        "noop-loop",
+        "benign",
+    ),
+    V1_20: (
+        "rmw-fight",
+        "storm-fields",
+        "apply-stuck",
+        "scale-fight",
+        "cascade",
+        "shared-manager",
+        "noop-loop",
+        "benign",
+    ),
+}
+LEVELS = {CURRENT: ("metadata", "request-response", "omit-managed-fields"), V1_20: ("metadata", "request-response")}
+RECORDINGS = pytest.mark.parametrize("recording", [CURRENT, V1_20], ids=["current", "v1.20"])
+HPA = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -32,19 +51,36 @@ def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[b
     )
 
 
-def fixture(name: str) -> str:
-    return str(FIXTURES / name)
+def fixture(name: str, recording: Path = CURRENT) -> str:
+    return str(recording / name)
+
+
+def pod(recording: Path, name: str) -> str | None:
+    """The pod of a client of the current recordings (whose tokens are bound to pods), None in v1.20's."""
+    return name if recording is CURRENT else None
+
+
+def scenario(namespace: str) -> str:
+    """The scenario a namespace is one of (its level's suffix removed)."""
+    return namespace.removesuffix("-full").removesuffix("-omf")
 
 
 def findings(result: subprocess.CompletedProcess[bytes]) -> list[dict[str, object]]:
     return [orjson.loads(line) for line in result.stdout.splitlines()]
 
 
-@pytest.mark.parametrize("level", ["metadata", "request-response"])
-def test_audit_finds_storms_stuck_appliers_and_no_op_loops_in_every_scenario_at_once(level: str) -> None:
-    result = run("audit", "--output", "json", "--fail-on-findings", *(fixture(f"{s}.{level}.jsonl") for s in SCENARIOS))
+@pytest.mark.parametrize(
+    ("recording", "level"),
+    [(r, level) for r in (CURRENT, V1_20) for level in LEVELS[r]],
+    ids=[f"{'current' if r is CURRENT else 'v1.20'}-{level}" for r in (CURRENT, V1_20) for level in LEVELS[r]],
+)
+def test_audit_finds_storms_stuck_appliers_and_no_op_loops_in_every_scenario_at_once(
+    recording: Path, level: str
+) -> None:
+    logs = (fixture(f"{s}.{level}.jsonl", recording) for s in SCENARIOS[recording])
+    result = run("audit", "--output", "json", "--fail-on-findings", *logs)
     assert result.returncode == 3, result.stderr
-    found = sorted((f["type"], f["object"]["namespace"].removesuffix("-full")) for f in findings(result))  # type: ignore[index, union-attr]
+    found = sorted((f["type"], scenario(f["object"]["namespace"])) for f in findings(result))  # type: ignore[index]
     assert found == [
         ("apply_conflict", "apply-stuck"),
         ("conflict_storm", "cascade"),
@@ -54,8 +90,9 @@ def test_audit_finds_storms_stuck_appliers_and_no_op_loops_in_every_scenario_at_
     ]
 
 
-def test_audit_json_names_the_object_by_resource_and_every_client() -> None:
-    result = run("audit", "-o", "json", fixture("rmw-fight.metadata.jsonl"))
+@RECORDINGS
+def test_audit_json_names_the_object_by_resource_and_every_client(recording: Path) -> None:
+    result = run("audit", "-o", "json", fixture("rmw-fight.metadata.jsonl", recording))
     assert result.returncode == 0, result.stderr
     (storm,) = findings(result)
     assert storm["object"] == {
@@ -73,34 +110,45 @@ def test_audit_json_names_the_object_by_resource_and_every_client() -> None:
         ("labeler", 12, 13),
         ("argocd-application-controller", 0, 12),
     }
-    assert {c["user"] for c in storm["clients"]} == {  # type: ignore[attr-defined, index]
-        "system:serviceaccount:ops:labeler",
-        "system:serviceaccount:argocd:argocd-application-controller",
+    assert {c["user"]: c["pod"] for c in storm["clients"]} == {  # type: ignore[attr-defined, index]
+        "system:serviceaccount:ops:labeler": pod(recording, "ops/labeler-6d9c7f5b4-qx2lp"),
+        "system:serviceaccount:argocd:argocd-application-controller": pod(
+            recording, "argocd/argocd-application-controller-0"
+        ),
     }
 
 
-def test_audit_table_and_totals() -> None:
-    result = run("audit", fixture("noop-loop.metadata.jsonl"), fixture("benign.metadata.jsonl"))
+@pytest.mark.parametrize(
+    ("recording", "client"),
+    [
+        (CURRENT, "settings-sync (system:serviceaccount:ops:settings-sync, pod settings-sync-7b5d8c6f9-w2vjn)"),
+        (V1_20, "settings-sync (system:serviceaccount:ops:settings-sync)"),
+    ],
+    ids=["current", "v1.20"],
+)
+def test_audit_table_and_totals(recording: Path, client: str) -> None:
+    logs = [fixture("noop-loop.metadata.jsonl", recording), fixture("benign.metadata.jsonl", recording)]
+    result = run("audit", *logs)
     assert result.returncode == 0, result.stderr
     out = " ".join(result.stdout.decode().split())  # (the table wraps to the terminal)
     assert "no-op writes" in out
-    assert (
-        "1. settings-sync (system:serviceaccount:ops:settings-sync) keeps writing it without changing anything" in out
-    )
+    assert f"1. {client} keeps writing it without changing anything" in out
     assert "0 conflict storms, 0 apply conflicts, 1 no-op write loop (1 active)." in out
-    assert "Audit: 112 events" in out
+    events = sum(len(Path(log).read_bytes().splitlines()) for log in logs)
+    assert f"Audit: {events} events" in out
 
 
-def test_benign_traffic_passes_the_ci_gate() -> None:
-    result = run("audit", "--fail-on-findings", fixture("benign.metadata.jsonl"))
+@RECORDINGS
+def test_benign_traffic_passes_the_ci_gate(recording: Path) -> None:
+    result = run("audit", "--fail-on-findings", fixture("benign.metadata.jsonl", recording))
     assert result.returncode == 0, result.stderr
     assert "No conflict storms, stuck appliers or no-op write loops found." in result.stdout.decode()
 
 
-def test_replay_with_audit_names_the_users_behind_a_fights_writers_and_its_conflicts() -> None:
-    result = run(
-        "replay", "-o", "json", fixture("rmw-fight.watch.jsonl"), "--audit", fixture("rmw-fight.metadata.jsonl")
-    )
+@RECORDINGS
+def test_replay_with_audit_names_the_users_behind_a_fights_writers_and_its_conflicts(recording: Path) -> None:
+    watch, audit = fixture("rmw-fight.watch.jsonl", recording), fixture("rmw-fight.metadata.jsonl", recording)
+    result = run("replay", "-o", "json", watch, "--audit", audit)
     assert result.returncode == 0, result.stderr
     by_type: dict[str, list[dict]] = {}  # type: ignore[type-arg]
     for f in findings(result):
@@ -123,10 +171,10 @@ def test_replay_with_audit_names_the_users_behind_a_fights_writers_and_its_confl
     assert (storm["object"]["kind"], storm["object"]["uid"]) == ("ConfigMap", fight["object"]["uid"])
 
 
-def test_replay_with_audit_tells_contention_over_different_fields_from_a_fight() -> None:
-    result = run(
-        "replay", "-o", "json", fixture("storm-fields.watch.jsonl"), "--audit", fixture("storm-fields.metadata.jsonl")
-    )
+@RECORDINGS
+def test_replay_with_audit_tells_contention_over_different_fields_from_a_fight(recording: Path) -> None:
+    watch, audit = fixture("storm-fields.watch.jsonl", recording), fixture("storm-fields.metadata.jsonl", recording)
+    result = run("replay", "-o", "json", watch, "--audit", audit)
     assert result.returncode == 0, result.stderr
     (storm,) = findings(result)
     assert storm["type"] == "conflict_storm"
@@ -134,9 +182,8 @@ def test_replay_with_audit_tells_contention_over_different_fields_from_a_fight()
 
 
 def test_replay_with_audit_names_the_user_behind_an_unattributed_writer() -> None:
-    result = run(
-        "replay", "-o", "json", fixture("scale-fight.watch.jsonl"), "--audit", fixture("scale-fight.metadata.jsonl")
-    )
+    watch, audit = fixture("scale-fight.watch.jsonl", V1_20), fixture("scale-fight.metadata.jsonl", V1_20)
+    result = run("replay", "-o", "json", watch, "--audit", audit)
     assert result.returncode == 0, result.stderr
     fights = {f["object"]["namespace"]: f for f in findings(result) if f["type"] == "fight"}
     fight = fights["scale-fight"]
@@ -151,10 +198,54 @@ def test_replay_with_audit_names_the_user_behind_an_unattributed_writer() -> Non
     assert {w["manager"]: w["users"] for w in fights["scale-fight-full"]["writers"]} == {None: [], "helm": []}
 
 
-def test_conflicts_of_a_controller_follow_from_the_fight_over_the_object_it_controls() -> None:
-    alone = findings(run("audit", "-o", "json", fixture("cascade.metadata.jsonl")))
+def test_replay_with_audit_names_the_user_behind_a_scale_subresource_writer() -> None:
+    # current releases record the autoscaler's scale writes in managedFields, with `subresource: scale`
+    watch, audit = fixture("scale-fight.watch.jsonl"), fixture("scale-fight.metadata.jsonl")
+    result = run("replay", "-o", "json", watch, "--audit", audit)
+    assert result.returncode == 0, result.stderr
+    fights = {f["object"]["namespace"]: f for f in findings(result) if f["type"] == "fight"}
+    fight = fights["scale-fight"]
+    assert fight["fields"] == ["spec.replicas"]
+    assert [(w["manager"], w["operation"], w["subresource"], w["users"]) for w in fight["writers"]] == [
+        ("custom-autoscaler", "Update", "scale", ["system:serviceaccount:autoscaling:custom-autoscaler"]),
+        ("helm", "Apply", None, ["system:serviceaccount:ci:helm"]),
+    ]
+    assert [w["users"] for w in fights["scale-fight-full"]["writers"]] == [[], []]
+
+
+def test_replay_with_audit_names_the_hpa_behind_kube_controller_managers_scale_writes() -> None:
+    """The real HPA against `kubectl apply`: its writer is `kube-controller-manager (Update, scale)`, the manager the
+    deployment controller writes the Deployment's status as; the audit events tell their service accounts apart."""
+    result = run(
+        "replay", "-o", "json", fixture("hpa-fight.watch.jsonl"), "--audit", fixture("hpa-fight.metadata.jsonl")
+    )
+    assert result.returncode == 0, result.stderr
+    (fight,) = [f for f in findings(result) if f["object"]["namespace"] == "hpa-fight"]
+    assert (fight["type"], fight["fields"]) == ("fight", ["spec.replicas"])
+    assert [(w["manager"], w["operation"], w["subresource"], w["users"]) for w in fight["writers"]] == [
+        ("kube-controller-manager", "Update", "scale", [HPA]),
+        ("kubectl-client-side-apply", "Update", None, ["system:serviceaccount:ci:deployer"]),
+    ]
+    clients = {(c["user"], c["manager"], c["pod"]) for c in fight["clients"]}  # type: ignore[attr-defined, index]
+    assert {
+        (HPA, "kube-controller-manager", None),
+        ("system:serviceaccount:kube-system:deployment-controller", "kube-controller-manager", None),
+        ("system:serviceaccount:ci:deployer", "kubectl-client-side-apply", "ci/deploy-pipeline-28340520-4k7xp"),
+    } <= clients
+    # the status writes that failed meanwhile were the deployment controller's: named by its user, one manager
+    # being several controllers'
+    assert (
+        "of their writes failed with 409 Conflict "
+        "(kube-controller-manager as system:serviceaccount:kube-system:deployment-controller)" in fight["summary"]
+    )
+
+
+@RECORDINGS
+def test_conflicts_of_a_controller_follow_from_the_fight_over_the_object_it_controls(recording: Path) -> None:
+    watch, audit = fixture("cascade.watch.jsonl", recording), fixture("cascade.metadata.jsonl", recording)
+    alone = findings(run("audit", "-o", "json", audit))
     assert [(f["type"], f["object"]["name"], f["related"]) for f in alone] == [("conflict_storm", "app-rendered", None)]
-    result = run("replay", "-o", "json", fixture("cascade.watch.jsonl"), "--audit", fixture("cascade.metadata.jsonl"))
+    result = run("replay", "-o", "json", watch, "--audit", audit)
     assert result.returncode == 0, result.stderr
     by_object = {(f["type"], f["object"]["namespace"], f["object"]["name"]): f for f in findings(result)}
     fight = by_object["fight", "cascade", "app"]
@@ -167,15 +258,10 @@ def test_conflicts_of_a_controller_follow_from_the_fight_over_the_object_it_cont
     assert fight["related"] is None
 
 
-def test_replay_with_audit_tells_apart_the_users_that_share_one_field_manager() -> None:
-    result = run(
-        "replay",
-        "-o",
-        "json",
-        fixture("shared-manager.watch.jsonl"),
-        "--audit",
-        fixture("shared-manager.metadata.jsonl"),
-    )
+@RECORDINGS
+def test_replay_with_audit_tells_apart_the_users_that_share_one_field_manager(recording: Path) -> None:
+    watch, audit = fixture("shared-manager.watch.jsonl", recording), fixture("shared-manager.metadata.jsonl", recording)
+    result = run("replay", "-o", "json", watch, "--audit", audit)
     assert result.returncode == 0, result.stderr
     fights = {f["object"]["namespace"]: f for f in findings(result)}
     fight = fights["shared-manager"]
@@ -189,12 +275,14 @@ def test_replay_with_audit_tells_apart_the_users_that_share_one_field_manager() 
     assert fights["shared-manager-full"]["hint"].startswith("Two writers stand behind one name: every write is")
 
 
-def test_no_secret_value_reaches_any_output() -> None:
+@RECORDINGS
+def test_no_secret_value_reaches_any_output(recording: Path) -> None:
     encoded = base64.b64encode(SECRET_VALUE.encode()).decode()
-    raw = (FIXTURES / "benign.request-response.jsonl").read_text()
-    assert encoded in raw  # the log holds it (so this test could fail) ...
-    logs = [fixture(f"{s}.{level}.jsonl") for s in SCENARIOS for level in ("metadata", "request-response")]
-    captures = [fixture(f"{s}.watch.jsonl") for s in SCENARIOS]
+    for level in LEVELS[recording][1:]:
+        raw = (recording / f"benign.{level}.jsonl").read_text()
+        assert encoded in raw  # the log holds it (so this test could fail) ...
+    logs = [fixture(f"{s}.{level}.jsonl", recording) for s in SCENARIOS[recording] for level in LEVELS[recording]]
+    captures = [fixture(f"{s}.watch.jsonl", recording) for s in SCENARIOS[recording]]
     for args in (
         ("audit", *logs),
         ("audit", "-o", "json", *logs),
@@ -208,20 +296,23 @@ def test_no_secret_value_reaches_any_output() -> None:
             assert encoded.encode() not in text
 
 
-def test_a_truncated_log_keeps_what_was_read_and_names_file_and_line(tmp_path: Path) -> None:
-    data = (FIXTURES / "rmw-fight.metadata.jsonl").read_bytes()
+@RECORDINGS
+def test_a_truncated_log_keeps_what_was_read_and_names_file_and_line(recording: Path, tmp_path: Path) -> None:
+    data = (recording / "rmw-fight.metadata.jsonl").read_bytes()
+    last = len(data.splitlines())
     cut = tmp_path / "audit.log"
     cut.write_bytes(data[: len(data) - 200])  # the last event broken off
     result = run("audit", str(cut))
     assert result.returncode == 2
     assert "1 conflict storm" in result.stdout.decode()  # what was read before is analysed and printed
     err = result.stderr.decode()
-    assert f"{cut}:73: not valid JSON" in err
-    assert "the findings above cover the 72 events read before this point" in err
+    assert f"{cut}:{last}: not valid JSON" in err
+    assert f"the findings above cover the {last - 1} events read before this point" in err
 
 
-def test_a_bad_event_is_named_by_file_and_line_and_can_be_skipped(tmp_path: Path) -> None:
-    lines = (FIXTURES / "noop-loop.metadata.jsonl").read_bytes().splitlines()
+@RECORDINGS
+def test_a_bad_event_is_named_by_file_and_line_and_can_be_skipped(recording: Path, tmp_path: Path) -> None:
+    lines = (recording / "noop-loop.metadata.jsonl").read_bytes().splitlines()
     lines[3] = b'{"kind":"Event","apiVersion":"audit.k8s.io/v1","stage":"Sideways"}'
     lines[5] = b"not json"
     broken = tmp_path / "audit.log"

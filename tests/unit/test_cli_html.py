@@ -42,6 +42,7 @@ def test_audit_and_a_joined_replay_write_reports_too(tmp_path: Path) -> None:
     result = run("audit", str(AUDIT / "rmw-fight.metadata.jsonl"), "-o", "json", "--html", str(audit))
     assert result.returncode == 0, result.stderr
     assert _cards(audit.read_text()) == {orjson.loads(line)["id"] for line in result.stdout.splitlines()}
+    assert "<td>ops/labeler-6d9c7f5b4-qx2lp</td>" in audit.read_text()  # the pod of a client, in the clients table
     joined = tmp_path / "joined.html"
     watch = str(AUDIT / "rmw-fight.watch.jsonl")
     result = run("replay", watch, "--audit", str(AUDIT / "rmw-fight.metadata.jsonl"), "--html", str(joined))

@@ -1,8 +1,13 @@
 """The watch and API requests (audit events) of one cluster, joined: each side's findings told what the other knows.
 
-- A watch finding (fight, hot loop) gets the clients that wrote its object as audit events name them (user,
-  User-Agent, manager, conflicts, successful writes), the users behind each of its writers, and its conflicts.
-  Its unattributed writer gets the users of the clients whose writes the watch could not attribute: those that
+- A watch finding (fight, hot loop) gets the clients that wrote its object as audit events name them (user, pod,
+  User-Agent, manager, conflicts, successful writes), the users behind each of its writers, and its conflicts. A
+  writer is a managedFields entry: a manager's writes to the object itself, or to one subresource (`status`,
+  `scale`); its users are those whose requests went there under that manager. kube-controller-manager's controllers
+  all write as `kube-controller-manager`, each with its own service account: the HorizontalPodAutoscaler's
+  `scale` writes are told from the deployment controller's `status` writes by the subresource. Servers before 1.22
+  record a subresource's writes without naming it: there the users of those writes show on no named writer.
+  The unattributed writer gets the users of the clients whose writes the watch could not attribute: those that
   wrote the object under a manager no managedFields entry of the finding names (the scale subresource on servers
   before 1.22, managedFields reset by a client).
 - A conflict storm is told the fields a fight on the same object contests (it is the fight's failed half), or that
@@ -150,7 +155,8 @@ class Joined:
         if not clients:
             return finding
         named = {c.writer.manager for c in finding.writers if c.writer.manager is not None}
-        writers = tuple(_with_users(c, clients, named) for c in finding.writers)
+        by_writer = self.requests.users(key)
+        writers = tuple(_with_users(c, clients, named, by_writer) for c in finding.writers)
         conflicts = sum(c.conflicts for c in clients)
         summary, hint = finding.summary, finding.hint
         shared = [(c.writer.manager, c.users) for c in writers if c.writer.manager is not None and len(c.users) > 1]
@@ -163,7 +169,7 @@ class Joined:
                 "(controller-runtime `client.FieldOwner`, client-go `FieldManager`), then decide which owns the fields."
             )
         if conflicts:
-            losers = ", ".join(sorted({c.manager for c in clients if c.conflicts}))
+            losers = ", ".join(sorted({_loser(c, clients) for c in clients if c.conflicts}))
             summary += f"; {conflicts} of their writes failed with 409 Conflict ({losers})"
         return replace(
             finding,
@@ -215,13 +221,27 @@ def _controller(event: ObjectEvent, key: ObjectKey, resource: Callable[[ObjectRe
     return (ref.group, resource(ref), key[2], ref.name)
 
 
-def _with_users(count: WriterCount, clients: tuple[Client, ...], named: set[str]) -> WriterCount:
-    manager = count.writer.manager
-    if manager is None:  # the writes the watch could not attribute: clients under a manager it never names
-        users = {c.user for c in clients if c.writes and c.manager not in named}
+def _loser(client: Client, clients: tuple[Client, ...]) -> str:
+    """A client whose writes failed, by its manager; with its user where others write as that manager too
+    (`kube-controller-manager as system:serviceaccount:kube-system:deployment-controller`)."""
+    shared = any(c.manager == client.manager and c.user != client.user for c in clients)
+    return f"{client.manager} as {client.user}" if shared else client.manager
+
+
+def _with_users(
+    count: WriterCount,
+    clients: tuple[Client, ...],
+    named: set[str],
+    users: dict[tuple[str, str], frozenset[str]],
+) -> WriterCount:
+    """A writer with the users behind it: those that wrote under its manager to its subresource (or to the object
+    itself); for the unattributed writer, those that wrote under a manager the finding names nowhere."""
+    writer = count.writer
+    if writer.manager is None:  # the writes the watch could not attribute: clients under a manager it never names
+        found = {c.user for c in clients if c.writes and c.manager not in named}
     else:
-        users = {c.user for c in clients if c.manager == manager}
-    return replace(count, users=tuple(sorted(users))) if users else count
+        found = set(users.get((writer.manager, writer.subresource), ()))
+    return replace(count, users=tuple(sorted(found))) if found else count
 
 
 __all__ = ["Joined", "guessed_resource"]

@@ -7,8 +7,8 @@ The watch shows only writes that succeeded and changed something. Requests show 
   resourceVersion. The object's conflicts feed an exponentially decaying rate; a storm is called when it stays at
   or above `conflict_storm.min_conflicts_per_minute` for `min_conflicts` conflicts in a row (no gap longer than two
   time constants), so the occasional conflict every controller sees and retries once is not one. It names every
-  client that wrote the object (user, User-Agent, field manager, conflicts, successful writes): the ones that keep
-  losing and the ones that won meanwhile.
+  client that wrote the object (user, its pod, User-Agent, field manager, conflicts, successful writes): the ones
+  that keep losing and the ones that won meanwhile.
 - **`apply_conflict`**: a server-side applier (one client) whose applies are rejected with field conflicts
   `apply_conflict.min_rejections` times in a row, without a success between: stuck. Where the audit level records
   the API server's message, the finding names the managers that own the fields and the fields.
@@ -44,6 +44,7 @@ from watcher.detection.request_state import (
     RequestState,
     RequestStats,
     Tally,
+    subresources_with,
 )
 from watcher.detection.requests import Request, parse_apply_conflict
 from watcher.detection.state import Rate
@@ -123,6 +124,8 @@ class RequestEngine:
             return changes
         client = self._client(state, request)
         tally = state.clients[client]
+        if request.object.subresource not in tally.subresources:
+            tally.subresources = subresources_with(tally.subresources, request.object.subresource)
         if request.succeeded:
             self.stats.writes += 1
             tally.writes += 1
@@ -225,6 +228,18 @@ class RequestEngine:
         """The clients that wrote an object (most conflicts first), for a join with the watch; () when untracked."""
         state = self._objects.get(key)
         return () if state is None else _clients(state, None)
+
+    def users(self, key: ObjectKey) -> dict[tuple[str, str], frozenset[str]]:
+        """The users that wrote an object, by the field manager and the subresource ("" for the object itself) their
+        writes were recorded under, as a managedFields entry keys its writer; {} when untracked."""
+        state = self._objects.get(key)
+        if state is None:
+            return {}
+        found: dict[tuple[str, str], set[str]] = {}
+        for (user, _, manager, _), tally in state.clients.items():
+            for subresource in tally.subresources:
+                found.setdefault((manager, subresource), set()).add(user)
+        return {writer: frozenset(users) for writer, users in found.items()}
 
     # ------------------------------------------------------------------------------------------- the rules
 
@@ -350,7 +365,7 @@ class RequestEngine:
         return state
 
     def _client(self, state: RequestState, request: Request) -> ClientKey:
-        client = (request.user, request.user_agent, request.manager)
+        client = (request.user, request.user_agent, request.manager, request.pod)
         clients = state.clients
         if client not in clients:
             if len(clients) >= self._max_clients:
@@ -507,8 +522,11 @@ def _clients(state: RequestState, only: ClientKey | None) -> tuple[Client, ...]:
     items = state.clients.items() if only is None else [(only, state.clients[only])]
     return tuple(
         sorted(
-            (Client(k[0], k[1], k[2], conflicts=t.conflicts, writes=t.writes, noop_writes=t.noops) for k, t in items),
-            key=lambda c: (-c.conflicts, -c.writes, c.manager, c.user, c.user_agent),
+            (
+                Client(k[0], k[1], k[2], conflicts=t.conflicts, writes=t.writes, noop_writes=t.noops, pod=k[3])
+                for k, t in items
+            ),
+            key=lambda c: (-c.conflicts, -c.writes, c.manager, c.user, c.user_agent, c.pod),
         )
     )
 

@@ -15,8 +15,25 @@ from watcher.detection.timeline import Record
 from watcher.model import FindingType, ObjectRef
 
 ObjectKey = tuple[str, str, str, str]  # (API group, resource, namespace, name)
-ClientKey = tuple[str, str, str]  # (user, User-Agent, field manager)
-OTHER_CLIENTS: Final[ClientKey] = ("(other clients)", "", "")
+ClientKey = tuple[str, str, str, str]  # (user, User-Agent, field manager, pod "namespace/name" or "")
+OTHER_CLIENTS: Final[ClientKey] = ("(other clients)", "", "", "")
+
+
+# The subresource lists of tallies, shared: a few combinations ("" alone, "" and "status", ...) serve every client.
+# Bounded: past the limit, new combinations are made per tally.
+_SUBRESOURCES: dict[tuple[str, ...], tuple[str, ...]] = {}
+_SUBRESOURCES_MAX: Final = 256
+
+
+def subresources_with(subresources: tuple[str, ...], subresource: str) -> tuple[str, ...]:
+    """`subresources` and `subresource` after them, as a tuple shared with every tally that has the same."""
+    grown = (*subresources, subresource)
+    shared = _SUBRESOURCES.get(grown)
+    if shared is not None:
+        return shared
+    if len(_SUBRESOURCES) < _SUBRESOURCES_MAX:
+        _SUBRESOURCES[grown] = grown
+    return grown
 
 
 class Tally:
@@ -29,6 +46,7 @@ class Tally:
         "rejections",
         "stale",
         "stale_version",
+        "subresources",
         "writes",
     )
 
@@ -40,6 +58,9 @@ class Tally:
         self.stale_version = ""  # the resourceVersion its last version conflict carried
         self.stale = 0  # version conflicts that carried the same version as the one before (a stale cache)
         self.noop_rate: Rate | None = None  # of its no-op writes (from the first one)
+        # What its writes addressed: "" the object itself, "status", "scale", ... (one each, in order of first write):
+        # the managedFields entry of a subresource's write names it, so the users of writers are told by both.
+        self.subresources: tuple[str, ...] = ()
 
 
 class RequestFinding:
@@ -75,7 +96,8 @@ class RequestFinding:
         self.type = kind
         self.ref = ref
         self.client = client  # the one client an apply_conflict or noop_writes finding is about
-        scope = "/".join(client) if client is not None else ""
+        # (a client without a pod keeps the id it had before pods were read)
+        scope = "" if client is None else "/".join(client if client[3] else client[:3])
         what = f"{kind}/{ref.group}/{ref.resource}/{ref.namespace or ''}/{ref.name}/{scope}/{opened_by}"
         self.id = hashlib.blake2b(what.encode(), digest_size=8).hexdigest()
         self.first_seen = first_seen
@@ -144,4 +166,13 @@ class RequestStats:
     noop_by_resource: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
-__all__ = ["OTHER_CLIENTS", "ClientKey", "ObjectKey", "RequestFinding", "RequestState", "RequestStats", "Tally"]
+__all__ = [
+    "OTHER_CLIENTS",
+    "ClientKey",
+    "ObjectKey",
+    "RequestFinding",
+    "RequestState",
+    "RequestStats",
+    "Tally",
+    "subresources_with",
+]

@@ -1,9 +1,10 @@
 """API requests as the kube-apiserver's audit events record them, normalised for detection.
 
-An audit event says who made a request (the authenticated user, its User-Agent, and for writes the field
-manager the write is recorded under), on what (verb and object), and how it ended (the response code; for a
-409, the API server's message, which names fields and managers, never values). That is all a `Request` keeps:
-nothing of a request or response body, so no value of a Secret or of any object gets further than the decoder.
+An audit event says who made a request (the authenticated user, the pod its token is bound to, its User-Agent,
+and for writes the field manager the write is recorded under), on what (verb and object), and how it ended (the
+response code; for a 409, the API server's message, which names fields and managers, never values). That is all a
+`Request` keeps: nothing of a request or response body, so no value of a Secret or of any object gets further than
+the decoder.
 
 The watch shows only the writes that succeeded; requests also show the ones that failed (409 Conflict), writes
 that changed nothing (the API server does not bump the resourceVersion, so no watch event), and the user
@@ -63,6 +64,10 @@ class Request:
     # The resourceVersion of the object the response carried (Request level and above log it with the body; only
     # this is read from it): a write whose response version is the version it started from changed nothing.
     response_version: str = ""
+    # "namespace/name" of the pod the client's token is bound to (a pod-bound service account token: the audit
+    # event's user.extra names the pod, its namespace is the service account's), else "". Nothing else of user.extra
+    # is kept: not the token's credential id, not the uids.
+    pod: str = ""
 
     @property
     def apply_conflict(self) -> bool:

@@ -35,6 +35,7 @@ def finding_json(finding: Finding, incident: str | None = None) -> dict[str, Any
         "clients": [
             {
                 "user": c.user,
+                "pod": c.pod or None,
                 "user_agent": c.user_agent,
                 "manager": c.manager,
                 "conflicts": c.conflicts,

@@ -3,7 +3,9 @@
 or one a line, `.gz` or plain, `-` for standard input; several files (rotated parts included) merged by time.
 
 Each event becomes a `detection.requests.Request` at once; its request and response bodies (present at the
-`Request` and `RequestResponse` levels) are never kept, logged or counted. Only stage `ResponseComplete` (and
+`Request` and `RequestResponse` levels) are never kept, logged or counted, nor are its annotations (authorization
+reasons, latencies, Pod Security verdicts, credential ids) or its user's `extra`, but for the name of the pod a
+service account's token is bound to. Only stage `ResponseComplete` (and
 `Panic`) describes a finished request: events of other stages are skipped and counted by stage, as are events
 without an `objectRef` (non-resource URLs such as /healthz). The file is read by the capture reader
 (`capture.read_capture`), so memory does not grow with it, a problem is reported with the file and line where
@@ -27,6 +29,8 @@ from watcher.sources.capture import CaptureError, ReadStats, merged, read_captur
 AUDIT_API_VERSIONS: Final = frozenset({"audit.k8s.io/v1", "audit.k8s.io/v1beta1"})
 COMPLETE_STAGES: Final = frozenset({"ResponseComplete", "Panic"})
 KNOWN_STAGES: Final = frozenset({"RequestReceived", "ResponseStarted", "ResponseComplete", "Panic"})
+SERVICE_ACCOUNT_PREFIX: Final = "system:serviceaccount:"  # the user name of a service account: ...:NAMESPACE:NAME
+POD_NAME_KEY: Final = "authentication.kubernetes.io/pod-name"  # user.extra of a token bound to a pod
 MESSAGE_MAX: Final = 2048  # a 409's message names the object, managers and field paths: longer ones are cut
 
 
@@ -150,7 +154,7 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         time = parse_time(when)
     except ValueError:
         raise ValueError(f"stageTimestamp {when!r} is not an RFC 3339 time") from None
-    user, impersonator = _user(event)
+    user, impersonator, pod = _user(event)
     user_agent = _text(event, "userAgent")
     query = parse_qs(urlsplit(_text(event, "requestURI")).query)
     code, reason, message = _status(event)
@@ -180,17 +184,35 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         manager_given=bool(manager),
         force=(query.get("force") or [""])[0] == "true",
         response_version=_response_version(event),
+        pod=pod,
     )
 
 
-def _user(event: dict[str, Any]) -> tuple[str, str]:
-    """(the user the request acted as, the impersonator or "")."""
+def _user(event: dict[str, Any]) -> tuple[str, str, str]:
+    """(the user the request acted as, the impersonator or "", the authenticated user's pod or "")."""
     user = event.get("user")
-    name = _text(user, "username") if isinstance(user, dict) else ""
+    if not isinstance(user, dict):
+        user = {}
+    name = _text(user, "username")
+    pod = _pod(name, user.get("extra"))
     impersonated = event.get("impersonatedUser")
     if isinstance(impersonated, dict) and _text(impersonated, "username"):
-        return _text(impersonated, "username"), name
-    return name, ""
+        return _text(impersonated, "username"), name, pod
+    return name, "", pod
+
+
+def _pod(username: str, extra: object) -> str:
+    """The "namespace/name" of the pod a service account's token is bound to, from the user's `extra` (a token
+    bound to a pod names it: `authentication.kubernetes.io/pod-name`), in the service account's namespace; "" for
+    other users. Only the name is read: the token's credential id and the pod's and node's uids stay where they are.
+    """
+    if not isinstance(extra, dict) or not username.startswith(SERVICE_ACCOUNT_PREFIX):
+        return ""
+    names = extra.get(POD_NAME_KEY)
+    if not isinstance(names, list) or len(names) != 1 or not isinstance(names[0], str) or not names[0]:
+        return ""
+    namespace = username.removeprefix(SERVICE_ACCOUNT_PREFIX).partition(":")[0]
+    return f"{namespace}/{names[0]}" if namespace else ""
 
 
 def _status(event: dict[str, Any]) -> tuple[int, str, str]:
