@@ -24,6 +24,8 @@ class Expected:
     type: FindingType = FindingType.FIGHT
     # A hot loop driven from outside: the writer named first, with these fields (then `fields` are among its own).
     driver: str | None = None
+    # The phrase of the hint from a metadata-only watch, where it differs (what the values were is not seen there).
+    metadata_hint: str | None = None
 
 
 def fight(kind: str, name: str, fields: set[str], managers: set[str | None], hint: str) -> Expected:
@@ -97,6 +99,7 @@ def status_hot_loop() -> Expected:
         frozenset({"widget-status-reconciler"}),
         "A timestamp is written",
         FindingType.HOT_LOOP,
+        metadata_hint="Status is rewritten on every reconcile",
     )
 
 

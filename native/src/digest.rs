@@ -56,7 +56,11 @@ pub fn py_float(value: f64) -> String {
         Some(rest) => ("-", rest),
         None => ("", mantissa),
     };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let mut digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let mut exponent = exponent;
+    if let Some((even, moved)) = half_even(value.abs(), &digits, exponent) {
+        (digits, exponent) = (even, moved);
+    }
     if (-4..16).contains(&exponent) {
         if exponent < 0 {
             return format!("{sign}0.{}{digits}", "0".repeat((-exponent - 1) as usize));
@@ -71,6 +75,61 @@ pub fn py_float(value: f64) -> String {
     let fraction = if rest.is_empty() { String::new() } else { format!(".{rest}") };
     let exp_sign = if exponent < 0 { '-' } else { '+' };
     format!("{sign}{first}{fraction}e{exp_sign}{:02}", exponent.abs())
+}
+
+/// Rust's shortest digits and Python's `repr` differ in one case only: the float lies exactly halfway between two
+/// shortest candidates (562949953421312.25, between ...312.2 and ...312.3, both of which read back as it), where
+/// Python takes the one whose last digit is even and Rust need not. The other candidate's digits and exponent when
+/// that is so, else None (an even last digit is already Python's; a neighbor that reads back as another float, or a
+/// float off the midpoint, leaves no choice).
+fn half_even(value: f64, digits: &str, exponent: i32) -> Option<(String, i32)> {
+    let last = digits.bytes().last()? - b'0';
+    if last % 2 == 0 || digits.len() < 2 {
+        return None;
+    }
+    let scientific = |d: &str, e: i32| format!("{}.{}e{e}", &d[..1], &d[1..]);
+    for neighbor in [last - 1, last + 1] {
+        let mut other = digits[..digits.len() - 1].to_owned();
+        if neighbor == 10 {
+            other = increment(&other);
+            other.push('0');
+        } else {
+            other.push(char::from(b'0' + neighbor));
+        }
+        let (other, moved) = if other.len() > digits.len() {
+            (other[..digits.len()].to_owned(), exponent + 1)
+        } else {
+            (other, exponent)
+        };
+        if scientific(&other, moved).parse::<f64>() != Ok(value) {
+            continue;
+        }
+        // The exact decimal value of the float (it has at most 767 significant digits): on the midpoint it is the
+        // lower candidate's digits, then a 5, then zeros only.
+        let exact = format!("{value:.800e}");
+        let exact: String = exact.split_once('e')?.0.chars().filter(|c| *c != '.').collect();
+        let lower = if neighbor < last { &other } else { digits };
+        let (head, tail) = exact.split_at(digits.len());
+        if head == lower && tail.starts_with('5') && tail[1..].bytes().all(|b| b == b'0') {
+            return Some((other.trim_end_matches('0').to_owned().max("0".to_owned()), moved));
+        }
+    }
+    None
+}
+
+/// A string of decimal digits plus one (`129` -> `130`, `99` -> `100`).
+fn increment(digits: &str) -> String {
+    let mut out: Vec<u8> = digits.bytes().collect();
+    for d in out.iter_mut().rev() {
+        if *d == b'9' {
+            *d = b'0';
+        } else {
+            *d += 1;
+            return String::from_utf8(out).unwrap_or_default();
+        }
+    }
+    out.insert(0, b'1');
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// serde_json's compact output with floats as Python's `repr` writes them: the JSON text `hashing.py` hashes
@@ -118,6 +177,9 @@ mod tests {
             (1.7976931348623157e308, "1.7976931348623157e+308"),
             (5e-324, "5e-324"),
             (1.2345678901234567e19, "1.2345678901234567e+19"),
+            // halfway between two shortest candidates: Python's repr takes the even one
+            (562_949_953_421_312.2, "562949953421312.2"),
+            (-562_949_953_421_312.2, "-562949953421312.2"),
         ];
         for (value, python) in cases {
             assert_eq!(py_float(value), python, "{value:e}");

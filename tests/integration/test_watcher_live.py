@@ -56,7 +56,7 @@ def test_the_watcher_serves_each_injected_fight_and_hot_loop(live_run: LiveRun, 
             expected.fields,
         )
     assert {w["manager"] for w in found["writers"]} == expected.managers
-    assert expected.hint in found["hint"]
+    assert (expected.metadata_hint or expected.hint) in found["hint"]  # (the watcher watches metadata only)
     if expected.type is FindingType.FIGHT:
         assert found["handovers"] >= 3
 
@@ -99,8 +99,8 @@ def test_each_finding_is_logged_once_as_soon_as_it_is_a_fight_with_writers_field
         assert entry["hint"]
         assert entry["summary"]
         assert entry["handovers"] == at_opening[(entry["kind"], entry["namespace"], entry["name"])]
-        if entry["type"] == "fight":
-            assert entry["handovers"] in (3, 4)
+        if entry["type"] == "fight":  # (5: one field manager alone, whose fight needs twice the flips)
+            assert entry["handovers"] in (3, 4, 5)
 
 
 def test_a_replay_of_the_recording_gives_exactly_the_served_findings(live_run: LiveRun) -> None:
@@ -136,7 +136,7 @@ def test_the_watcher_was_ready_watched_metadata_only_and_resumed_its_watches(liv
     resources = live_run.readiness["resources"]
     assert resources["configmaps"]["state"] == "watching"
     assert resources["configmaps"]["metadata_only"] is True
-    assert "metadata_only" not in resources["deployments.apps"]
+    assert resources["deployments.apps"]["metadata_only"] is True  # (managedFields name every writer: no values needed)
     assert resources["widgets.example.com"]["state"] == "watching"
     for denied in ("events", "leases.coordination.k8s.io", "endpoints", "pods"):
         assert denied not in resources

@@ -123,7 +123,8 @@ def test_one_manager_the_audit_events_show_several_users_behind_fights_at_the_us
         step = flip(at, 1 + n % 2, 2 - n % 2, writer)
         handover = Handover(EPOCH + step.at, state.seq + 1, FIELD, step.by, step.before, step.after, step.was, step.now)
         write = _write(state, step.at, [step.by], [handover])
-        change = rule.observe(state, [handover], write, event, frozenset({"kube-controller-manager", "a-operator"}))  # type: ignore[arg-type]
+        shared = frozenset({("kube-controller-manager", "status"), ("a-operator", "")})
+        change = rule.observe(state, [handover], write, event, shared)  # type: ignore[arg-type]
         if change is not None and change.kind is ChangeKind.OPENED:
             opened.append((n + 1, change.finding))
     assert [n for n, _ in opened] == [3]

@@ -60,7 +60,7 @@ from watcher.model import (
 
 _K = TypeVar("_K")
 MAX_SHARED = 10_000  # objects with field managers the audit events show several users behind (`note_shared`)
-_NO_MANAGERS: frozenset[str] = frozenset()
+_NO_MANAGERS: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(slots=True)
@@ -123,8 +123,8 @@ class Engine:
         self._fight = FightRule(settings)
         self._hot_loop = HotLoopRule(settings)
         self._tau = settings.hot_loop.time_constant
-        # Object key -> the field managers the audit events show more than one user writing it as (`note_shared`).
-        self._shared: dict[int, frozenset[str]] = {}
+        # Object key -> the writers (manager, subresource) the audit events show several users behind (`note_shared`).
+        self._shared: dict[int, frozenset[tuple[str, str]]] = {}
 
     # ----------------------------------------------------------------------------------------------- public
 
@@ -274,13 +274,14 @@ class Engine:
                 _record(finding, finding.record, write, handovers)
         return changes
 
-    def note_shared(self, uid: str, manager: str) -> None:
+    def note_shared(self, uid: str, manager: str, subresource: str = "") -> None:
         """Tell the engine that the audit events show more than one user writing the object with this uid as field
-        manager `manager` (`join.py`): that manager flipping a field of it alone is a fight of two writers
-        (`rules.FightRule`). Kept for at most MAX_SHARED objects, the oldest told forgotten first."""
+        manager `manager` (to `subresource`, "" for the object itself: as managedFields key a writer), from
+        `join.py`: that writer flipping a field of it alone is a fight of two writers (`rules.FightRule`). Kept for at
+        most MAX_SHARED objects, the oldest told forgotten first."""
         key = self._attribution.object_key(uid)
         known = self._shared.pop(key, _NO_MANAGERS)
-        self._shared[key] = known | {manager}
+        self._shared[key] = known | {(manager, subresource)}
         if len(self._shared) > MAX_SHARED:
             del self._shared[next(iter(self._shared))]
 

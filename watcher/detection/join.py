@@ -35,6 +35,7 @@ from watcher.detection.requests import Request
 from watcher.model import ChangeKind, Client, Finding, FindingChange, FindingType, ObjectRef, WriterCount
 
 MAX_SEEN = 100_000  # objects the watch saw written, remembered for the hint of a storm on them (oldest go first)
+Seen = dict[ObjectKey, tuple[tuple[str, ...], ObjectRef]]  # objects the watch saw written: fought-over fields, name
 
 
 def guessed_resource(ref: ObjectRef) -> str:
@@ -56,14 +57,14 @@ class Joined:
         self.requests = requests
         self._resource = resource
         # Objects the watch saw written -> the fields fought over there, and how the watch names them (kind, uid).
-        self._seen: dict[ObjectKey, tuple[tuple[str, ...], ObjectRef]] = {}
+        self._seen: Seen = {}
         # Objects with conflicts -> their controller's key (None: none), read from the watch once they conflicted.
         self._owners: dict[ObjectKey, ObjectKey | None] = {}
         self._open: dict[ObjectKey, Finding] = {}  # the watch's active findings by object (the last opened)
         # Objects the audit events show several users writing as one manager, before the watch saw them written.
-        self._shared_pending: dict[ObjectKey, set[str]] = {}
+        self._shared_pending: dict[ObjectKey, set[tuple[str, str]]] = {}
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
-        requests.watch = self._contested
+        requests.watch = _contested_in(self._seen)  # (not a bound method: no reference cycle through the engines)
 
     def key(self, ref: ObjectRef) -> ObjectKey:
         return (ref.group, self._resource(ref), ref.namespace or "", ref.name)
@@ -75,8 +76,8 @@ class Joined:
             ref = object_ref(event)
             key = self.key(ref)
             self._saw(key, (), ref)
-            for manager in self._shared_pending.pop(key, ()):
-                self.watch.note_shared(ref.uid, manager)
+            for manager, subresource in self._shared_pending.pop(key, ()):
+                self.watch.note_shared(ref.uid, manager, subresource)
             if key not in self._owners and self.requests.conflicted(key):
                 self._owners[key] = _controller(event, key, self._resource)
                 if len(self._owners) > MAX_SEEN:
@@ -100,14 +101,14 @@ class Joined:
         of one manager needs: `rules.FightRule`), once the watch has seen the object (its uid)."""
         obj = request.object
         key = (obj.api_group, obj.resource, obj.namespace, obj.name)
-        users = {c.user for c in self.requests.clients(key) if c.manager == request.manager and c.writes}
-        if len(users) < 2:
+        writer = (request.manager, obj.subresource)  # (as a managedFields entry keys its writer)
+        if len(self.requests.users(key).get(writer, ())) < 2:
             return
         seen = self._seen.get(key)
         if seen is not None and seen[1].uid:
-            self.watch.note_shared(seen[1].uid, request.manager)
+            self.watch.note_shared(seen[1].uid, *writer)
         else:
-            self._shared_pending.setdefault(key, set()).add(request.manager)
+            self._shared_pending.setdefault(key, set()).add(writer)
             if len(self._shared_pending) > MAX_SEEN:
                 del self._shared_pending[next(iter(self._shared_pending))]
 
@@ -204,10 +205,18 @@ class Joined:
         if len(self._seen) > MAX_SEEN:
             del self._seen[next(iter(self._seen))]
 
-    def _contested(self, key: ObjectKey) -> tuple[str, ...] | None:
-        """What the watch knows of an object (`request_engine.WatchView`)."""
-        seen = self._seen.get(key)
-        return None if seen is None else seen[0]
+
+def _contested_in(
+    seen: dict[ObjectKey, tuple[tuple[str, ...], ObjectRef]],
+) -> Callable[[ObjectKey], tuple[str, ...] | None]:
+    """What the watch knows of an object (`request_engine.WatchView`): the fields fought over there, () for none,
+    None when the watch did not see it written."""
+
+    def contested(key: ObjectKey) -> tuple[str, ...] | None:
+        found = seen.get(key)
+        return None if found is None else found[0]
+
+    return contested
 
 
 def _controller(event: ObjectEvent, key: ObjectKey, resource: Callable[[ObjectRef], str]) -> ObjectKey | None:

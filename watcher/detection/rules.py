@@ -45,10 +45,10 @@ class FightRule:
         handovers: list[Handover],
         write: Write,
         event: ObjectEvent,
-        shared: frozenset[str] = frozenset(),
+        shared: frozenset[tuple[str, str]] = frozenset(),
     ) -> FindingChange | None:
         """Log the handovers of one write (ignored fields already left out) and open or grow the fight. `shared`:
-        the managers the audit events show more than one user writing the object as."""
+        the writers (manager, subresource) the audit events show more than one user writing the object as."""
         at = write.at
         history = state.history
         if history is None:
@@ -95,13 +95,13 @@ class FightRule:
             return None
         return FindingChange(ChangeKind.UPDATED, snapshot(finding, state, FindingState.ACTIVE, None))
 
-    def _evidence(self, single: Writer | None, backs: int, shared: frozenset[str]) -> str | None:
+    def _evidence(self, single: Writer | None, backs: int, shared: frozenset[tuple[str, str]]) -> str | None:
         """Why a field that came back often enough is contested: "" (distinct writers are named), `audit` (one
         manager that the audit events show several users behind), `flips` (one manager, twice the flips, not
         through the status subresource); None: one writer's own changes, not a fight (see the module docstring)."""
         if single is None:
             return ""
-        if single.manager is not None and single.manager in shared:
+        if single.manager is not None and (single.manager, single.subresource) in shared:
             return "audit"
         if single.subresource != "status" and backs >= 2 * self._backs:
             return "flips"
