@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Benchmark of the live watcher against a real etcd + kube-apiserver v1.20.2 under write load.
+"""Benchmark of the live watcher against a real etcd + kube-apiserver (the pinned current release, or
+`$FIGHTWATCH_KUBERNETES`) under write load.
 
 Starts a throw-away control plane (harness), creates thousands of ConfigMaps (with ~1 KB of data each) and
-Deployments, then runs three watchers side by side on the same traffic:
+Deployments, then runs watchers side by side on the same traffic, by default:
 
   fightwatch-metadata   `fightwatch run` as shipped: metadata-only lists and watches (--record on, for the lag)
   fightwatch-full       `fightwatch run` with full objects for every resource (--record on)
   baseline              kubernetes-asyncio's standard `Watch().stream()`, every event deserialized into models
+
+`--fightwatch NAME=PYTHON:ENGINE:OBJECTS` (repeatable) names the fightwatch watchers instead: the interpreter of an
+installed fightwatch (another build of it, to compare two versions on one traffic), `--engine` (auto, native,
+python) and `metadata` or `full` objects.
 
 while a load generator writes at a fixed rate for a fixed time (merge patches by several field managers; a few
 objects are fought over by two managers). It reports, per watcher and over the load phase only: events handled
@@ -17,6 +22,8 @@ with the API server and etcd, as they would on a small node.
 
   .venv/bin/python scripts/bench_live.py                     # 3,000 ConfigMaps + 300 Deployments, 300 writes/s, 60 s
   .venv/bin/python scripts/bench_live.py --rate 500 --duration 30 --out /tmp/live.json
+  .venv/bin/python scripts/bench_live.py --rate 900 --fightwatch after-native=.venv/bin/python:native:metadata \
+      --fightwatch before-native=/tmp/before/.venv/bin/python:native:metadata
 """
 
 from __future__ import annotations
@@ -83,7 +90,43 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=REPO / "bench-results" / "live.json")
     parser.add_argument("--workdir", type=Path, help="default: a temp dir, removed afterwards")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--fightwatch",
+        action="append",
+        type=_variant,
+        metavar="NAME=PYTHON:ENGINE:OBJECTS",
+        help="a fightwatch watcher (repeatable; default: this build's, metadata-only and full objects)",
+    )
     return parser.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One `fightwatch run` of the benchmark: which installation (its interpreter), engine and objects."""
+
+    name: str
+    python: str
+    engine: str
+    full: bool
+
+
+def _variant(text: str) -> Variant:
+    name, _, spec = text.partition("=")
+    parts = spec.split(":")
+    if (
+        not name
+        or len(parts) != 3
+        or parts[1] not in ("auto", "native", "python")
+        or parts[2] not in ("metadata", "full")
+    ):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=PYTHON:auto|native|python:metadata|full")
+    return Variant(name, parts[0], parts[1], parts[2] == "full")
+
+
+DEFAULT_VARIANTS = (
+    Variant("fightwatch-metadata", sys.executable, "auto", False),
+    Variant("fightwatch-full", sys.executable, "auto", True),
+)
 
 
 # ------------------------------------------------------------------------------------------------ processes
@@ -103,7 +146,10 @@ class Watcher:
     idle_cpu: float = 0.0  # CPU seconds per second with no writes
 
 
-def start_fightwatch(name: str, cp: ControlPlane, workdir: Path, *, full: bool) -> Watcher:
+def start_fightwatch(variant: Variant, cp: ControlPlane, workdir: Path) -> Watcher:
+    """`fightwatch run` of one variant, started from the workdir (so that its interpreter imports its own
+    installation, never this checkout's `watcher/`)."""
+    name, full = variant.name, variant.full
     config: dict[str, Any] = {
         # plain HTTP: the benchmark polls its own endpoints, and TLS and access reviews are not what it measures
         "serve": {"address": "127.0.0.1", "port": 0, "insecure_http": True},
@@ -116,11 +162,11 @@ def start_fightwatch(name: str, cp: ControlPlane, workdir: Path, *, full: bool) 
     config_path.write_text(yaml.safe_dump(config))
     log, recording = workdir / f"{name}.log", workdir / f"{name}.jsonl"
     profile = ["-m", "cProfile", "-o", str(workdir / f"{name}.prof")] if os.environ.get("BENCH_PROFILE") else []
-    argv = [sys.executable, *profile, "-m", "watcher", "run", "--kubeconfig", str(cp.kubeconfig)]
-    argv += ["--config", str(config_path)]
+    argv = [variant.python, *profile, "-m", "watcher", "run", "--kubeconfig", str(cp.kubeconfig)]
+    argv += ["--config", str(config_path), "--engine", variant.engine]
     argv += ["--record", str(recording)]
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=out, cwd=REPO)
+        proc = subprocess.Popen(argv, stdout=out, stderr=out, cwd=workdir)
     return Watcher(name, proc, log, recording)
 
 
@@ -290,11 +336,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         started = time.monotonic()
         objects = await populate(kube, args)
         print(f"created {len(objects)} objects in {time.monotonic() - started:.0f} s", flush=True)
-        watchers = [
-            start_fightwatch("fightwatch-metadata", cp, workdir, full=False),
-            start_fightwatch("fightwatch-full", cp, workdir, full=True),
-            start_baseline(cp, workdir),
-        ]
+        variants = args.fightwatch or DEFAULT_VARIANTS
+        watchers = [*(start_fightwatch(v, cp, workdir) for v in variants), start_baseline(cp, workdir)]
         for watcher in watchers:
             await poll(lambda w=watcher: ready(session, w), f"{watcher.name} ready", READY_DEADLINE)
         print(f"watchers ready; {IDLE_SECONDS:.0f} s idle, then the load", flush=True)
@@ -334,11 +377,17 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         for watcher in watchers:
             watcher.proc.wait(60)
         cp.stop()
-    return summarise(args, load, watchers, findings, workdir)
+    return summarise(args, load, watchers, findings, workdir, server_version=cp.version)
 
 
 def summarise(
-    args: argparse.Namespace, load: Load, watchers: list[Watcher], findings: list[dict[str, Any]], workdir: Path
+    args: argparse.Namespace,
+    load: Load,
+    watchers: list[Watcher],
+    findings: list[dict[str, Any]],
+    workdir: Path,
+    *,
+    server_version: str,
 ) -> dict[str, Any]:
     baseline_doc = orjson.loads((workdir / "baseline.json").read_bytes())
     results: dict[str, Any] = {}
@@ -369,6 +418,7 @@ def summarise(
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}",
+        "kubernetes": server_version,
         "objects": {"configmaps": args.configmaps, "deployments": args.deployments, "fought": args.fights},
         "load": {
             "target_writes_per_second": args.rate,

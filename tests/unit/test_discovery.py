@@ -1,4 +1,5 @@
-"""Discovery on documents recorded from the real kube-apiserver v1.20.2: what can be watched, and what is."""
+"""Discovery on documents recorded from real kube-apiservers (the current release's, and v1.20.2's, kept as a
+compatibility fixture; scripts/record_discovery.py): what can be watched, and what is."""
 
 from __future__ import annotations
 
@@ -19,18 +20,25 @@ from watcher.sources.discovery import (
     select,
 )
 
-DISCOVERY = Path(__file__).resolve().parents[1] / "fixtures" / "discovery" / "v1.20.2.json"
+DISCOVERY = Path(__file__).resolve().parents[1] / "fixtures" / "discovery"
+RELEASES = ("v1.37.2", "v1.20.2")
+
+
+@pytest.fixture(params=RELEASES)
+def release(request: pytest.FixtureRequest) -> str:
+    """The server whose recorded documents a test reads."""
+    return str(request.param)
 
 
 @cache
-def _docs() -> dict[str, Any]:
-    docs: dict[str, Any] = orjson.loads(DISCOVERY.read_bytes())
+def _docs(release: str) -> dict[str, Any]:
+    docs: dict[str, Any] = orjson.loads((DISCOVERY / f"{release}.json").read_bytes())
     return docs
 
 
-def _served() -> list[ApiResource]:
+def _served(release: str) -> list[ApiResource]:
     """What `discover` finds on the recorded server: the core group and each group's preferred version."""
-    docs = _docs()
+    docs = _docs(release)
     versions = list(docs["/api"]["versions"]) + preferred_group_versions(docs["/apis"])
     found: list[ApiResource] = []
     for gv in versions:
@@ -42,8 +50,8 @@ def _names(targets: list[Any]) -> set[str]:
     return {t.resource.name for t in targets}
 
 
-def test_only_listable_and_watchable_top_level_resources_are_found() -> None:
-    names = {r.name for r in _served()}
+def test_only_listable_and_watchable_top_level_resources_are_found(release: str) -> None:
+    names = {r.name for r in _served(release)}
     assert {"configmaps", "secrets", "deployments.apps", "widgets.example.com", "namespaces"} <= names
     assert "bindings" not in names  # create only
     assert "componentstatuses" not in names  # get and list, no watch
@@ -51,26 +59,27 @@ def test_only_listable_and_watchable_top_level_resources_are_found() -> None:
     assert "selfsubjectaccessreviews.authorization.k8s.io" not in names
 
 
-def test_each_group_is_read_in_its_preferred_version() -> None:
-    by_name = {r.name: r for r in _served()}
+def test_each_group_is_read_in_its_preferred_version(release: str) -> None:
+    by_name = {r.name: r for r in _served(release)}
     assert by_name["deployments.apps"].api_version == "apps/v1"
     assert by_name["deployments.apps"].path == "/apis/apps/v1/deployments"
     assert by_name["configmaps"].path == "/api/v1/configmaps"
-    assert by_name["horizontalpodautoscalers.autoscaling"].version == "v1"
+    # (autoscaling/v2 is preferred from 1.23 on)
+    assert by_name["horizontalpodautoscalers.autoscaling"].version == ("v1" if release == "v1.20.2" else "v2")
     assert by_name["configmaps"].kind == "ConfigMap"
     assert by_name["namespaces"].namespaced is False
 
 
-def test_a_resource_served_by_two_groups_from_one_storage_is_watched_once() -> None:
-    names = [r.name for r in _served()]
+def test_a_resource_served_by_two_groups_from_one_storage_is_watched_once(release: str) -> None:
+    names = [r.name for r in _served(release)]
     assert names.count("ingresses.networking.k8s.io") == 1
-    assert "ingresses.extensions" not in names  # the legacy group loses
+    assert "ingresses.extensions" not in names  # the legacy group loses (v1.20; 1.22 serves it no more)
     events = [n for n in names if n.startswith("events")]
     assert len(events) == 1
 
 
-def test_by_default_everything_but_the_churny_kinds_is_watched_metadata_only() -> None:
-    targets = select(_served(), parse_config({}, source="test").watch)
+def test_by_default_everything_but_the_churny_kinds_is_watched_metadata_only(release: str) -> None:
+    targets = select(_served(release), parse_config({}, source="test").watch)
     names = _names(targets)
     assert {"configmaps", "secrets", "deployments.apps", "widgets.example.com"} <= names
     assert not names & {"events", "leases.coordination.k8s.io", "endpoints", "pods"}
@@ -89,15 +98,15 @@ def test_by_default_everything_but_the_churny_kinds_is_watched_metadata_only() -
         ({"resources": ["deployments.extensions"]}, set()),
     ],
 )
-def test_allowlist_and_denylist(watch: dict[str, Any], expected: set[str]) -> None:
-    assert _names(select(_served(), parse_config({"watch": watch}, source="test").watch)) == expected
+def test_allowlist_and_denylist(watch: dict[str, Any], expected: set[str], release: str) -> None:
+    assert _names(select(_served(release), parse_config({"watch": watch}, source="test").watch)) == expected
 
 
-def test_full_objects_per_resource_but_never_for_secrets() -> None:
+def test_full_objects_per_resource_but_never_for_secrets(release: str) -> None:
     settings = parse_config(
         {"watch": {"per_resource": {"*": {"full_objects": True}, "configmaps": {"full_objects": False}}}}, source="t"
     ).watch
-    full = {t.resource.name: t.full_objects for t in select(_served(), settings)}
+    full = {t.resource.name: t.full_objects for t in select(_served(release), settings)}
     assert full["deployments.apps"] is True
     assert full["configmaps"] is False  # later keys win
     assert full["secrets"] is False  # whatever the config says
@@ -120,12 +129,12 @@ def test_selectors_name_resources_like_kubectl(selector: str, name: str, expecte
     assert matches(resource, selector) is expected
 
 
-def test_plain_namespace_names_are_watched_one_namespace_at_a_time() -> None:
+def test_plain_namespace_names_are_watched_one_namespace_at_a_time(release: str) -> None:
     settings = parse_config(
         {"watch": {"resources": ["configmaps", "widgets.example.com", "namespaces"], "namespaces": ["b", "a", "a"]}},
         source="t",
     ).watch
-    targets = {t.name: t for t in select(_served(), settings)}
+    targets = {t.name: t for t in select(_served(release), settings)}
     assert set(targets) == {
         "configmaps@a",
         "configmaps@b",
@@ -138,9 +147,9 @@ def test_plain_namespace_names_are_watched_one_namespace_at_a_time() -> None:
     assert targets["namespaces"].path == "/api/v1/namespaces"  # cluster-scoped: cluster-wide
 
 
-def test_namespace_patterns_are_watched_cluster_wide_and_filtered() -> None:
+def test_namespace_patterns_are_watched_cluster_wide_and_filtered(release: str) -> None:
     settings = parse_config({"watch": {"resources": ["configmaps"], "namespaces": ["team-*", "b"]}}, source="t").watch
-    (target,) = select(_served(), settings)
+    (target,) = select(_served(release), settings)
     assert (target.name, target.path) == ("configmaps", "/api/v1/configmaps")
 
 
@@ -149,22 +158,24 @@ def _sharding(**sharding: object) -> Any:
 
 
 @pytest.mark.parametrize("shards", [2, 3, 5])
-def test_shards_partition_the_watched_resources(shards: int) -> None:
+def test_shards_partition_the_watched_resources(shards: int, release: str) -> None:
     """Every resource that would be watched is watched by exactly one shard: together they watch everything."""
     settings = parse_config({}, source="test").watch
-    everything = _names(select(_served(), settings))
-    per_shard = [_names(select(_served(), settings, _sharding(shard=i, total_shards=shards))) for i in range(shards)]
+    everything = _names(select(_served(release), settings))
+    per_shard = [
+        _names(select(_served(release), settings, _sharding(shard=i, total_shards=shards))) for i in range(shards)
+    ]
     assert set().union(*per_shard) == everything
     assert sum(len(s) for s in per_shard) == len(everything)
     assert all(per_shard)  # (with ~40 resources, a hash leaves no shard empty)
 
 
-def test_the_partition_is_stable_and_assign_pins_resources() -> None:
+def test_the_partition_is_stable_and_assign_pins_resources(release: str) -> None:
     settings = parse_config({}, source="test").watch
-    first = _names(select(_served(), settings, _sharding(shard=1, total_shards=2)))
-    assert _names(select(_served(), settings, _sharding(shard=1, total_shards=2))) == first
+    first = _names(select(_served(release), settings, _sharding(shard=1, total_shards=2)))
+    assert _names(select(_served(release), settings, _sharding(shard=1, total_shards=2))) == first
     pinned = _sharding(shard=0, total_shards=2, assign={"configmaps": 0, "deployments.apps": 0, "*.example.com": 1})
-    zero = _names(select(_served(), settings, pinned))
+    zero = _names(select(_served(release), settings, pinned))
     assert {"configmaps", "deployments.apps"} <= zero
     assert "widgets.example.com" not in zero
 
