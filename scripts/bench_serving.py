@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark what secure serving costs a caller: `fightwatch run` against a real etcd + kube-apiserver v1.20.2.
+"""Benchmark what secure serving costs a caller: `fightwatch run` against a real etcd + kube-apiserver (the pinned
+current release, or `$FIGHTWATCH_KUBERNETES`).
 
 One run
 1. starts the API server, creates fights over ConfigMaps in `--namespaces` namespaces, a scraper service account
@@ -194,7 +195,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d"),
         "machine": machine(),
         "command": "scripts/bench_serving.py " + " ".join(sys.argv[1:]),
-        "kube_apiserver": "v1.20.2 (etcd 3.4), loopback, on the same cores",
+        "kube_apiserver": f"{plane.version}, loopback, on the same cores",
         "namespaces_with_fights": args.namespaces,
         **results,
     }

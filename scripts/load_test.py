@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Load test of fightwatch's scale and high availability against a real etcd + kube-apiserver v1.20.2 (loopback).
+"""Load test of fightwatch's scale and high availability against a real etcd + kube-apiserver (loopback): the pinned
+current release, or `$FIGHTWATCH_KUBERNETES`.
 
 Two runs, each on a fresh control plane with the same objects and the same load:
 
@@ -73,7 +74,12 @@ from livebench import (  # noqa: E402
     total,
 )
 
-from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
+from harness.control_plane import (  # noqa: E402
+    ControlPlane,
+    binary_version,
+    control_plane_bin_dir,
+    start_control_plane,
+)
 from harness.kube import Kube, Resource, new_api_client  # noqa: E402
 from watcher.config import Config, ShardingSettings  # noqa: E402
 from watcher.model import parse_time  # noqa: E402
@@ -617,7 +623,7 @@ def machine() -> dict[str, Any]:
         "memory": memory.split(":", 1)[1].strip(),
         "os": platform.platform(),
         "python": platform.python_version(),
-        "kube_apiserver": "v1.20.2 (etcd 3.4), loopback, on the same cores",
+        "kube_apiserver": f"{binary_version(control_plane_bin_dir() / 'kube-apiserver')}, loopback, on the same cores",
     }
 
 
