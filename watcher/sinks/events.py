@@ -2,8 +2,9 @@
 
 One Warning Event per finding (reason ControllerFight or ControllerHotLoop), created when it opens and updated
 as a series when it changes (never one per write), and one Normal Event when it resolves. An events.k8s.io/v1
-Event's note cannot change once written (the API server rejects the update): a series update counts the occurrence
-and keeps the note the finding opened with; a core v1 Event's message is brought up to date. Event names are
+Event's note cannot change through that API once written (current API servers reject the update), but the core v1
+API, which serves the same objects, takes a new `message`: a series update goes through it, so the Event on the
+object always says what the finding says now (its incident once it spans several objects). Event names are
 derived from the finding id, so a retry, a restarted watcher or a new leader (finding ids are the same on every
 replica) updates the same Event instead of adding one.
 `events.k8s.io/v1` is used where the server serves it, else core `v1` Events. These Events are the only
@@ -198,7 +199,7 @@ class KubeEventsSink:
                 self._counts[finding.id] = 1
                 return
         patch = _series(api, count + 1, now, self._note(finding))
-        status, body = await self._call("PATCH", f"{_collection(api, namespace)}/{name}", patch, merge=True)
+        status, body = await self._call("PATCH", f"{_collection(CORE_V1, namespace)}/{name}", patch, merge=True)
         if status >= 300:
             raise _error("update", status, body)
         self._counts[finding.id] = count + 1
@@ -281,8 +282,10 @@ def _collection(api: str, namespace: str) -> str:
 
 
 def _series(api: str, count: int, now: float, message: str) -> JSONObject:
-    if api == EVENTS_V1:  # (its note is immutable)
-        return {"series": {"count": count, "lastObservedTime": _micro_time(now)}}
+    """A core v1 merge patch that counts one more occurrence (a series for an events.k8s.io/v1 Event, which core v1
+    serves as the same object) and brings the message up to date."""
+    if api == EVENTS_V1:
+        return {"series": {"count": count, "lastObservedTime": _micro_time(now)}, "message": message}
     return {"count": count, "lastTimestamp": _time(now), "message": message}
 
 
