@@ -42,7 +42,8 @@ if ! output=$("$cargo" fetch --locked --manifest-path "$manifest" 2>&1); then
     printf '%s\n' "$output" | grep -v '^ *\(Downloading\|Downloaded\|Updating\|Locking\) ' >&2
     crate=$(sed -nE -e 's|.*/([A-Za-z0-9_-]+)/([0-9][^/`]*)/download`.*|\1 v\2|p' \
         -e 's|.*`([A-Za-z0-9_-]+) v([0-9][^` ]*)`.*|\1 v\2|p' \
-        -e 's|.*failed to get `([A-Za-z0-9_-]+)` as a dependency.*|\1|p' <<<"$output" | head -n 1)
+        -e 's|.*failed to get `([A-Za-z0-9_-]+)` as a dependency.*|\1|p' \
+        -e 's|.*no matching package named `([A-Za-z0-9_-]+)` found.*|\1|p' <<<"$output" | head -n 1)
     [[ -n $crate ]] && crate="crate $crate" || crate="the crates"
     problem "could not fetch $crate from crates.io (cargo fetch --locked --manifest-path $manifest)"
 fi

@@ -11,6 +11,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
 
@@ -118,3 +120,23 @@ def test_the_image_install_steps_build_a_working_fightwatch(tmp_path: Path) -> N
     )
     assert demo.returncode == 0, demo.stderr
     assert b'"type":"fight"' in demo.stdout.replace(b" ", b"")
+
+
+@pytest.mark.parametrize("required", [True, False], ids=["make test", "make demo"])
+def test_a_crate_that_does_not_download_is_named_and_stops_only_a_run_that_requires_the_native_engine(
+    tmp_path: Path, required: bool
+) -> None:
+    """An empty cargo home with the network off: no crate can be had. `make test` (FIGHTWATCH_REQUIRE_NATIVE=1)
+    stops, naming the crate; `make demo` goes on without the native engine, saying why."""
+    env = {**os.environ, "CARGO_HOME": str(tmp_path / "cargo"), "CARGO_NET_OFFLINE": "true"}
+    env["FIGHTWATCH_REQUIRE_NATIVE"] = "1" if required else "0"
+    done = subprocess.run(
+        [str(REPO / "scripts" / "native.sh")], capture_output=True, text=True, check=False, env=env, timeout=300
+    )
+    assert re.search(r"could not fetch crate [a-z0-9_-]+ from crates\.io", done.stderr), done.stderr
+    if required:
+        assert done.returncode == 1
+        assert "stopping" in done.stderr
+    else:
+        assert done.returncode == 0
+        assert "without the native engine" in done.stderr

@@ -20,6 +20,8 @@ from watcher.detection.engine import Engine
 from watcher.detection.native import implementation, native_available
 from watcher.detection.reference import PythonAttribution
 
+AUDIT = CAPTURES.parent / "audit"  # (the audit scenarios' watch captures: *.watch.jsonl)
+
 # A pure-Python build (FIGHTWATCH_PURE_PYTHON, asked for by hand: CI never sets it) has no native engine.
 pytestmark = pytest.mark.skipif(
     os.environ.get("FIGHTWATCH_PURE_PYTHON", "") not in {"", "0"}, reason="FIGHTWATCH_PURE_PYTHON: no native front end"
@@ -78,9 +80,11 @@ def test_run_says_when_it_falls_back_to_python(tmp_path: Path) -> None:
 @pytest.mark.parametrize("output", ["json", "table"])
 @pytest.mark.parametrize("release", RELEASES)
 def test_native_and_python_find_the_same(tmp_path: Path, output: str, release: str) -> None:
-    """Every recording of each release (the current one's and v1.20's), one by one and all together, and the demo:
-    byte for byte the same output."""
+    """Every recording of each release (the current one's and v1.20's: the scenario captures and the audit
+    scenarios' watch captures), one by one and all together, and the demo: byte for byte the same output."""
+    audit = AUDIT / ("" if release == "current" else release)
     captures = sorted(str(path) for path in RELEASE_CAPTURES[release].glob("*.jsonl"))
+    captures += sorted(str(path) for path in audit.glob("*.watch.jsonl"))
     runs = [("replay", "--output", output, c) for c in captures]
     runs += [("replay", "--output", output, *captures), ("demo", "--output", output)]
     fights = 0
