@@ -100,7 +100,7 @@ build() {
   log "(once per version: about 5 minutes on 2 cores, and 2 GB of downloaded modules)"
   for name in "${names[@]}"; do
     # Kubernetes' own build tags for these binaries (hack/lib/golang.sh), statically linked.
-    (cd "$pin" && CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE="$gocache" \
+    (cd "$pin" && CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=readonly" GOCACHE="$gocache" \
       go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$built/bin/$name" "${package[$name]}") >&2 \
       || die "go build of $name (${package[$name]}) for Kubernetes $version failed: see go's message above"
     case $name in
