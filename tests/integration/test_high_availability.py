@@ -73,7 +73,8 @@ async def _leader_and_standby(a: Watcher, b: Watcher) -> tuple[Watcher, Watcher]
 
 async def _flip(kube: Kube, name: str, writes: range) -> None:
     """Two operators taking the `owner` label of a ConfigMap from each other, one write every 0.3 s."""
-    # (with data: v1.20 keeps no managedFields for an object created empty, not even after later writes)
+    # (with data: an object created empty may have no managedFields entry at all, as v1.20 left it even after later
+    # writes)
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
