@@ -111,6 +111,38 @@ def test_a_resolved_cause_unlinks_what_followed_from_it(implementation: str) -> 
     }
 
 
+def test_two_objects_that_name_each_other_link_one_way_not_in_a_loop(implementation: str) -> None:
+    """Each Deployment's spec names the other (a `peerRef`, as some operators' resources do): the fight opening second
+    follows from the first, and the first stays a root cause, so the chain ends and the incident has one root."""
+    engine = Engine(Config().detection, attribution=implementation)
+    peer = {"web": "api", "api": "web"}
+    stream = []
+    for recorded in events("cascade-replicas", engine.decode):
+        event: ObjectEvent | None = recorded
+        if recorded.kind == "Deployment" and recorded.name in peer:
+            ref = b'{"apiVersion":"apps/v1","kind":"Deployment","name":"%s"}' % peer[recorded.name].encode()
+            data = recorded.data.replace(b'"spec":{', b'"spec":{"peerRef":' + ref + b",", 1)
+            assert data != recorded.data
+            event = engine.decode(data, observed_at=recorded.observed_at)
+        assert event is not None
+        stream.append(event)
+    _run(engine, stream)
+    active = engine.active()
+    by_id = {f.id: f for f in active}
+    fights = {f.object.name: f for f in active if f.type is FindingType.FIGHT}
+    assert set(fights) == {"web", "api"}
+    # exactly one fight follows from the other
+    assert sorted(f.related is None for f in fights.values()) == [False, True]
+    for finding in active:  # every chain of causes ends at a root
+        seen, link = {finding.id}, finding.related
+        while link is not None:
+            assert link not in seen
+            seen.add(link)
+            link = by_id[link].related
+    (incident,) = group(active)
+    assert set(incident.findings) | set(incident.consequences) == set(by_id)
+
+
 def _deleted(engine: Engine, kind: str, name: str) -> ObjectEvent:
     last = None
     for event in events("cascade-replicas", engine.decode):

@@ -3,7 +3,9 @@ object to the next.
 
 The writer of a write is the managedFields entry whose time advanced, which appeared, or whose field set grew;
 failing that, the one owner of every visible field the write changed (v1.20 stamps no new time when a writer
-rewrites fields it already owns). Anything else is unattributed: counted, never guessed.
+rewrites fields it already owns); failing that, on a server that stamps every write's writer (1.22 and later: its
+entries name their subresource), the one entry stamped in the write's second. The API server's own managers
+(`ancient-changes`, `before-first-apply`) are never writers. Anything else is unattributed: counted, never guessed.
 
 Two implementations keep to this protocol: the Python reference (`reference.py`) and the native one
 (`native.py`, over `watcher._native`, Rust), which parses and attributes without a Python object per JSON node.

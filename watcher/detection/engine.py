@@ -327,8 +327,9 @@ class Engine:
         upstream += [key for name in finding.refs if (key := self._named.get(name)) is not None]
         for key in upstream:
             other = self._objects.get(key)
-            if other is not None and (other.fight or other.hot) is not None:
-                return other.fight or other.hot
+            cause = None if other is None else other.fight or other.hot
+            if cause is not None and not _follows(cause, finding):  # (two objects naming each other: no loop)
+                return cause
         return None
 
     def _relink(self, finding: OpenFinding, state: ObjectState) -> list[FindingChange]:
@@ -446,6 +447,17 @@ def _record(finding: OpenFinding, record: Record, write: Write, handovers: list[
     record.last = write.seq
     handed = finding.type is FindingType.FIGHT and any(h.path in finding.fields for h in handovers)
     record.add(write.at, record.lane(write.writers[0]), HANDOVER if handed else WRITE)
+
+
+def _follows(finding: OpenFinding, cause: OpenFinding) -> bool:
+    """Whether `finding` already follows from `cause`, directly or down a chain of causes."""
+    seen = 0
+    link = finding.cause
+    while link is not None and seen < 64:  # (chains are short: a Deployment, its ReplicaSet, an autoscaler)
+        if link is cause:
+            return True
+        link, seen = link.cause, seen + 1
+    return False
 
 
 def _drop(links: dict[_K, list[OpenFinding]], key: _K, finding: OpenFinding) -> None:
