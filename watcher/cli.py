@@ -36,6 +36,7 @@ from watcher.model import Finding, FindingState, FindingType, ObjectRef, Writer,
 from watcher.sinks.report import write_json, write_table
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
+from watcher.sources.envelopes import Envelope, EnvelopeStats
 
 if TYPE_CHECKING:
     from watcher.sinks.page import Summary
@@ -85,7 +86,7 @@ def _offline(args: argparse.Namespace, config: Config) -> int:
     """`fightwatch replay`, `fightwatch demo` and `fightwatch audit`."""
     tally = WriteTally() if args.html is not None else None
     if args.command == "audit":
-        return _analyse(Analysis(config, requests=args.files, tally=tally), args)
+        return _analyse(Analysis(config, requests=args.files, envelope=args.audit_format, tally=tally), args)
     try:
         engine = Engine(config.detection, attribution=args.engine, on_write=tally)
     except ImportError:
@@ -101,7 +102,14 @@ def _offline(args: argparse.Namespace, config: Config) -> int:
         else:
             files = args.files
         return _analyse(
-            Analysis(config, watch=engine, captures=files, requests=getattr(args, "audit", None) or [], tally=tally),
+            Analysis(
+                config,
+                watch=engine,
+                captures=files,
+                requests=getattr(args, "audit", None) or [],
+                envelope=getattr(args, "audit_format", None),
+                tally=tally,
+            ),
             args,
         )
     return EXIT_OK  # pragma: no cover - ExitStack does not swallow exceptions
@@ -158,9 +166,11 @@ class Analysis:
         watch: Engine | None = None,
         captures: Sequence[str] = (),
         requests: Sequence[str] = (),
+        envelope: Envelope | None = None,
         tally: WriteTally | None = None,
     ) -> None:
         self.captures, self.audit_logs = list(captures), list(requests)
+        self.envelope = envelope  # of the audit logs: None to tell by each file's first record
         self.tally = tally
         self.watch = watch
         self.requests = RequestEngine(config.detection) if requests else None
@@ -197,7 +207,9 @@ class Analysis:
         if self.watch is not None and self.captures:
             streams.append(read_captures(self.captures, self.watch.decode, stats=self.read, skip_invalid=skip_invalid))
         if self.requests is not None:
-            streams.append(read_audit_logs(self.audit_logs, stats=self.audit, skip_invalid=skip_invalid))
+            streams.append(
+                read_audit_logs(self.audit_logs, stats=self.audit, skip_invalid=skip_invalid, envelope=self.envelope)
+            )
         items = streams[0] if len(streams) == 1 else merged(streams, _time)
         try:
             for item in items:
@@ -378,13 +390,26 @@ def _request_totals(engine: RequestEngine, audit: AuditStats) -> list[str]:
     s = engine.stats
     skipped = ", ".join(f"{n:,} {stage}" for stage, n in sorted(audit.stages_skipped.items()))
     analysed = s.writes + s.conflicts + s.apply_conflicts + s.failed
-    return [
+    line = (
         f"Audit: {audit.events:,} events, {s.requests:,} completed requests: {analysed:,} writes analysed "
         f"({s.conflicts:,} conflicts, {s.apply_conflicts:,} apply conflicts, {s.noop_writes:,} no-op writes), "
         f"{s.reads:,} reads, {s.ignored:,} ignored; {audit.without_object:,} without an object"
         + (f"; other stages skipped: {skipped}" if skipped else "")
         + "."
-    ]
+    )
+    return [line, *_envelope_totals(audit.envelopes)]
+
+
+def _envelope_totals(stats: EnvelopeStats) -> list[str]:
+    """What the envelopes held, where they were not (all) raw: records by envelope, and those without audit events."""
+    if not stats.records or set(stats.records) == {Envelope.RAW}:
+        return []
+    records = ", ".join(f"{n:,} records of {envelope.title}" for envelope, n in stats.records.most_common())
+    line = f"Envelopes: {records}"
+    if stats.skipped:
+        skipped = ", ".join(f"{n:,} of {what}" for what, n in stats.skipped.most_common())
+        line += f"; skipped, holding no audit event: {skipped}"
+    return [line + "."]
 
 
 NOT_BUILT = "the native engine is not built in this installation (see `fightwatch --version`)"
@@ -457,18 +482,22 @@ def _parser() -> argparse.ArgumentParser:
         help="kube-apiserver audit logs of the same time, joined with the captures: the users behind managers, "
         "conflicts, stuck appliers and writes that changed nothing (see `fightwatch audit`)",
     )
+    audit_format_option(replay)
     common(replay)
     audit = commands.add_parser(
         "audit",
         help="analyse kube-apiserver audit logs: conflict storms, stuck appliers, no-op writes",
         description="Analyse kube-apiserver audit logs (--audit-log-path JSON Lines, or EventList documents; any "
-        "audit level, Metadata included) for what the watch cannot show: objects whose writes keep failing with "
+        "audit level, Metadata included), also as managed clusters export them (EKS: CloudWatch Logs; GKE: Cloud "
+        "Logging; AKS: Azure Monitor; see --audit-format), for what the watch cannot show: objects whose writes keep "
+        "failing with "
         "409 Conflict (conflict_storm), server-side applies rejected again and again (apply_conflict), and clients "
         "rewriting objects with writes that change nothing (noop_writes), naming each client by user, User-Agent "
         "and field manager. Several files (rotated parts) are merged by time; `-` reads standard input; .gz files "
         "are decompressed. Request and response bodies are read only for object metadata and a 409's message.",
     )
     audit.add_argument("files", nargs="+", metavar="LOG")
+    audit_format_option(audit)
     common(audit, engine=False)
     demo = commands.add_parser("demo", help="analyse the bundled capture of real controller fights")
     common(demo)
@@ -512,6 +541,19 @@ def _parser() -> argparse.ArgumentParser:
         help="append every received event to FILE as JSON Lines (replayable; rotated by size, see record.*)",
     )
     return parser
+
+
+def audit_format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--audit-format",
+        type=Envelope,
+        choices=list(Envelope),
+        metavar="{" + ",".join(Envelope) + "}",
+        help="the envelope of every audit log: raw (the API server's log or webhook), eks (CloudWatch Logs: "
+        "filter-log-events, get-log-events, tail, subscriptions), gke (Cloud Logging LogEntries: gcloud logging read, "
+        "sinks, Pub/Sub), aks (Azure Monitor: Event Hubs, storage accounts, Log Analytics). Default: told by each "
+        "file's first record",
+    )
 
 
 def engine_option(parser: argparse.ArgumentParser) -> None:

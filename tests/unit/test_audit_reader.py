@@ -160,7 +160,7 @@ def test_several_logs_are_merged_by_time(tmp_path: Path) -> None:
     ("mutate", "problem"),
     [
         (lambda _: "{not json", "not valid JSON"),
-        (lambda e: [e], "not an audit event: a JSON list"),
+        (lambda e: [e, "x"], "item 1 of the array: not an audit event nor a known envelope: a JSON string"),
         (lambda e: {**e, "kind": "ConfigMap"}, "kind 'ConfigMap'"),
         (lambda e: {**e, "apiVersion": "v1"}, "apiVersion 'v1'"),
         (lambda e: {**e, "stage": "Finished"}, "unknown stage 'Finished'"),
@@ -215,7 +215,7 @@ def test_a_bad_item_of_an_eventlist_fails_the_document_or_with_skip_bad_items_on
     events = [e for e in _events() if e["stage"] == "ResponseComplete" and "objectRef" in e][:2]
     document = {"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": [events[0], {"stage": 7}, events[1], 5]}
     text = json.dumps(document).encode()
-    with pytest.raises(ValueError, match="item 1 of the EventList: no stage"):
+    with pytest.raises(ValueError, match="item 1 of the record: no stage"):
         decode_audit(text, AuditStats())
     stats = AuditStats()
     kept = decode_audit(text, stats, skip_bad_items=True)  # (what the webhook does: the rest of the batch counts)

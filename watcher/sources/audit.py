@@ -14,17 +14,22 @@ the event starts, and a file that breaks off is reported with how far it was rea
 
 from __future__ import annotations
 
+import gzip
+import io
+import zlib
 from collections import Counter
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 from urllib.parse import parse_qs, urlsplit
 
+import ijson
 import orjson
 
 from watcher.detection.requests import Request, RequestObject, manager_from_user_agent
 from watcher.model import parse_time
-from watcher.sources.capture import CaptureError, ReadStats, merged, read_capture
+from watcher.sources.capture import CaptureError, ReadStats, merged, open_source, read_texts
+from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener
 
 AUDIT_API_VERSIONS: Final = frozenset({"audit.k8s.io/v1", "audit.k8s.io/v1beta1"})
 COMPLETE_STAGES: Final = frozenset({"ResponseComplete", "Panic"})
@@ -49,34 +54,49 @@ class AuditStats:
     stages_skipped: Counter[str] = field(default_factory=Counter)  # events of other stages, by stage
     without_object: int = 0  # events without an objectRef (non-resource URLs)
     invalid_items: int = 0  # EventList items that are not audit events, skipped (the webhook's batches)
+    envelopes: EnvelopeStats = field(default_factory=EnvelopeStats)  # records by envelope, and those skipped
     # The reading itself, by JSON text (an event, or an EventList): lines read, texts skipped as invalid (with
     # skip_invalid: `skipped_invalid`, the first few in `problems`).
     read: ReadStats = field(default_factory=ReadStats)
 
 
-def read_audit_log(source: str, *, stats: AuditStats, skip_invalid: bool = False) -> Generator[Request, None, None]:
-    """Yield the completed requests of one audit log (`-` for stdin) in file order.
+def read_audit_log(
+    source: str, *, stats: AuditStats, skip_invalid: bool = False, envelope: Envelope | None = None
+) -> Generator[Request, None, None]:
+    """Yield the completed requests of one audit log (`-` for stdin) in file order, in the envelope its first
+    record comes in (or `envelope`).
 
-    An event that is not valid JSON or not an audit event is an `AuditError` naming the file and line, or (with
-    `skip_invalid`) counted and skipped."""
-    texts = read_capture(
-        source, lambda text: decode_audit(text, stats), stats=stats.read, skip_invalid=skip_invalid, error=AuditError
-    )
-    try:
-        for requests in texts:
-            for request in requests:
-                stats.requests += 1
-                yield request
-    finally:
-        texts.close()  # (its file: a compiled generator is not closed when collected)
+    An event that is not valid JSON or not an audit event is an `AuditError` naming the file and line (or record),
+    or (with `skip_invalid`) counted and skipped."""
+    opener = Opener(stats.envelopes, envelope=envelope)
+    with open_source(source, AuditError) as stream:
+        prefix = _streamed_prefix(stream)
+        if prefix is None:
+            texts = read_texts(
+                stream,
+                source,
+                lambda text: decode_audit(text, stats, opener=opener),
+                stats=stats.read,
+                skip_invalid=skip_invalid,
+                error=AuditError,
+            )
+        else:
+            texts = _read_documents(stream, source, prefix, opener, stats=stats, skip_invalid=skip_invalid)
+        try:
+            for requests in texts:
+                for request in requests:
+                    stats.requests += 1
+                    yield request
+        finally:
+            texts.close()  # (its file: a compiled generator is not closed when collected)
 
 
 def read_audit_logs(
-    sources: Iterable[str], *, stats: AuditStats, skip_invalid: bool = False
+    sources: Iterable[str], *, stats: AuditStats, skip_invalid: bool = False, envelope: Envelope | None = None
 ) -> Generator[Request, None, None]:
     """The requests of several audit logs merged by time (each file read in its own order: the log backend writes
     events as requests complete). Close it when leaving early: its files are closed then."""
-    streams = [read_audit_log(s, stats=stats, skip_invalid=skip_invalid) for s in sources]
+    streams = [read_audit_log(s, stats=stats, skip_invalid=skip_invalid, envelope=envelope) for s in sources]
     return streams[0] if len(streams) == 1 else merged(streams, _time)
 
 
@@ -84,41 +104,136 @@ def _time(request: Request) -> float:
     return request.time
 
 
-def decode_audit(text: bytes, stats: AuditStats, *, skip_bad_items: bool = False) -> list[Request]:
-    """The completed requests in one JSON text: an audit `Event` or an `EventList`. Raises ValueError for text that
-    is neither, or for an EventList item that is not an audit event; with `skip_bad_items` (the webhook: one bad
-    event must not cost the batch) such items are counted in `stats.invalid_items` and skipped instead."""
+def decode_audit(
+    text: bytes, stats: AuditStats, *, opener: Opener | None = None, skip_bad_items: bool = False
+) -> list[Request]:
+    """The completed requests in one record: an audit `Event` or `EventList`, or a record of a cloud's envelope
+    (`envelopes`), or a line of `aws logs tail`. Raises ValueError for anything else, or for an EventList item that
+    is not an audit event; with `skip_bad_items` (the webhook: one bad event must not cost the batch) such items are
+    counted in `stats.invalid_items` and skipped instead."""
+    opener = opener or Opener(stats.envelopes)
+    if text[:1] in (b"{", b"["):
+        try:
+            document = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            if "after document" not in str(exc):
+                raise ValueError(f"not valid JSON ({exc})") from None
+            return _requests_of_values(text, stats, opener, skip_bad_items=skip_bad_items)
+        events = opener.events(document)
+    else:
+        events = opener.line_events(text)
+    return _requests(events, stats, skip_bad_items=skip_bad_items)
+
+
+def _requests_of_values(text: bytes, stats: AuditStats, opener: Opener, *, skip_bad_items: bool) -> list[Request]:
+    """The requests of JSON values written one after the other on one line (`}{`: Firehose's S3 objects)."""
+    out: list[Request] = []
     try:
-        document = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc})") from None
-    if not isinstance(document, dict):
-        raise ValueError(f"not an audit event: a JSON {type(document).__name__}")
-    kind = document.get("kind")
-    if kind == "EventList":
-        _check_api_version(document)
-        items = document.get("items")
-        if not isinstance(items, list):
-            raise ValueError("an EventList without a list of items")
-        out = []
-        for index, item in enumerate(items):
+        for document in ijson.items(io.BytesIO(text), "", multiple_values=True, use_float=True):
+            out.extend(_requests(opener.events(document), stats, skip_bad_items=skip_bad_items))
+    except ijson.JSONError as exc:
+        raise ValueError(f"not valid JSON after {len(out):,} events ({exc})") from None
+    return out
+
+
+def _requests(events: list[Any], stats: AuditStats, *, skip_bad_items: bool) -> list[Request]:
+    out = []
+    several = len(events) > 1
+    for index, event in enumerate(events):
+        try:
+            if not isinstance(event, dict):
+                raise ValueError("not an object")  # noqa: TRY301 - handled with the event's other problems
+            kind = event.get("kind")
+            if kind is not None:  # (an EventList's items have no kind of their own)
+                if kind != "Event":
+                    raise ValueError(f"not an audit event (kind {kind!r})")  # noqa: TRY301 - as above
+                _check_api_version(event)
+            request = _request(event, stats)
+        except ValueError as exc:
+            if not skip_bad_items:
+                raise ValueError(f"item {index} of the record: {exc}" if several else str(exc)) from None
+            stats.invalid_items += 1
+            continue
+        if request is not None:
+            out.append(request)
+    return out
+
+
+# Where a file's records are streamed from (an ijson prefix): a document that is one JSON array of records, or an
+# object whose records are in an array of its own (a CloudWatch Logs page's `events`, an Event Hubs batch's
+# `records`, an EventList's `items`), or values written one after the other without line breaks.
+_RECORD_ARRAYS: Final = frozenset({"events", "records", "items"})
+_HEAD: Final = 1 << 16
+
+
+def _streamed_prefix(stream: BinaryIO) -> str | None:
+    """The ijson prefix of a file's records when the file is one document (or values on one line); None when it is
+    read a text at a time (JSON Lines, pretty-printed objects each closing at column 0, lines of `aws logs tail`)."""
+    peek = getattr(stream, "peek", None)
+    head = peek(_HEAD)[:_HEAD].lstrip() if peek is not None else b""
+    if head[:1] == b"[":
+        return "item"
+    if head[:1] != b"{":
+        return None
+    first = head.partition(b"\n")[0]
+    if first.strip() != b"{":
+        return "" if b"}{" in first else None
+    try:
+        for prefix, event, _value in ijson.parse(io.BytesIO(head)):
+            if event == "start_array" and prefix in _RECORD_ARRAYS:
+                return f"{prefix}.item"
+    except ijson.JSONError:  # (the head ends inside the document)
+        pass
+    return None
+
+
+def _read_documents(
+    stream: BinaryIO, source: str, prefix: str, opener: Opener, *, stats: AuditStats, skip_invalid: bool
+) -> Generator[list[Request], None, None]:
+    """The requests of each record of a file read as one document, streamed: memory holds one record at a time.
+    Problems are reported by record number (the parser does not count lines)."""
+    read = stats.read
+    number = 0
+    items = prefix == "items.item"
+    records = ijson.items(stream, prefix, multiple_values=True, use_float=True)
+    try:
+        while True:
             try:
-                if not isinstance(item, dict):
-                    raise ValueError("not an object")  # noqa: TRY301 - handled with the item's other problems
-                request = _request(item, stats)
+                record = next(records)
+            except StopIteration:
+                return
+            number += 1
+            read.lines = read.file_lines = number
+            if items:  # an EventList's items have no kind of their own
+                record = {"kind": "EventList", "items": [record]}
+            try:
+                requests = _requests(opener.events(record), stats, skip_bad_items=False)
             except ValueError as exc:
-                if not skip_bad_items:
-                    raise ValueError(f"item {index} of the EventList: {exc}") from None
-                stats.invalid_items += 1
+                if not skip_invalid:
+                    raise AuditError(source, None, f"record {number:,}: {exc}") from None
+                read.note(f"{source}: record {number:,}: {exc}")
                 continue
-            if request is not None:
-                out.append(request)
-        return out
-    if kind != "Event":
-        raise ValueError(f"not an audit event (kind {kind!r}; expected Event or EventList)")
-    _check_api_version(document)
-    request = _request(document, stats)
-    return [request] if request is not None else []
+            read.events += 1
+            read.source, read.line = source, number
+            yield requests
+    except ijson.IncompleteJSONError as exc:
+        raise AuditError(
+            source, None, f"the document ends inside record {number + 1:,} (truncated file?): {exc}"
+        ) from None
+    except ijson.JSONError as exc:
+        raise AuditError(
+            source, None, f"invalid JSON in record {number + 1:,} ({exc}); read {number:,} records"
+        ) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise AuditError(source, None, f"{_broken_reason(exc)}; read {number:,} records") from None
+
+
+def _broken_reason(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "the compressed stream ends early (truncated file?)"
+    if isinstance(exc, zlib.error | gzip.BadGzipFile):
+        return f"the compressed stream is corrupt ({exc})"
+    return f"read error ({getattr(exc, 'strerror', None) or exc})"
 
 
 def _check_api_version(document: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ from watcher.detection.events import ObjectEvent
 
 T = TypeVar("T")
 
+BOM: Final = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
 READ_BUFFER: Final = 1 << 20  # bytes read at a time: a line of a capture is a few KiB (8 KiB, the default, is slow)
 
 
@@ -69,24 +70,37 @@ def read_capture(
 
     A `ValueError` of `decode` is reported as an `error` with the file and line, or (with `skip_invalid`)
     counted and skipped; events it skips (None: BOOKMARK, ERROR) are counted."""
-    with _open(source, error) as stream:
-        try:
-            for line, chunk, complete in _chunks(stream, stats):
-                try:
-                    event = decode(chunk) if complete else _incomplete(error)
-                except ValueError as exc:
-                    if not skip_invalid:
-                        raise error(source, line, str(exc)) from None
-                    stats.note(f"{source}:{line}: {exc}")
-                    continue
-                if event is None:
-                    stats.skipped_other += 1
-                    continue
-                stats.events += 1
-                stats.source, stats.line = source, line
-                yield event
-        except _BrokenFileError as exc:
-            raise error(source, None, str(exc)) from None
+    with open_source(source, error) as stream:
+        yield from read_texts(stream, source, decode, stats=stats, skip_invalid=skip_invalid, error=error)
+
+
+def read_texts(
+    stream: IO[bytes],
+    source: str,
+    decode: Callable[[bytes], T | None],
+    *,
+    stats: ReadStats,
+    skip_invalid: bool = False,
+    error: type[CaptureError] = CaptureError,
+) -> Generator[T, None, None]:
+    """`read_capture` of a stream already open (`open_source`): its JSON texts, one a line or pretty-printed."""
+    try:
+        for line, chunk, complete in _chunks(stream, stats):
+            try:
+                event = decode(chunk) if complete else _incomplete(error)
+            except ValueError as exc:
+                if not skip_invalid:
+                    raise error(source, line, str(exc)) from None
+                stats.note(f"{source}:{line}: {exc}")
+                continue
+            if event is None:
+                stats.skipped_other += 1
+                continue
+            stats.events += 1
+            stats.source, stats.line = source, line
+            yield event
+    except _BrokenFileError as exc:
+        raise error(source, None, str(exc)) from None
 
 
 def read_captures(
@@ -168,10 +182,18 @@ def _split(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bo
         yield start, b"".join(pending), False
 
 
+def _skip_bom(stream: io.BufferedReader | gzip.GzipFile) -> None:
+    try:
+        if stream.peek(3)[:3] == BOM:
+            stream.read(3)
+    except (OSError, EOFError, zlib.error):  # reading reports it, with how far it got
+        return
+
+
 @contextmanager
-def _open(source: str, error: type[CaptureError]) -> Iterator[BinaryIO]:
-    """The file's bytes: stdin for `-`, gunzipped when the content starts with the gzip magic. A file that cannot
-    be opened is an `error`."""
+def open_source(source: str, error: type[CaptureError] = CaptureError) -> Iterator[BinaryIO]:
+    """The file's bytes: stdin for `-`, gunzipped when the content starts with the gzip magic, without a UTF-8
+    byte-order mark at the start (Azure's exports carry one). A file that cannot be opened is an `error`."""
     if source == "-":
         raw = io.BufferedReader(io.FileIO(sys.stdin.fileno(), "rb", closefd=False), READ_BUFFER)
     else:
@@ -182,8 +204,10 @@ def _open(source: str, error: type[CaptureError]) -> Iterator[BinaryIO]:
     try:
         if raw.peek(2)[:2] == b"\x1f\x8b":
             with gzip.GzipFile(fileobj=raw) as unpacked:
+                _skip_bom(unpacked)
                 yield cast(BinaryIO, unpacked)
         else:
+            _skip_bom(raw)
             yield raw
     finally:
         raw.close()

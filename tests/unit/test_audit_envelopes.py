@@ -1,0 +1,320 @@
+"""Every recorded audit scenario, written into every envelope of EKS, GKE and AKS (`harness/envelopes.py`, after the
+services' published schemas and their CLIs' printers), gives the findings of its raw form: the same objects, users,
+User-Agents and managers. GKE's entries carry less than the raw event, so its forms are held to the raw events with
+those losses (`gke_degraded`), and what the losses cost is stated. Then bad input in envelopes."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from harness.envelopes import WRITERS, gke_degraded, raw_lines
+from watcher.cli import Analysis
+from watcher.config import load_config
+from watcher.sinks.report import write_json
+from watcher.sources.audit import AuditError, AuditStats, decode_audit, read_audit_log
+from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener
+
+CURRENT = Path(__file__).parents[1] / "fixtures" / "audit"
+V1_20 = CURRENT / "v1.20"
+SCENARIOS = (
+    "rmw-fight",
+    "storm-fields",
+    "apply-stuck",
+    "scale-fight",
+    "cascade",
+    "shared-manager",
+    "noop-loop",
+    "benign",
+)
+LOGS = {
+    "current": [CURRENT / f"{s}.{level}.jsonl" for s in (*SCENARIOS, "hpa-fight") for level in ("metadata",)],
+    "current-request-response": [CURRENT / f"{s}.request-response.jsonl" for s in (*SCENARIOS, "hpa-fight")],
+    "current-omit-managed-fields": [CURRENT / f"{s}.omit-managed-fields.jsonl" for s in (*SCENARIOS, "hpa-fight")],
+    "v1.20": [V1_20 / f"{s}.metadata.jsonl" for s in SCENARIOS],
+    "v1.20-request-response": [V1_20 / f"{s}.request-response.jsonl" for s in SCENARIOS],
+}
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def analysed(paths: list[Path], envelope: Envelope | None = None) -> tuple[list[dict[str, Any]], Analysis]:
+    analysis = Analysis(load_config(None), requests=[str(p) for p in paths], envelope=envelope)
+    analysis.run(skip_invalid=False)
+    out = io.BytesIO()
+    write_json(analysis.findings(), out)
+    return sorted((orjson.loads(line) for line in out.getvalue().splitlines()), key=lambda f: f["id"]), analysis
+
+
+@pytest.fixture(scope="module")
+def raw_findings(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool], list[dict[str, Any]]]:
+    """The findings of each set of raw logs, as they are and with GKE's losses."""
+    out: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    folder = tmp_path_factory.mktemp("gke-degraded")
+    for name, paths in LOGS.items():
+        out[name, False] = analysed(paths)[0]
+        degraded = []
+        for path in paths:
+            target = folder / f"{name}-{path.name}"
+            target.write_bytes(raw_lines(e for e in map(gke_degraded, events(path)) if e is not None))
+            degraded.append(target)
+        out[name, True] = analysed(degraded)[0]
+    return out
+
+
+@pytest.mark.parametrize("logs", list(LOGS))
+@pytest.mark.parametrize("form", list(WRITERS))
+def test_every_scenario_in_every_envelope_gives_the_findings_of_its_raw_form(
+    form: str, logs: str, tmp_path: Path, raw_findings: dict[tuple[str, bool], list[dict[str, Any]]]
+) -> None:
+    envelope, write = WRITERS[form]
+    files = []
+    for path in LOGS[logs]:
+        target = tmp_path / f"{path.stem}.{form}"
+        target.write_bytes(write(events(path)))
+        files.append(target)
+    found, analysis = analysed(files)
+    assert found == raw_findings[logs, envelope == "gke"]
+    assert found  # (the scenarios have findings: the comparison compares something)
+    assert set(analysis.audit.envelopes.records) == {Envelope(envelope)}
+    assert analysis.audit.read.skipped_invalid == 0
+    # The format told by each file is the one --audit-format names.
+    assert analysed(files, Envelope(envelope))[0] == found
+
+
+def test_what_gke_entries_lose_costs_no_finding_but_no_op_writes_at_metadata_level(
+    raw_findings: dict[tuple[str, bool], list[dict[str, Any]]],
+) -> None:
+    for logs in LOGS:
+        raw = {(f["type"], f["object"]["namespace"]) for f in raw_findings[logs, False]}
+        gke = {(f["type"], f["object"]["namespace"]) for f in raw_findings[logs, True]}
+        # Without a request body, an entry carries no resourceVersion: two writes of one version are not told.
+        lost = {("noop_writes", "noop-loop")} if logs in ("current", "v1.20") else set()
+        if logs == "v1.20":  # v1.20 logs no 409 message at Metadata level: only `fieldManager` told an applier
+            lost.add(("apply_conflict", "apply-stuck"))
+        assert raw - gke == lost, logs
+        assert gke <= raw
+
+
+def test_writers_keep_their_users_and_user_agents_in_gke_entries_but_not_their_pods(
+    raw_findings: dict[tuple[str, bool], list[dict[str, Any]]],
+) -> None:
+    def clients(findings: list[dict[str, Any]], *, pods: bool) -> set[tuple[Any, ...]]:
+        return {
+            (
+                f["type"],
+                f["object"]["namespace"],
+                f["object"]["name"],
+                c["user"],
+                c["user_agent"],
+                c["pod"] if pods else None,
+            )
+            for f in findings
+            for c in f.get("clients", [])
+        }
+
+    raw, gke = raw_findings["current", False], raw_findings["current", True]
+    assert clients(gke, pods=False) <= clients(raw, pods=False)
+    assert any(c[-1] for c in clients(raw, pods=True))  # the raw events name pods ...
+    assert not any(c[-1] for c in clients(gke, pods=True))  # ... GKE's entries do not
+
+
+def test_records_without_audit_events_are_skipped_and_counted_by_stream_and_category(tmp_path: Path) -> None:
+    logs = events(CURRENT / "rmw-fight.metadata.jsonl")
+    counts = {}
+    for form in ("eks-filter-log-events", "eks-firehose-s3", "aks-storage"):
+        path = tmp_path / form
+        path.write_bytes(WRITERS[form][1](logs))
+        stats = AuditStats()
+        assert list(read_audit_log(str(path), stats=stats))
+        counts[form] = dict(stats.envelopes.skipped)
+    others = (len(logs) + 4) // 5
+    assert counts["eks-filter-log-events"] == {
+        "EKS stream authenticator": (others + 1) // 2,
+        "EKS stream kube-scheduler": others // 2,
+    }
+    assert counts["eks-firehose-s3"]["EKS CONTROL_MESSAGE"] == 1
+    assert counts["aks-storage"] == {"AKS category kube-apiserver": others}
+
+
+def _one(event: dict[str, Any]) -> str:
+    return json.dumps(event, separators=(",", ":"))
+
+
+EVENT = events(CURRENT / "rmw-fight.metadata.jsonl")[1]
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        (
+            {"logStreamName": "kube-apiserver-audit-71976ca1", "timestamp": 1, "message": "I1126 started"},
+            "the message of the event is not an audit event (not JSON: 'I1126 started'",
+        ),
+        (
+            {"logStreamName": "kube-apiserver-audit-71976ca1", "timestamp": 1, "message": '{"kind":"Pod"}'},
+            "the message of the event is not an audit event (kind 'Pod')",
+        ),
+        (
+            {
+                "logStreamName": "kube-apiserver-audit-1",
+                "timestamp": 1,
+                "message": _one(EVENT)[:300] + "[Truncated...]",
+            },
+            f"is an audit event (auditID {EVENT['auditID']}) CloudWatch Logs cut off at its size limit",
+        ),
+        (
+            {"category": "kube-audit", "properties": {"log": "I1126 21:03:26 handler.go:286] not an event"}},
+            "properties.log is not an audit event (not JSON",
+        ),
+        ({"category": "kube-audit", "properties": {"stream": "stdout"}}, "a kube-audit record without properties.log"),
+        (
+            {"protoPayload": {"serviceName": "k8s.io", "methodName": "io.k8s.configmaps.update"}},
+            "methodName 'io.k8s.configmaps.update' is not io.k8s.GROUP.VERSION.RESOURCE[.SUBRESOURCE].VERB",
+        ),
+        (
+            {
+                "protoPayload": {
+                    "serviceName": "k8s.io",
+                    "methodName": "io.k8s.core.v1.configmaps.update",
+                    "resourceName": "core/v1/namespaces/a/pods/b",
+                }
+            },
+            "resourceName 'core/v1/namespaces/a/pods/b' does not name configmaps",
+        ),
+        (
+            {"messageType": "DATA_MESSAGE", "logStream": "kube-apiserver-audit-1"},
+            "a DATA_MESSAGE without a list of logEvents",
+        ),
+        ({"records": [{"data": "not base64!"}]}, "records[0] is not base64"),
+        (
+            {"hello": "world"},
+            "not an audit event nor a record of EKS, GKE or AKS (kind None; a JSON object with keys hello)",
+        ),
+    ],
+)
+def test_an_envelope_that_holds_no_audit_event_is_named_by_file_and_line(
+    record: dict[str, Any], problem: str, tmp_path: Path
+) -> None:
+    good = {"logStreamName": "kube-apiserver-audit-71976ca1", "timestamp": 1, "message": _one(EVENT)}
+    if "category" in record:
+        good = {"category": "kube-audit", "properties": {"log": _one(EVENT)}}
+    elif "protoPayload" in record:
+        good = json.loads(WRITERS["gke-sink"][1]([EVENT]))
+    elif "records" in record:
+        good = json.loads(WRITERS["eks-firehose-http"][1]([EVENT]))
+    path = tmp_path / "log.json"
+    path.write_text(_one(good) + "\n" + _one(record) + "\n" + _one(good) + "\n")
+    read: list[Any] = []
+    with pytest.raises(AuditError) as error:
+        read.extend(read_audit_log(str(path), stats=AuditStats()))
+    assert str(error.value).startswith(f"{path}:2: ")
+    assert problem in str(error.value)
+    assert len(read) == 1  # the record before it was read
+    stats = AuditStats()
+    assert len(list(read_audit_log(str(path), stats=stats, skip_invalid=True))) == 2
+    assert stats.read.skipped_invalid == 1
+
+
+def test_a_document_cut_off_mid_record_keeps_the_records_before_and_names_the_record(tmp_path: Path) -> None:
+    data = WRITERS["gke-gcloud-read"][1](events(CURRENT / "rmw-fight.metadata.jsonl"))
+    path = tmp_path / "gcloud.json"
+    path.write_bytes(data[: len(data) // 2])
+    read: list[Any] = []
+    with pytest.raises(AuditError, match=r"the document ends inside record [\d,]+ \(truncated file\?\)") as error:
+        read.extend(read_audit_log(str(path), stats=AuditStats()))
+    assert str(error.value).startswith(f"{path}: ")
+    assert read  # the records before the cut
+
+
+def test_a_byte_order_mark_is_skipped_in_plain_and_gzipped_files(tmp_path: Path) -> None:
+    data = WRITERS["aks-log-analytics"][1](events(CURRENT / "rmw-fight.metadata.jsonl"))
+    plain, packed = tmp_path / "rows.json", tmp_path / "rows.json.gz"
+    plain.write_bytes(b"\xef\xbb\xbf" + data)
+    packed.write_bytes(gzip.compress(b"\xef\xbb\xbf" + data))
+    expected = list(read_audit_log(str(CURRENT / "rmw-fight.metadata.jsonl"), stats=AuditStats()))
+    assert list(read_audit_log(str(plain), stats=AuditStats())) == expected
+    assert list(read_audit_log(str(packed), stats=AuditStats())) == expected
+
+
+def test_a_page_with_no_events_reads_as_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "page.json"
+    path.write_text(json.dumps({"events": [], "searchedLogStreams": []}, indent=4))
+    stats = AuditStats()
+    assert list(read_audit_log(str(path), stats=stats)) == []
+    assert stats.read.skipped_invalid == 0
+
+
+def test_mixed_envelopes_in_one_file_are_an_error_at_the_first_of_another(tmp_path: Path) -> None:
+    eks = WRITERS["eks-tail-short"][1]([EVENT]).decode()
+    gke = WRITERS["gke-sink"][1]([EVENT]).decode()
+    path = tmp_path / "mixed.log"
+    path.write_text(eks + eks + gke + eks)
+    with pytest.raises(AuditError) as error:
+        list(read_audit_log(str(path), stats=AuditStats()))
+    assert str(error.value) == (
+        f"{path}:3: a record of GKE (Cloud Logging) in a file of EKS (CloudWatch Logs): one file holds one envelope "
+        "(split it)"
+    )
+    with pytest.raises(AuditError, match=r":1: a raw audit event, not a record of GKE \(Cloud Logging\)"):
+        list(read_audit_log(str(CURRENT / "rmw-fight.metadata.jsonl"), stats=AuditStats(), envelope=Envelope.GKE))
+
+
+def test_gke_maps_methods_resource_names_and_statuses_as_its_entries_spell_them() -> None:
+    entry = {
+        "protoPayload": {
+            "serviceName": "k8s.io",
+            "methodName": "io.k8s.authorization.rbac.v1.clusterrolebindings.update",
+            "resourceName": "rbac.authorization.k8s.io/v1/clusterrolebindings/system:controller:glbc",
+            "authenticationInfo": {"principalEmail": "system:serviceaccount:kube-system:glbc"},
+            "requestMetadata": {"callerSuppliedUserAgent": "glbc/v1.2.3"},
+            "status": {
+                "code": 10,
+                "message": 'Operation cannot be fulfilled on clusterrolebindings "x": the object has been modified',
+            },
+        },
+        "operation": {"id": "44d5f968", "first": True, "last": True},
+        "timestamp": "2024-06-26T04:10:49.129747Z",
+        "labels": {"command.gke.io/dryRun": "All"},
+    }
+    (request,) = decode_audit(orjson.dumps(entry), AuditStats())
+    assert (request.object.api_group, request.object.resource, request.object.name) == (
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        "system:controller:glbc",
+    )
+    assert (request.verb, request.code, request.reason, request.dry_run) == ("update", 409, "Conflict", True)
+    assert (request.audit_id, request.manager, request.user) == (
+        "44d5f968",
+        "glbc",
+        "system:serviceaccount:kube-system:glbc",
+    )
+    scale = {
+        **entry,
+        "labels": {},
+        "protoPayload": {
+            **entry["protoPayload"],
+            "methodName": "io.k8s.apps.v1.deployments.scale.update",
+            "resourceName": "apps/v1/namespaces/web/deployments/web/scale",
+            "status": {"code": 10, "message": 'deployments.apps "web" already exists'},
+        },
+    }
+    (request,) = decode_audit(orjson.dumps(scale), AuditStats())
+    assert (request.object.namespace, request.object.subresource, request.reason, request.dry_run) == (
+        "web",
+        "scale",
+        "AlreadyExists",
+        False,
+    )
+    other = {**entry, "protoPayload": {"serviceName": "container.googleapis.com"}}
+    stats = EnvelopeStats()
+    assert Opener(stats).events(other) == []
+    assert stats.skipped == {"GKE service container.googleapis.com": 1}

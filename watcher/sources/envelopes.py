@@ -1,0 +1,596 @@
+"""The envelopes managed clusters wrap kube-apiserver audit events in, opened back to the events.
+
+EKS, GKE and AKS users cannot set the API server's audit flags: its events reach them through the cloud's logging
+service, each in that service's own record. This module turns one record (a parsed JSON value, or a line of
+`aws logs tail`) back into the `audit.k8s.io/v1` events it carries, as dicts of the raw event's shape, so that
+`sources.audit` maps every envelope to a `Request` the one same way:
+
+- **raw**: an audit `Event` or `EventList` as the API server writes and posts them.
+- **EKS** (CloudWatch Logs, group `/aws/eks/CLUSTER/cluster`): an event of `aws logs filter-log-events` /
+  `get-log-events` (`{"logStreamName", "timestamp", "message"}`, the message being the audit event's JSON text), a
+  page of them (`{"events": [...]}`), a line of `aws logs tail`, a subscription's `DATA_MESSAGE` (what Kinesis
+  and Firehose deliver: `{"messageType", "logStream", "logEvents": [...]}`), and a Firehose HTTP endpoint's
+  request (`{"requestId", "records": [{"data": base64}]}`, the data gzipped or not). Only the
+  `kube-apiserver-audit-*` streams carry audit events: records of the group's other streams (authenticator,
+  kube-controller-manager, kube-scheduler, ...) and subscriptions' `CONTROL_MESSAGE`s are skipped and counted.
+- **GKE** (Cloud Logging): a `LogEntry` whose `protoPayload` is an `AuditLog` of service `k8s.io`, as `gcloud
+  logging read --format=json` prints them and sinks write them, also as a Pub/Sub message (push body or pulled).
+  The `AuditLog` is mapped field by field to an audit event; what it does not carry (the request URI with its
+  `fieldManager`, `dryRun` and `force` parameters, the user's `extra`) is left out, as at the raw event's
+  `Metadata` level (docs/audit.md has the table). Entries of other services are skipped and counted.
+- **AKS** (Azure Monitor diagnostic logs): a record of category `kube-audit` or `kube-audit-admin` (`{"category",
+  "properties": {"log": EVENT}}`, the event a JSON text or an object) alone, as storage accounts write them, or in
+  `{"records": [...]}`, as Event Hubs deliver them; a row of the Log Analytics tables `AKSAudit`/`AKSAuditAdmin`
+  (`az monitor log-analytics query -o json`; dynamic columns may come as JSON texts) or of the legacy
+  `AzureDiagnostics` (`log_s`). Records of other categories are skipped and counted.
+
+Nothing here keeps a body: the events are handed on as parsed and the decoder reads only what it reads of a raw
+event. Every problem is a `ValueError` saying which part of the record is wrong; the reader adds file and line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+import orjson
+
+
+class Envelope(StrEnum):
+    RAW = "raw"
+    EKS = "eks"
+    GKE = "gke"
+    AKS = "aks"
+
+    @property
+    def title(self) -> str:
+        return _TITLES[self]
+
+    @property
+    def record(self) -> str:
+        """What one record of it is called, in messages."""
+        return "a raw audit event" if self is Envelope.RAW else f"a record of {self.title}"
+
+
+_TITLES: Final = {
+    Envelope.RAW: "raw audit events",
+    Envelope.EKS: "EKS (CloudWatch Logs)",
+    Envelope.GKE: "GKE (Cloud Logging)",
+    Envelope.AKS: "AKS (Azure Monitor)",
+}
+
+AUDIT_STREAM_PREFIX: Final = "kube-apiserver-audit"  # EKS's audit log streams: kube-apiserver-audit-<id>
+AKS_AUDIT_CATEGORIES: Final = frozenset({"kube-audit", "kube-audit-admin"})
+AKS_TABLES: Final = frozenset({"AKSAudit", "AKSAuditAdmin"})
+GKE_SERVICE: Final = "k8s.io"
+GKE_DRY_RUN_LABEL: Final = "command.gke.io/dryRun"  # a dry run's entry carries it (its value: the dryRun parameter's)
+# A gzipped Firehose record may unpack to at most this much (a subscription's record is at most 1 MiB packed).
+MAX_UNPACKED: Final = 16 * 2**20
+
+# The AKSAudit / AKSAuditAdmin columns that hold a field of the audit event, by the event's key.
+_AKS_COLUMNS: Final = {
+    "AuditId": "auditID",
+    "Level": "level",
+    "Stage": "stage",
+    "RequestUri": "requestURI",
+    "Verb": "verb",
+    "User": "user",
+    "ImpersonatedUser": "impersonatedUser",
+    "SourceIps": "sourceIPs",
+    "UserAgent": "userAgent",
+    "ObjectRef": "objectRef",
+    "ResponseStatus": "responseStatus",
+    "RequestObject": "requestObject",
+    "ResponseObject": "responseObject",
+    "RequestReceivedTime": "requestReceivedTimestamp",
+    "StageReceivedTime": "stageTimestamp",
+    "Annotations": "annotations",
+}
+_AKS_DYNAMIC: Final = frozenset({"user", "impersonatedUser", "sourceIPs", "objectRef", "responseStatus", "annotations"})
+# (the bodies may also be the text "skipped-too-big-size-object": then they are left out)
+_AKS_BODIES: Final = frozenset({"requestObject", "responseObject"})
+
+# google.rpc.Code -> the HTTP status and Kubernetes reason the API server answered with, where a GKE entry has no
+# response body to read them from: the inverse of the standard mapping (`google/rpc/code.proto`), as GKE's entries
+# show it (400 is 3, 403 is 7, 409 is 10).
+_RPC_CODES: Final = {
+    0: (200, ""),
+    1: (499, ""),
+    2: (500, "InternalError"),
+    3: (400, "BadRequest"),
+    4: (504, "Timeout"),
+    5: (404, "NotFound"),
+    6: (409, "AlreadyExists"),
+    7: (403, "Forbidden"),
+    8: (429, "TooManyRequests"),
+    9: (400, "BadRequest"),
+    10: (409, "Conflict"),  # (GKE logs a create's 409 AlreadyExists as 10 too)
+    11: (400, "BadRequest"),
+    12: (501, ""),
+    13: (500, "InternalError"),
+    14: (503, "ServiceUnavailable"),
+    15: (500, "InternalError"),
+    16: (401, "Unauthorized"),
+}
+_VERSION: Final = re.compile(r"v\d+(?:(?:alpha|beta)\d+)?")
+TRUNCATED: Final = "[Truncated...]"  # how CloudWatch Logs ends a message cut off at its event size limit (256 KiB)
+_AUDIT_ID: Final = re.compile(r'"auditID":\s*"([0-9a-f-]+)"')
+_ANSI: Final = re.compile(rb"\x1b\[[0-9;]*m")
+# A line of `aws logs tail`: its time, the stream (`--format detailed`, the default, and `json`; not `short`), the
+# message (with `--format json`, on the lines after it, pretty-printed).
+_TAIL_LINE: Final = re.compile(rb"(\d{4}-\d\d-\d\dT[0-9:.+-]+)(?: (.*))?", re.DOTALL)
+
+
+@dataclass(slots=True)
+class EnvelopeStats:
+    """What opening envelopes found: records by envelope, and records without an audit event, by what they are."""
+
+    records: Counter[Envelope] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)  # e.g. "EKS stream authenticator", "AKS category guard"
+
+
+class Opener:
+    """Opens the records of one file (or one webhook body): the envelope is the first record's, or the one asked for,
+    and every record must come in it. `events` returns the audit events of a record."""
+
+    def __init__(self, stats: EnvelopeStats, *, envelope: Envelope | None = None) -> None:
+        self.stats = stats
+        self.asked = envelope
+        self.envelope = envelope
+        self._stream: str | None = None  # `aws logs tail --format json`: the stream of the message that follows
+
+    def events(self, document: object) -> list[dict[str, Any]]:
+        """The audit events (dicts of the raw event's shape) of one parsed record; [] for a record that carries
+        none of them (counted in `stats.skipped`). Raises ValueError for anything else."""
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            envelope, events = Envelope.EKS, []
+            if _audit_stream(stream, self.stats):
+                events = [_audit_event(document, f"the message of stream {stream}")]
+        else:
+            envelope, events = _open(document, self.stats)
+        if self.envelope is None:
+            self.envelope = envelope
+        elif envelope is not self.envelope:
+            if self.asked is not None:
+                raise ValueError(f"{envelope.record}, not {self.asked.record} (--audit-format {self.asked})")
+            raise ValueError(
+                f"{envelope.record} in a file of {self.envelope.title}: one file holds one envelope (split it)"
+            )
+        self.stats.records[envelope] += 1
+        return events
+
+    def line_events(self, line: bytes) -> list[dict[str, Any]]:
+        """The audit events of a line that is not JSON: a line of `aws logs tail` (colours removed)."""
+        match = _TAIL_LINE.fullmatch(_ANSI.sub(b"", line).strip())
+        if match is None:
+            raise ValueError("not JSON, nor a line of `aws logs tail` (TIME [STREAM] MESSAGE)")
+        rest = match.group(2) or b""
+        stream: bytes | None = None
+        if rest[:1] != b"{":  # (`--format short` has no stream)
+            stream, _, rest = rest.partition(b" ")
+        record: dict[str, Any] = {"message": rest.decode(errors="replace"), "timestamp": 0}
+        if stream is not None:
+            record["logStreamName"] = stream.decode(errors="replace")
+            if not rest.strip() and stream:  # `--format json`: the message follows, pretty-printed
+                self._stream = record["logStreamName"]
+                return []
+        return self.events(record)
+
+
+def _open(document: object, stats: EnvelopeStats) -> tuple[Envelope, list[dict[str, Any]]]:
+    if isinstance(document, list):
+        return _open_list(document, stats)
+    if not isinstance(document, dict):
+        raise ValueError(f"not an audit event nor a known envelope: a JSON {_json_type(document)}")
+    shape = _shape(document)
+    if shape is None:
+        keys = ", ".join(list(document)[:6])
+        raise ValueError(
+            f"not an audit event nor a record of EKS, GKE or AKS (kind {document.get('kind')!r}; a JSON object with "
+            f"keys {keys or 'none'})"
+        )
+    envelope, opener = shape
+    return envelope, opener(document, stats)
+
+
+_Open = Callable[[dict[str, Any], EnvelopeStats], list[dict[str, Any]]]
+
+
+def _shape(record: dict[str, Any]) -> tuple[Envelope, _Open] | None:  # noqa: PLR0911 - a return per shape
+    """What a record is, told by the keys only it has: its envelope, and how to open it."""
+    kind = record.get("kind")
+    if kind in ("Event", "EventList"):
+        return Envelope.RAW, _raw
+    if "protoPayload" in record:
+        return Envelope.GKE, _gke_entry
+    message = record.get("message")
+    if isinstance(message, str) and ("timestamp" in record or "logStreamName" in record):
+        return Envelope.EKS, _cloudwatch_event
+    if isinstance(message, dict) and "data" in message:  # a Pub/Sub push body, or a pulled message
+        return Envelope.GKE, _pubsub
+    if "messageType" in record:
+        return Envelope.EKS, _subscription
+    if isinstance(record.get("events"), list):
+        return Envelope.EKS, _cloudwatch_page
+    records = record.get("records")
+    if isinstance(records, list):
+        first = records[0] if records else None
+        firehose = isinstance(first, dict) and "data" in first and "properties" not in first
+        return (Envelope.EKS, _firehose) if firehose else (Envelope.AKS, _aks_records)
+    if "properties" in record and ("category" in record or "Category" in record):
+        return Envelope.AKS, _aks_record
+    if "log_s" in record:
+        return Envelope.AKS, _azure_diagnostics
+    if "AuditId" in record or record.get("Type") in AKS_TABLES:
+        return Envelope.AKS, _aks_row
+    if isinstance(record.get("data"), str) and len(record) <= 3:  # a Firehose record on its own
+        return Envelope.EKS, _firehose_record
+    return None
+
+
+def _raw(document: dict[str, Any], _stats: EnvelopeStats) -> list[dict[str, Any]]:
+    if document.get("kind") == "Event":
+        return [document]
+    items = document.get("items")
+    if not isinstance(items, list):
+        raise ValueError("an EventList without a list of items")
+    return items
+
+
+def _open_list(items: list[Any], stats: EnvelopeStats) -> tuple[Envelope, list[dict[str, Any]]]:
+    """A JSON array of records (`gcloud logging read`, `az monitor log-analytics query`, a batch of a shipper)."""
+    envelope: Envelope | None = None
+    out: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        try:
+            kind, events = _open(item, stats)
+        except ValueError as exc:
+            raise ValueError(f"item {index} of the array: {exc}") from None
+        if envelope is None:
+            envelope = kind
+        elif kind is not envelope:
+            raise ValueError(f"item {index} of the array is {kind.record}, the items before it of {envelope.title}")
+        out.extend(events)
+    return envelope or Envelope.RAW, out
+
+
+# EKS
+
+
+def _cloudwatch_page(page: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for index, event in enumerate(page["events"]):
+        if not isinstance(event, dict) or not isinstance(event.get("message"), str):
+            raise ValueError(f"event {index} of the page has no message")
+        out.extend(_cloudwatch_event(event, stats, where=f"event {index} of the page"))
+    return out
+
+
+def _cloudwatch_event(event: dict[str, Any], stats: EnvelopeStats, *, where: str = "the event") -> list[dict[str, Any]]:
+    """The audit event in a CloudWatch Logs event's message; [] for an event of another stream of the group."""
+    stream = event.get("logStreamName")
+    if isinstance(stream, str) and not _audit_stream(stream, stats):
+        return []
+    return [_audit_text(event["message"], f"the message of {where}")]
+
+
+def _subscription(message: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """A CloudWatch Logs subscription's message (Kinesis, Firehose): DATA_MESSAGE's logEvents of one stream."""
+    kind = message.get("messageType")
+    if kind != "DATA_MESSAGE":
+        if kind == "CONTROL_MESSAGE":
+            stats.skipped["EKS CONTROL_MESSAGE"] += 1
+            return []
+        raise ValueError(f"a CloudWatch Logs subscription message of messageType {kind!r}")
+    stream = message.get("logStream")
+    if not isinstance(stream, str):
+        raise ValueError("a DATA_MESSAGE without logStream")
+    events = message.get("logEvents")
+    if not isinstance(events, list):
+        raise ValueError("a DATA_MESSAGE without a list of logEvents")
+    if not _audit_stream(stream, stats, count=len(events)):
+        return []
+    out = []
+    for index, event in enumerate(events):
+        text = event.get("message") if isinstance(event, dict) else None
+        if not isinstance(text, str):
+            raise ValueError(f"logEvents[{index}] has no message")
+        out.append(_audit_text(text, f"the message of logEvents[{index}]"))
+    return out
+
+
+def _firehose_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    return _firehose({"records": [record]}, stats)
+
+
+def _firehose(body: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """A Firehose HTTP endpoint's records: each `data` a subscription message, base64, gzipped unless the stream
+    decompresses (then, with message extraction, the messages themselves, one a line)."""
+    out: list[dict[str, Any]] = []
+    for index, record in enumerate(body["records"]):
+        where = f"records[{index}]"
+        data = record.get("data") if isinstance(record, dict) else None
+        if not isinstance(data, str):
+            raise ValueError(f"{where} has no data")
+        text = _unpacked(_base64(data, where), where)
+        for number, line in enumerate(text.splitlines() or [b""]):
+            try:
+                document = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raise ValueError(f"line {number + 1} of {where}'s data is not JSON") from None
+            if isinstance(document, dict) and "messageType" in document:
+                out.extend(_subscription(document, stats))
+            else:  # message extraction: the log event's message alone
+                out.append(_audit_event(document, f"line {number + 1} of {where}'s data"))
+    return out
+
+
+def _audit_stream(stream: str, stats: EnvelopeStats, *, count: int = 1) -> bool:
+    if stream.startswith(AUDIT_STREAM_PREFIX):
+        return True
+    stats.skipped[f"EKS stream {stream.rsplit('-', 1)[0] if '-' in stream else stream}"] += count
+    return False
+
+
+# GKE
+
+
+def _pubsub(body: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """A log sink's Pub/Sub message (in a push body or pulled): the LogEntry is its data, base64."""
+    data = body["message"].get("data")
+    if not isinstance(data, str):
+        raise ValueError("a Pub/Sub message whose data is not a string")
+    try:
+        entry = orjson.loads(_base64(data, "the Pub/Sub message's data"))
+    except orjson.JSONDecodeError:
+        raise ValueError("the Pub/Sub message's data is not JSON") from None
+    if not isinstance(entry, dict) or "protoPayload" not in entry:
+        raise ValueError("the Pub/Sub message's data is not a LogEntry with a protoPayload")
+    return _gke_entry(entry, stats)
+
+
+def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """The audit event a GKE LogEntry of the Kubernetes API describes, in the raw event's shape."""
+    payload = entry.get("protoPayload")
+    if not isinstance(payload, dict):
+        raise ValueError("protoPayload is not an object")
+    service = payload.get("serviceName")
+    if service != GKE_SERVICE:
+        stats.skipped[f"GKE service {service}"] += 1
+        return []
+    version, resource, subresource, verb = _method(_text(payload, "methodName"))
+    group, namespace, name = _resource_name(_text(payload, "resourceName"), resource)
+    operation = entry.get("operation")
+    operation = operation if isinstance(operation, dict) else {}
+    # A long request (a watch) has an entry when it starts (`first`) and one when it ends (`last`).
+    stage = "ResponseStarted" if operation.get("last") is False else "ResponseComplete"
+    authentication = payload.get("authenticationInfo")
+    principal = _text(authentication, "principalEmail") if isinstance(authentication, dict) else ""
+    metadata = payload.get("requestMetadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    ref: dict[str, Any] = {"resource": resource, "apiGroup": group, "apiVersion": version}
+    if subresource:
+        ref["subresource"] = subresource
+    if namespace:
+        ref["namespace"] = namespace
+    if name:
+        ref["name"] = name
+    request = payload.get("request")
+    if isinstance(request, dict):  # a body of a write: its metadata is what objectRef takes from it
+        meta = request.get("metadata")
+        if isinstance(meta, dict):
+            for key in ("resourceVersion", "uid"):
+                if isinstance(meta.get(key), str) and meta[key]:
+                    ref[key] = meta[key]
+    labels = entry.get("labels")
+    dry_run = isinstance(labels, dict) and bool(labels.get(GKE_DRY_RUN_LABEL))
+    event: dict[str, Any] = {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "auditID": _text(operation, "id") or _text(entry, "insertId"),
+        # No request URI: only what the entry tells of its query (a dry run, in a label of its own).
+        "requestURI": f"/{_text(payload, 'resourceName')}" + ("?dryRun=All" if dry_run else ""),
+        "stage": stage,
+        "verb": verb,
+        "user": {"username": principal},
+        "userAgent": _text(metadata, "callerSuppliedUserAgent"),
+        "objectRef": ref,
+        "stageTimestamp": _text(entry, "timestamp") or _text(entry, "receiveTimestamp"),
+        "responseStatus": _gke_status(payload.get("status"), payload.get("response")),
+    }
+    response = payload.get("response")
+    if isinstance(response, dict):
+        event["responseObject"] = response
+    return [event]
+
+
+def _method(method: str) -> tuple[str, str, str, str]:
+    """`io.k8s.<group>.<version>.<resource>[.<subresource>].<verb>` -> (version, resource, subresource, verb). The
+    group is spelt there reversed, `k8s.io` folded into the prefix (`io.k8s.authorization.rbac.v1...`): it is read
+    from the resourceName instead."""
+    parts = method.removeprefix("io.k8s.").split(".") if method.startswith("io.k8s.") else []
+    if len(parts) >= 4 and _VERSION.fullmatch(parts[-3]):
+        return parts[-3], parts[-2], "", parts[-1]
+    if len(parts) >= 5 and _VERSION.fullmatch(parts[-4]):
+        return parts[-4], parts[-3], parts[-2], parts[-1]
+    raise ValueError(f"methodName {method!r} is not io.k8s.GROUP.VERSION.RESOURCE[.SUBRESOURCE].VERB")
+
+
+def _resource_name(text: str, resource: str) -> tuple[str, str, str]:
+    """(group, namespace, name) of a resourceName: `GROUP/VERSION/[namespaces/NS/]RESOURCE[/NAME[/SUBRESOURCE...]]`,
+    the core group spelt `core`. A create's may be the collection's or carry the new object's name; a Namespace's
+    is `core/v1/namespaces/NAME`."""
+    group, _, path = text.partition("/")
+    parts = path.split("/")[1:]
+    if not group or not parts:
+        raise ValueError(f"resourceName {text!r} is not GROUP/VERSION/...")
+    namespace = ""
+    if resource == "namespaces" and group == "core":
+        return "", "", parts[1] if len(parts) >= 2 else ""
+    if len(parts) >= 3 and parts[0] == "namespaces" and parts[2] == resource:
+        namespace, parts = parts[1], parts[2:]
+    if parts[0] != resource:
+        raise ValueError(f"resourceName {text!r} does not name {resource}")
+    return ("" if group == "core" else group), namespace, parts[1] if len(parts) >= 2 else ""
+
+
+def _gke_status(status: object, response: object) -> dict[str, Any]:
+    """The response status of an AuditLog: the Kubernetes Status it responded with where the entry has the
+    response (its HTTP code and reason), else its google.rpc status mapped back (`_RPC_CODES`)."""
+    if isinstance(response, dict) and response.get("kind") == "Status" and isinstance(response.get("code"), int):
+        return {k: response[k] for k in ("code", "reason", "message", "status") if k in response}
+    code = status.get("code", 0) if isinstance(status, dict) else 0
+    if not isinstance(code, int) or isinstance(code, bool):
+        raise ValueError(f"status.code {code!r} is not a google.rpc code")
+    http, reason = _RPC_CODES.get(code, (500, ""))
+    message = _text(status, "message")
+    if http == 409:  # ABORTED stands for every 409: a create's AlreadyExists as well as a Conflict
+        reason = "AlreadyExists" if "already exists" in message else "Conflict"
+    out: dict[str, Any] = {"code": http}
+    if reason:
+        out["reason"] = reason
+    if message:
+        out["message"] = message
+    return out
+
+
+# AKS
+
+
+def _aks_records(batch: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for index, record in enumerate(batch["records"]):
+        if not isinstance(record, dict):
+            raise ValueError(f"records[{index}] is not an object")
+        try:
+            out.extend(_aks_record(record, stats))
+        except ValueError as exc:
+            raise ValueError(f"records[{index}]: {exc}") from None
+    return out
+
+
+def _aks_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """A diagnostic log record: category kube-audit(-admin), the event in properties.log."""
+    category = record.get("category", record.get("Category"))
+    if category not in AKS_AUDIT_CATEGORIES:
+        stats.skipped[f"AKS category {category}"] += 1
+        return []
+    properties = record.get("properties")
+    if isinstance(properties, str):  # (some exports carry the dynamic column as text)
+        properties = _json(properties, "properties")
+    log = properties.get("log") if isinstance(properties, dict) else None
+    if log is None:
+        raise ValueError("a kube-audit record without properties.log")
+    return [_audit_event(log, "properties.log") if isinstance(log, dict) else _audit_text(log, "properties.log")]
+
+
+def _azure_diagnostics(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """A row of the legacy AzureDiagnostics table: the event as text in log_s."""
+    category = row.get("Category", row.get("category"))
+    if category not in AKS_AUDIT_CATEGORIES:
+        stats.skipped[f"AKS category {category}"] += 1
+        return []
+    log = row.get("log_s")
+    if not isinstance(log, str):
+        raise ValueError("log_s is not a string")
+    return [_audit_text(log, "log_s")]
+
+
+def _aks_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """A row of the AKSAudit / AKSAuditAdmin tables: the event's fields in columns of their own."""
+    table = row.get("Type")
+    if table is not None and table not in AKS_TABLES:
+        stats.skipped[f"AKS table {table}"] += 1
+        return []
+    event: dict[str, Any] = {"kind": "Event", "apiVersion": "audit.k8s.io/v1"}
+    for column, key in _AKS_COLUMNS.items():
+        value = row.get(column)
+        if value is None or value in ("", "None"):  # (the az CLI prints every value with str(): null is "None")
+            continue
+        if isinstance(value, str) and key in _AKS_BODIES:
+            if value[:1] != "{":
+                continue
+            value = _json(value, column)
+        elif isinstance(value, str) and key in _AKS_DYNAMIC:
+            value = _json(value, column)
+        event[key] = value
+    if "stageTimestamp" not in event and isinstance(row.get("TimeGenerated"), str):
+        event["stageTimestamp"] = row["TimeGenerated"]
+    return [event]
+
+
+# Shared
+
+
+def _audit_text(text: object, where: str) -> dict[str, Any]:
+    if not isinstance(text, str):
+        raise ValueError(f"{where} is not a string")
+    if text.endswith(TRUNCATED):
+        audit_id = _AUDIT_ID.search(text)
+        of = f" (auditID {audit_id.group(1)})" if audit_id else ""
+        raise ValueError(f"{where} is an audit event{of} CloudWatch Logs cut off at its size limit")
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        start = text[:40].replace("\n", " ")
+        raise ValueError(f"{where} is not an audit event (not JSON: {start!r}...)") from None
+    return _audit_event(document, where)
+
+
+def _audit_event(document: object, where: str) -> dict[str, Any]:
+    if not isinstance(document, dict) or document.get("kind") != "Event":
+        what = f"kind {document.get('kind')!r}" if isinstance(document, dict) else f"a JSON {_json_type(document)}"
+        raise ValueError(f"{where} is not an audit event ({what})")
+    return document
+
+
+def _json(text: str, where: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise ValueError(f"{where} is a string but not JSON") from None
+
+
+def _base64(data: str, where: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{where} is not base64") from None
+
+
+def _unpacked(data: bytes, where: str) -> bytes:
+    """Gunzipped data (at most MAX_UNPACKED bytes), or the data as it is when it is not gzipped."""
+    if data[:2] != b"\x1f\x8b":
+        return data
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(data, MAX_UNPACKED)
+    except zlib.error as exc:
+        raise ValueError(f"{where}'s data is corrupt gzip ({exc})") from None
+    if inflater.unconsumed_tail:
+        raise ValueError(f"{where}'s data unpacks to more than {MAX_UNPACKED:,} bytes")
+    if not inflater.eof:
+        raise ValueError(f"{where}'s gzipped data ends early")
+    return out
+
+
+def _text(mapping: object, key: str) -> str:
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def _json_type(value: object) -> str:
+    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+__all__ = ["AKS_AUDIT_CATEGORIES", "AUDIT_STREAM_PREFIX", "Envelope", "EnvelopeStats", "Opener"]
