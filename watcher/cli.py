@@ -12,10 +12,11 @@ import argparse
 import gc
 import json
 import re
+import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import ExitStack
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -32,7 +33,7 @@ from watcher.detection.join import Joined
 from watcher.detection.native import CHOICES, native_available
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
-from watcher.model import Finding, FindingState, FindingType, ObjectRef, Writer, format_time
+from watcher.model import Finding, FindingChange, FindingState, FindingType, ObjectRef, Writer, format_time
 from watcher.sinks.report import write_json, write_table
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
@@ -86,6 +87,8 @@ def _offline(args: argparse.Namespace, config: Config) -> int:
     """`fightwatch replay`, `fightwatch demo` and `fightwatch audit`."""
     tally = WriteTally() if args.html is not None else None
     if args.command == "audit":
+        if args.follow:
+            return _follow(args, config, tally)
         return _analyse(Analysis(config, requests=args.files, envelope=args.audit_format, tally=tally), args)
     try:
         engine = Engine(config.detection, attribution=args.engine, on_write=tally)
@@ -168,9 +171,14 @@ class Analysis:
         requests: Sequence[str] = (),
         envelope: Envelope | None = None,
         tally: WriteTally | None = None,
+        on_change: Callable[[FindingChange], None] | None = None,
     ) -> None:
+        """`on_change` (with one audit log and no captures) follows the log as it is written (`audit --follow`) and
+        is told of every finding opened, updated or resolved on the way."""
         self.captures, self.audit_logs = list(captures), list(requests)
         self.envelope = envelope  # of the audit logs: None to tell by each file's first record
+        self.on_change = on_change
+        self._quiet_since = time.monotonic()  # (following: when the last request arrived)
         self.tally = tally
         self.watch = watch
         self.requests = RequestEngine(config.detection) if requests else None
@@ -207,8 +215,11 @@ class Analysis:
         if self.watch is not None and self.captures:
             streams.append(read_captures(self.captures, self.watch.decode, stats=self.read, skip_invalid=skip_invalid))
         if self.requests is not None:
+            follow = self._idle if self.on_change is not None else None
             streams.append(
-                read_audit_logs(self.audit_logs, stats=self.audit, skip_invalid=skip_invalid, envelope=self.envelope)
+                read_audit_logs(
+                    self.audit_logs, stats=self.audit, skip_invalid=skip_invalid, envelope=self.envelope, follow=follow
+                )
             )
         items = streams[0] if len(streams) == 1 else merged(streams, _time)
         try:
@@ -241,8 +252,23 @@ class Analysis:
         if self.joined is not None:
             self.joined.process_request(request)
         else:
-            self.requests.process(request)
+            self._changed(self.requests.process(request))
         self._saw(self.requests.now)
+
+    def _changed(self, changes: list[FindingChange]) -> None:
+        if self.on_change is not None:
+            self._quiet_since = time.monotonic()
+            for change in changes:
+                self.on_change(change)
+
+    def _idle(self) -> None:
+        """While a followed log is quiet, its clock runs on: the time of its last request, plus the time since."""
+        assert self.requests is not None
+        if self.last is not None:
+            changes = self.requests.advance(self.last + time.monotonic() - self._quiet_since)
+            if self.on_change is not None:
+                for change in changes:
+                    self.on_change(change)
 
     def _saw(self, now: float) -> None:
         if self.first is None:
@@ -286,11 +312,33 @@ def _time(item: ObjectEvent | Request) -> float:
     return time if time is not None else 0.0
 
 
+def _follow(args: argparse.Namespace, config: Config, tally: WriteTally | None) -> int:
+    """`fightwatch audit --follow LOG`: every finding as it opens, changes and resolves, logged as `run` logs them
+    (on standard output), then on Ctrl-C, SIGTERM or the end of a pipe the summary, as without --follow."""
+    from watcher.sinks.log import configure_logging, log_change  # noqa: PLC0415 - structlog only when following
+
+    if len(args.files) != 1:
+        print("fightwatch: audit --follow reads one log (a file, or - for standard input)", file=sys.stderr)
+        return EXIT_ERROR
+    configure_logging(config.log, stream=sys.stdout)
+    signal.signal(signal.SIGTERM, _interrupt)
+    analysis = Analysis(config, requests=args.files, envelope=args.audit_format, tally=tally, on_change=log_change)
+    return _analyse(analysis, args)
+
+
+def _interrupt(_signal: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
     tune_gc()
     error = None
     try:
         analysis.run(skip_invalid=args.skip_invalid)
+    except KeyboardInterrupt:
+        if analysis.on_change is None:
+            raise
+        print(file=sys.stderr)  # (after the ^C the terminal shows)
     except CaptureError as exc:
         if analysis.events == 0 and not analysis.skipped_invalid:  # nothing analysed: the error is all there is
             print(f"fightwatch: {exc}", file=sys.stderr)
@@ -404,7 +452,7 @@ def _envelope_totals(stats: EnvelopeStats) -> list[str]:
     """What the envelopes held, where they were not (all) raw: records by envelope, and those without audit events."""
     if not stats.records or set(stats.records) == {Envelope.RAW}:
         return []
-    records = ", ".join(f"{n:,} records of {envelope.title}" for envelope, n in stats.records.most_common())
+    records = ", ".join(f"{n:,} records of {envelope.label}" for envelope, n in stats.records.most_common())
     line = f"Envelopes: {records}"
     if stats.skipped:
         skipped = ", ".join(f"{n:,} of {what}" for what, n in stats.skipped.most_common())
@@ -497,6 +545,13 @@ def _parser() -> argparse.ArgumentParser:
         "are decompressed. Request and response bodies are read only for object metadata and a 409's message.",
     )
     audit.add_argument("files", nargs="+", metavar="LOG")
+    audit.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="read one LOG (a file, or - for a pipe) as it is written, as `tail -F` does: print each finding as it "
+        "opens, changes and resolves, as `run` logs them; on Ctrl-C or the end of the pipe, the summary",
+    )
     audit_format_option(audit)
     common(audit, engine=False)
     demo = commands.add_parser("demo", help="analyse the bundled capture of real controller fights")

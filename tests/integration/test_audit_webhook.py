@@ -7,11 +7,14 @@ release."""
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import secrets
 import ssl
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
@@ -22,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness import audit_scenarios as scenarios
 from harness.control_plane import ControlPlane, free_port
+from harness.envelopes import WRITERS
 from harness.monitoring import start_prometheus
 from harness.watcher import Watcher
 from watcher.sources.audit_webhook import PATH
@@ -280,3 +284,43 @@ async def test_the_dashboards_audit_panels_have_data_in_a_real_prometheus(
                 assert await watcher.poll_async(answered, what=f"data for {title}"), title
     finally:
         prometheus.stop()
+
+
+def _shifted(path: Path, namespace: str) -> list[dict[str, Any]]:
+    """A recorded log's events as if they happened now, in another namespace."""
+    text = path.read_text().replace('"rmw-fight"', f'"{namespace}"').replace("/rmw-fight/", f"/{namespace}/")
+    events = [orjson.loads(line) for line in text.splitlines()]
+    first = datetime.fromisoformat(events[0]["stageTimestamp"])
+    shift = datetime.now(UTC) - first
+    for event in events:
+        for key in ("stageTimestamp", "requestReceivedTimestamp"):
+            event[key] = (datetime.fromisoformat(event[key]) + shift).isoformat().replace("+00:00", "Z")
+    return events
+
+
+async def test_a_shipper_forwards_a_managed_clusters_audit_stream_in_the_clouds_envelope(
+    watching: tuple[Watcher, Webhook],
+) -> None:
+    """What a managed cluster gives instead of its API server's webhook: the cloud's envelope, posted by a shipper
+    (EKS through a Firehose HTTP endpoint, GKE's Pub/Sub push bodies, AKS's Event Hubs messages, gzipped)."""
+    watcher, hook = watching
+    context = ssl.create_default_context(cafile=str(hook.pki / "ca.crt"))
+    recorded = REPO / "tests" / "fixtures" / "audit" / "rmw-fight.metadata.jsonl"
+    async with aiohttp.ClientSession() as session:
+        for form in ("eks-firehose-http", "gke-pubsub-push", "aks-event-hubs"):
+            body = WRITERS[form][1](_shifted(recorded, f"{form}-rmw"))
+            if form.startswith("eks"):
+                headers = {"X-Amz-Firehose-Request-Id": form, "X-Amz-Firehose-Access-Key": hook.token}
+            else:
+                headers = {"Authorization": f"Bearer {hook.token}", "Content-Encoding": "gzip"}
+                body = gzip.compress(body)
+            async with session.post(hook.url, data=body, ssl=context, headers=headers) as response:
+                assert response.status == 200, await response.text()
+                if form.startswith("eks"):
+                    assert (await response.json())["requestId"] == form
+    for form in ("eks-firehose-http", "gke-pubsub-push", "aks-event-hubs"):
+        storm = await watcher.wait_for_finding(
+            lambda f, ns=f"{form}-rmw": f["type"] == "conflict_storm" and f["object"]["namespace"] == ns,
+            what=f"the conflict storm forwarded through {form}",
+        )
+        assert {c["user"] for c in storm["clients"]} == {scenarios.LABELER.user, scenarios.GITOPS.user}

@@ -18,7 +18,7 @@ import gzip
 import io
 import zlib
 from collections import Counter
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
 from urllib.parse import parse_qs, urlsplit
@@ -30,6 +30,7 @@ from watcher.detection.requests import Request, RequestObject, manager_from_user
 from watcher.model import parse_time
 from watcher.sources.capture import CaptureError, ReadStats, merged, open_source, read_texts
 from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener
+from watcher.sources.follow import open_following
 
 AUDIT_API_VERSIONS: Final = frozenset({"audit.k8s.io/v1", "audit.k8s.io/v1beta1"})
 COMPLETE_STAGES: Final = frozenset({"ResponseComplete", "Panic"})
@@ -61,15 +62,24 @@ class AuditStats:
 
 
 def read_audit_log(
-    source: str, *, stats: AuditStats, skip_invalid: bool = False, envelope: Envelope | None = None
+    source: str,
+    *,
+    stats: AuditStats,
+    skip_invalid: bool = False,
+    envelope: Envelope | None = None,
+    follow: Callable[[], None] | None = None,
 ) -> Generator[Request, None, None]:
     """Yield the completed requests of one audit log (`-` for stdin) in file order, in the envelope its first
-    record comes in (or `envelope`).
+    record comes in (or `envelope`). With `follow`, the log is read as it is written (`follow.py`), `follow` called
+    while it waits for more.
 
     An event that is not valid JSON or not an audit event is an `AuditError` naming the file and line (or record),
     or (with `skip_invalid`) counted and skipped."""
     opener = Opener(stats.envelopes, envelope=envelope)
-    with open_source(source, AuditError) as stream:
+    opened = (
+        open_source(source, AuditError) if follow is None else open_following(source, idle=follow, error=AuditError)
+    )
+    with opened as stream:
         prefix = _streamed_prefix(stream)
         if prefix is None:
             texts = read_texts(
@@ -92,11 +102,18 @@ def read_audit_log(
 
 
 def read_audit_logs(
-    sources: Iterable[str], *, stats: AuditStats, skip_invalid: bool = False, envelope: Envelope | None = None
+    sources: Iterable[str],
+    *,
+    stats: AuditStats,
+    skip_invalid: bool = False,
+    envelope: Envelope | None = None,
+    follow: Callable[[], None] | None = None,
 ) -> Generator[Request, None, None]:
     """The requests of several audit logs merged by time (each file read in its own order: the log backend writes
     events as requests complete). Close it when leaving early: its files are closed then."""
-    streams = [read_audit_log(s, stats=stats, skip_invalid=skip_invalid, envelope=envelope) for s in sources]
+    streams = [
+        read_audit_log(s, stats=stats, skip_invalid=skip_invalid, envelope=envelope, follow=follow) for s in sources
+    ]
     return streams[0] if len(streams) == 1 else merged(streams, _time)
 
 

@@ -1,10 +1,16 @@
 """The receiving end of the kube-apiserver's audit webhook backend (`--audit-webhook-config-file`).
 
 The API server POSTs `audit.k8s.io/v1` `EventList`s (batch mode; one Event a list in blocking mode) to the URL of
-its webhook kubeconfig. This endpoint:
+its webhook kubeconfig. A managed cluster's API server cannot be pointed here, but a log shipper can forward its
+cloud's audit stream in the cloud's envelope (`envelopes`): a body is read as a file is, whatever envelope it comes
+in (a JSON document, JSON Lines, or values one after the other; `Content-Encoding: gzip` too). An Amazon Data
+Firehose HTTP endpoint delivery (the `X-Amz-Firehose-Request-Id` header) is answered as Firehose expects, and
+authenticated by the access key Firehose sends (`X-Amz-Firehose-Access-Key`), which must be the token. This
+endpoint:
 
 - serves TLS only, and takes a batch only from an authenticated sender: a client certificate signed by
-  `client_ca_file`, or the bearer token of `token_file` (compared in constant time); anything else is a 401;
+  `client_ca_file`, or the token of `token_file` (compared in constant time) as a bearer token or Firehose's access
+  key; anything else is a 401;
 - bounds what it reads (`max_body_bytes`: a larger body is a 413 before it is read whole);
 - decodes a batch into `Request`s at once (bodies are read for object metadata and a 409's message only, then
   dropped) and hands them to a bounded queue that detection drains on its own schedule: a batch is answered as
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +39,8 @@ from watcher.serving.tls import ServingTls
 from watcher.sources.audit import AuditStats, decode_audit
 
 PATH = "/audit/v1/events"
+FIREHOSE_REQUEST_ID = "X-Amz-Firehose-Request-Id"  # an Amazon Data Firehose HTTP endpoint delivery's
+FIREHOSE_ACCESS_KEY = "X-Amz-Firehose-Access-Key"  # the access key its destination is configured with
 OUTCOMES = ("accepted", "invalid", "unauthorized", "too_large", "overflow")
 
 
@@ -81,19 +90,24 @@ class AuditReceiver:
 
     async def _receive(self, request: web.Request) -> web.Response:
         stats = self.stats
+        firehose = request.headers.get(FIREHOSE_REQUEST_ID)
         if not self._authenticated(request):
             stats.batches["unauthorized"] += 1
-            return _status(401, "a client certificate of the configured CA or the bearer token is required")
+            return _status(
+                401, "a client certificate of the configured CA or the bearer token is required", firehose=firehose
+            )
         try:
-            body = await request.read()
+            body = await request.read()  # (gunzipped by aiohttp where the body is gzipped, within client_max_size)
         except web.HTTPRequestEntityTooLarge:
             stats.batches["too_large"] += 1
-            return _status(413, f"the body is larger than max_body_bytes ({self.settings.max_body_bytes})")
+            return _status(
+                413, f"the body is larger than max_body_bytes ({self.settings.max_body_bytes})", firehose=firehose
+            )
         try:
-            requests = decode_audit(body, stats.audit, skip_bad_items=True)
+            requests = decode_audit(body.strip(), stats.audit, skip_bad_items=True)
         except ValueError as exc:
             stats.batches["invalid"] += 1
-            return _status(400, f"not an audit EventList or Event: {exc}")
+            return _status(400, f"not audit events, nor a cloud's envelope of them: {exc}", firehose=firehose)
         room = self.settings.max_pending_requests - len(self._queue)
         kept = requests[: max(room, 0)]
         self._queue.extend(kept)
@@ -102,14 +116,15 @@ class AuditReceiver:
         stats.queued += len(kept)
         stats.dropped += len(requests) - len(kept)
         stats.batches["overflow" if len(kept) < len(requests) else "accepted"] += 1
-        return _status(200, "ok")
+        return _status(200, "ok", firehose=firehose)
 
     def _authenticated(self, request: web.Request) -> bool:
         if verified_certificate(request) is not None:  # (of client_ca_file)
             return True
         if self._token is None:
             return False
-        return hmac.compare_digest(bearer_token(request).encode(), self._token)
+        token = request.headers.get(FIREHOSE_ACCESS_KEY) or bearer_token(request)
+        return hmac.compare_digest(token.encode(), self._token)
 
 
 def _read_token(path: Path) -> bytes:
@@ -119,10 +134,16 @@ def _read_token(path: Path) -> bytes:
     return token
 
 
-def _status(code: int, message: str) -> web.Response:
-    return web.Response(
-        status=code, body=orjson.dumps({"status": code, "message": message}), content_type="application/json"
-    )
+def _status(code: int, message: str, *, firehose: str | None = None) -> web.Response:
+    """The answer: `{"status", "message"}`; to Firehose, what it expects: `{"requestId", "timestamp"}` (milliseconds),
+    with `errorMessage` for a failure."""
+    if firehose is None:
+        answer: dict[str, object] = {"status": code, "message": message}
+    else:
+        answer = {"requestId": firehose, "timestamp": int(time.time() * 1000)}
+        if code != 200:
+            answer["errorMessage"] = message
+    return web.Response(status=code, body=orjson.dumps(answer), content_type="application/json")
 
 
 __all__ = ["OUTCOMES", "PATH", "AuditReceiver", "ReceiverStats"]

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, BinaryIO, ClassVar, Final, NoReturn, TypeVar, cast
+from typing import IO, BinaryIO, ClassVar, Final, NoReturn, Protocol, TypeVar, cast
 
 from watcher.detection.attribution import Decoder
 from watcher.detection.events import ObjectEvent
@@ -182,7 +182,12 @@ def _split(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bo
         yield start, b"".join(pending), False
 
 
-def _skip_bom(stream: io.BufferedReader | gzip.GzipFile) -> None:
+class _Peekable(Protocol):
+    def peek(self, n: int, /) -> bytes: ...
+    def read(self, size: int | None = ..., /) -> bytes: ...
+
+
+def _skip_bom(stream: _Peekable) -> None:
     try:
         if stream.peek(3)[:3] == BOM:
             stream.read(3)

@@ -50,13 +50,14 @@ class Envelope(StrEnum):
     AKS = "aks"
 
     @property
-    def title(self) -> str:
+    def label(self) -> str:
+        """Its name in messages and totals, e.g. `EKS (CloudWatch Logs)`."""
         return _TITLES[self]
 
     @property
     def record(self) -> str:
         """What one record of it is called, in messages."""
-        return "a raw audit event" if self is Envelope.RAW else f"a record of {self.title}"
+        return "a raw audit event" if self is Envelope.RAW else f"a record of {self.label}"
 
 
 _TITLES: Final = {
@@ -162,7 +163,7 @@ class Opener:
             if self.asked is not None:
                 raise ValueError(f"{envelope.record}, not {self.asked.record} (--audit-format {self.asked})")
             raise ValueError(
-                f"{envelope.record} in a file of {self.envelope.title}: one file holds one envelope (split it)"
+                f"{envelope.record} in a file of {self.envelope.label}: one file holds one envelope (split it)"
             )
         self.stats.records[envelope] += 1
         return events
@@ -257,7 +258,7 @@ def _open_list(items: list[Any], stats: EnvelopeStats) -> tuple[Envelope, list[d
         if envelope is None:
             envelope = kind
         elif kind is not envelope:
-            raise ValueError(f"item {index} of the array is {kind.record}, the items before it of {envelope.title}")
+            raise ValueError(f"item {index} of the array is {kind.record}, the items before it of {envelope.label}")
         out.extend(events)
     return envelope or Envelope.RAW, out
 
@@ -404,7 +405,7 @@ def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, An
         "userAgent": _text(metadata, "callerSuppliedUserAgent"),
         "objectRef": ref,
         "stageTimestamp": _text(entry, "timestamp") or _text(entry, "receiveTimestamp"),
-        "responseStatus": _gke_status(payload.get("status"), payload.get("response")),
+        "responseStatus": _gke_status(payload.get("status"), payload.get("response"), created=verb == "create"),
     }
     response = payload.get("response")
     if isinstance(response, dict):
@@ -442,15 +443,18 @@ def _resource_name(text: str, resource: str) -> tuple[str, str, str]:
     return ("" if group == "core" else group), namespace, parts[1] if len(parts) >= 2 else ""
 
 
-def _gke_status(status: object, response: object) -> dict[str, Any]:
+def _gke_status(status: object, response: object, *, created: bool) -> dict[str, Any]:
     """The response status of an AuditLog: the Kubernetes Status it responded with where the entry has the
-    response (its HTTP code and reason), else its google.rpc status mapped back (`_RPC_CODES`)."""
+    response (its HTTP code and reason), else its google.rpc status mapped back (`_RPC_CODES`; a create that
+    succeeded answered 201 Created)."""
     if isinstance(response, dict) and response.get("kind") == "Status" and isinstance(response.get("code"), int):
         return {k: response[k] for k in ("code", "reason", "message", "status") if k in response}
     code = status.get("code", 0) if isinstance(status, dict) else 0
     if not isinstance(code, int) or isinstance(code, bool):
         raise ValueError(f"status.code {code!r} is not a google.rpc code")
     http, reason = _RPC_CODES.get(code, (500, ""))
+    if code == 0 and created:
+        http = 201
     message = _text(status, "message")
     if http == 409:  # ABORTED stands for every 409: a create's AlreadyExists as well as a Conflict
         reason = "AlreadyExists" if "already exists" in message else "Conflict"
