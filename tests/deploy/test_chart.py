@@ -420,6 +420,29 @@ def test_audit_webhook_serves_tls_from_secrets_and_tells_fightwatch_where_they_a
     assert {"port": "audit", "protocol": "TCP"} in [p for rule in policy["spec"]["ingress"] for p in rule["ports"]]
 
 
+def test_on_a_managed_cluster_the_receiver_takes_a_shippers_token_behind_a_cloud_load_balancer(helm: str) -> None:
+    """No API server flag: a token for the shipper (or Firehose's access key), the Service exposed by the cloud."""
+    docs = render(
+        helm,
+        *("--set", "auditWebhook.enabled=true", "--set", "auditWebhook.tlsSecret=fw-audit-tls"),
+        *("--set", "auditWebhook.tokenSecret=fw-shipper-token", "--set", "auditWebhook.service.type=LoadBalancer"),
+        *(
+            "--set-string",
+            "auditWebhook.service.annotations.service\\.beta\\.kubernetes\\.io/aws-load-balancer-type=nlb",
+        ),
+        *("--set", "auditWebhook.service.loadBalancerSourceRanges={203.0.113.0/24}"),
+    )
+    (config_map,) = [d for d in of_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
+    settings = parse_config(yaml.safe_load(config_map["data"]["config.yaml"]), source="config.yaml").audit_webhook
+    assert settings.enabled
+    assert settings.client_ca_file is None
+    assert settings.token_file is not None
+    audit_service = next(d for d in of_kind(docs, "Service") if d["metadata"]["name"].endswith("-audit"))
+    assert audit_service["metadata"]["annotations"] == {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
+    assert audit_service["spec"]["type"] == "LoadBalancer"
+    assert audit_service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+
+
 @pytest.mark.parametrize(
     ("settings", "problem"),
     [
