@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 
 # The install compiles the per-event code (setup.py: mypyc, and the native engine in Rust): a change to it
 # installs again.
-COMPILED := watcher/model.py watcher/sources/audit.py watcher/sources/capture.py $(wildcard watcher/detection/*.py) \
+COMPILED := watcher/model.py watcher/sources/audit.py watcher/sources/capture.py watcher/sources/envelopes.py $(wildcard watcher/detection/*.py) \
 	native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 
 # Both compiled parts are optional to the install (it goes on in pure Python or with the Python engine), and pip

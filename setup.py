@@ -25,12 +25,14 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools_rust import RustExtension
 
-# The per-event path: capture and audit log reading, the model and the detection core. `words.py` stays Python (see it);
+# The per-event path: capture and audit log reading (the clouds' envelopes too), the model and the detection core.
+# `words.py` stays Python (see it);
 # everything else (CLI, live watcher, sinks) is I/O-bound and stays Python too.
 COMPILED = [
     "watcher/model.py",
     "watcher/sources/audit.py",
     "watcher/sources/capture.py",
+    "watcher/sources/envelopes.py",
     *sorted(
         str(path) for path in Path("watcher/detection").glob("*.py") if path.name not in {"__init__.py", "words.py"}
     ),

@@ -140,6 +140,7 @@ def chart_schema() -> dict[str, Any]:
                                 "type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
                                 "clusterIP": _STR,
                                 "nodePort": {"type": ["integer", "null"], "minimum": 30000, "maximum": 32767},
+                                "port": {"type": ["integer", "null"], "minimum": 1, "maximum": 65535},
                                 "annotations": {"type": "object", "additionalProperties": _STR},
                                 "loadBalancerSourceRanges": {"type": "array", "items": _STR},
                             }

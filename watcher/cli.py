@@ -445,7 +445,18 @@ def _request_totals(engine: RequestEngine, audit: AuditStats) -> list[str]:
         + (f"; other stages skipped: {skipped}" if skipped else "")
         + "."
     )
-    return [line, *_envelope_totals(audit.envelopes)]
+    return [line, *_envelope_totals(audit.envelopes), *_backwards(audit)]
+
+
+def _backwards(audit: AuditStats) -> list[str]:
+    if not audit.backwards:
+        return []
+    files = ", ".join(f"{n:,} in {Path(f).name if f != '-' else 'standard input'}" for f, n in audit.backwards.items())
+    return [
+        f"Warning: requests older than one read before them by more than a minute ({files}): is the log newest "
+        "first? `gcloud logging read` and Log Analytics queries print so unless asked otherwise (`--order=asc`, "
+        "`| order by TimeGenerated asc`); findings need a log read oldest first."
+    ]
 
 
 def _envelope_totals(stats: EnvelopeStats) -> list[str]:

@@ -431,6 +431,7 @@ def test_on_a_managed_cluster_the_receiver_takes_a_shippers_token_behind_a_cloud
             "auditWebhook.service.annotations.service\\.beta\\.kubernetes\\.io/aws-load-balancer-type=nlb",
         ),
         *("--set", "auditWebhook.service.loadBalancerSourceRanges={203.0.113.0/24}"),
+        *("--set", "auditWebhook.service.port=443"),  # (Firehose delivers to 443 only)
     )
     (config_map,) = [d for d in of_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
     settings = parse_config(yaml.safe_load(config_map["data"]["config.yaml"]), source="config.yaml").audit_webhook
@@ -441,6 +442,7 @@ def test_on_a_managed_cluster_the_receiver_takes_a_shippers_token_behind_a_cloud
     assert audit_service["metadata"]["annotations"] == {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}
     assert audit_service["spec"]["type"] == "LoadBalancer"
     assert audit_service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert audit_service["spec"]["ports"][0] | {"port": 443, "targetPort": "audit"} == audit_service["spec"]["ports"][0]
 
 
 @pytest.mark.parametrize(

@@ -318,3 +318,20 @@ def test_gke_maps_methods_resource_names_and_statuses_as_its_entries_spell_them(
     stats = EnvelopeStats()
     assert Opener(stats).events(other) == []
     assert stats.skipped == {"GKE service container.googleapis.com": 1}
+
+
+def test_a_log_newest_first_is_warned_of(tmp_path: Path) -> None:
+    """`gcloud logging read` prints newest first unless given --order=asc: such a log is read, with a warning."""
+    entries = json.loads(WRITERS["gke-gcloud-read"][1](events(CURRENT / "rmw-fight.metadata.jsonl")))
+    newest_first = tmp_path / "gcloud.json"
+    newest_first.write_text(json.dumps(entries[::-1], indent=2))
+    analysis = analysed([newest_first])[1]
+    assert "Warning: requests older than one read before them by more than a minute (" not in analysis.totals()
+    spread = [{**e, "timestamp": f"2026-11-26T21:{10 + i // 60:02}:{i % 60:02}Z"} for i, e in enumerate(entries)]
+    newest_first.write_text(json.dumps(spread[::-1], indent=2))
+    analysis = analysed([newest_first])[1]
+    older = len(spread) - 61  # (read newest first: those over a minute older than the first)
+    assert f"more than a minute ({older:,} in gcloud.json): is the log newest first?" in analysis.totals()
+    ordered = tmp_path / "ordered.json"
+    ordered.write_text(json.dumps(spread, indent=2))
+    assert "newest first" not in analysed([ordered])[1].totals()

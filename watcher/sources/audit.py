@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import math
 import zlib
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable
@@ -37,6 +38,7 @@ COMPLETE_STAGES: Final = frozenset({"ResponseComplete", "Panic"})
 KNOWN_STAGES: Final = frozenset({"RequestReceived", "ResponseStarted", "ResponseComplete", "Panic"})
 SERVICE_ACCOUNT_PREFIX: Final = "system:serviceaccount:"  # the user name of a service account: ...:NAMESPACE:NAME
 POD_NAME_KEY: Final = "authentication.kubernetes.io/pod-name"  # user.extra of a token bound to a pod
+BACKWARDS: Final = 60.0  # seconds a request may come before one read earlier: logs interleave replicas' writes
 MESSAGE_MAX: Final = 2048  # a 409's message names the object, managers and field paths: longer ones are cut
 
 
@@ -56,6 +58,9 @@ class AuditStats:
     without_object: int = 0  # events without an objectRef (non-resource URLs)
     invalid_items: int = 0  # EventList items that are not audit events, skipped (the webhook's batches)
     envelopes: EnvelopeStats = field(default_factory=EnvelopeStats)  # records by envelope, and those skipped
+    # Requests older than one read before them in the same file by more than BACKWARDS, by file: a log newest first
+    # (`gcloud logging read` without --order=asc) cannot be analysed; the analysis warns.
+    backwards: Counter[str] = field(default_factory=Counter)
     # The reading itself, by JSON text (an event, or an EventList): lines read, texts skipped as invalid (with
     # skip_invalid: `skipped_invalid`, the first few in `problems`).
     read: ReadStats = field(default_factory=ReadStats)
@@ -92,10 +97,14 @@ def read_audit_log(
             )
         else:
             texts = _read_documents(stream, source, prefix, opener, stats=stats, skip_invalid=skip_invalid)
+        latest = -math.inf
         try:
             for requests in texts:
                 for request in requests:
                     stats.requests += 1
+                    if request.time < latest - BACKWARDS:
+                        stats.backwards[source] += 1
+                    latest = max(latest, request.time)
                     yield request
         finally:
             texts.close()  # (its file: a compiled generator is not closed when collected)
