@@ -22,6 +22,7 @@ from typing import IO, BinaryIO, ClassVar, Final, NoReturn, Protocol, TypeVar, c
 
 from watcher.detection.attribution import Decoder
 from watcher.detection.events import ObjectEvent
+from watcher.sources.streams import Filling
 
 T = TypeVar("T")
 
@@ -209,8 +210,11 @@ def open_source(source: str, error: type[CaptureError] = CaptureError) -> Iterat
     try:
         if raw.peek(2)[:2] == b"\x1f\x8b":
             with gzip.GzipFile(fileobj=raw) as unpacked:
-                _skip_bom(unpacked)
-                yield cast(BinaryIO, unpacked)
+                # (buffered again, a full buffer at a time: a gzip stream of many small members, as Firehose writes,
+                # would show a reader peeking at its head only the first member)
+                stream = io.BufferedReader(Filling(unpacked), READ_BUFFER)
+                _skip_bom(stream)
+                yield cast(BinaryIO, stream)
         else:
             _skip_bom(raw)
             yield raw

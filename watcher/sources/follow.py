@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Final
 
 from watcher.sources.capture import BOM, READ_BUFFER, CaptureError
+from watcher.sources.streams import ReadSome
 
 POLL: Final = 1.0  # seconds between looks at a file's end (and calls of `idle`)
 
@@ -74,14 +75,6 @@ class Following(io.RawIOBase):
         super().close()
 
 
-class _ReadSome(io.BufferedReader):
-    """A buffered reader whose `read(n)` returns what is there (at least a byte) instead of waiting for n bytes: the
-    streaming JSON parser asks for 64 KiB at a time, which a followed log may take minutes to write."""
-
-    def read(self, size: int | None = -1, /) -> bytes:
-        return self.read1(size if size is not None and size >= 0 else READ_BUFFER)
-
-
 @contextmanager
 def open_following(
     source: str, *, idle: Callable[[], None], error: type[CaptureError], poll: float = POLL
@@ -91,7 +84,7 @@ def open_following(
         raw = Following(source, idle=idle, poll=poll)
     except OSError as exc:
         raise error(source, None, f"cannot open: {exc.strerror or exc}") from None
-    stream = _ReadSome(raw, READ_BUFFER)
+    stream = ReadSome(raw, READ_BUFFER)
     try:
         head = stream.peek(3)
         if head[:2] == b"\x1f\x8b":
