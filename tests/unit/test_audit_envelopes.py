@@ -197,7 +197,7 @@ EVENT = events(CURRENT / "rmw-fight.metadata.jsonl")[1]
         ({"records": [{"data": "not base64!"}]}, "records[0] is not base64"),
         (
             {"hello": "world"},
-            "not an audit event nor a record of EKS, GKE or AKS (kind None; a JSON object with keys hello)",
+            "not an audit event nor a record of EKS, GKE or AKS (kind null; a JSON object with keys hello)",
         ),
     ],
 )

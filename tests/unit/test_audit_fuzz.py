@@ -9,15 +9,19 @@ Every envelope `harness.envelopes.WRITERS` writes, and raw JSON Lines and EventL
 - random JSON documents shaped like each envelope's records (its key names, with values that are mostly of the
   right shape and now and then any JSON value), laid out as JSON Lines, an array, pretty-printed or `}{`-joined.
 
-The properties: `read_audit_log` (with and without `skip_invalid`) yields Requests or raises `AuditError`, never
-another exception; `decode_audit` with `skip_bad_items` (the webhook's path) raises only ValueError; and
-`Opener.events` raises only ValueError for any JSON value.
+The properties: `read_audit_log` and `read_audit_logs` (with and without `skip_invalid`, with the envelope found
+or asked for) yield Requests or raise `AuditError`, never another exception; `decode_audit` with `skip_bad_items`
+(the webhook's path) raises only ValueError; `Opener.events` raises only ValueError for any JSON value; a gzipped
+file is read as what `gzip.decompress` makes of it, or, where that finds the stream broken, ends in an AuditError.
+The code under test runs with the stack a program has under Python's default recursion limit (hypothesis raises the
+limit while it runs a test), so that what recurses as deep as its input nests fails here as it would there.
 
-FIGHTWATCH_FUZZ_EXAMPLES sets the number of examples of each test (and of each of its parameters); the default
-keeps the file short enough for CI. A long run (about 15 minutes on 2 cores):
+FIGHTWATCH_FUZZ_EXAMPLES sets the number of examples of each test and of each of its parameters (25 in all); the
+default, 100, takes about 12 s. A long run, about 20 minutes on 2 cores (FIGHTWATCH_PURE_PYTHON=1 to test the
+modules as Python where they are not compiled):
 
-    FIGHTWATCH_PURE_PYTHON=1 FIGHTWATCH_FUZZ_EXAMPLES=2000 PYTHONPATH=. \
-        .venv/bin/python -m pytest -p no:cacheprovider -q tests/unit/test_audit_fuzz.py
+    FIGHTWATCH_FUZZ_EXAMPLES=8000 PYTHONPATH=. .venv/bin/python -m pytest -p no:cacheprovider -q \
+        tests/unit/test_audit_fuzz.py
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ import base64
 import binascii
 import contextlib
 import gzip
-import inspect
 import json
 import os
 import sys
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final
@@ -45,7 +49,7 @@ from watcher.detection.requests import Request
 from watcher.sources.audit import AuditError, AuditStats, decode_audit, read_audit_log, read_audit_logs
 from watcher.sources.envelopes import AUDIT_STREAM_PREFIX, GKE_DRY_RUN_LABEL, TRUNCATED, Envelope, EnvelopeStats, Opener
 
-EXAMPLES: Final = int(os.environ.get("FIGHTWATCH_FUZZ_EXAMPLES", "50"))
+EXAMPLES: Final = int(os.environ.get("FIGHTWATCH_FUZZ_EXAMPLES", "100"))
 FUZZ: Final = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -58,7 +62,7 @@ FUZZ: Final = settings(
 )
 
 FIXTURES: Final = Path(__file__).resolve().parents[1] / "fixtures" / "audit"
-# The recorded events files are made of (file, line): a non-resource request, a RequestReceived, a create, a 409 at
+# The recorded events the files are made of (file, line): a non-resource request, a RequestReceived, a create, a 409 at
 # Metadata level and with its bodies, a v1.20 update, a server-side apply's conflict.
 SEED_LINES: Final = [
     ("configmap-race.jsonl", 0),
@@ -191,11 +195,17 @@ def _dump(value: object, *, indent: int | None = None) -> str:
     return json.dumps(value, indent=indent, separators=separators).replace(DEEP_JSON, DEEP_TEXT)
 
 
-def _nested(depth: int) -> object:
-    value: list[Any] = []
-    for _ in range(depth):
-        value = [value]
-    return value
+@dataclass(frozen=True)
+class Nested:
+    """Arrays in arrays, `depth` deep (as a record: hypothesis prints this, not the arrays)."""
+
+    depth: int
+
+    def value(self) -> list[Any]:
+        value: list[Any] = []
+        for _ in range(self.depth):
+            value = [value]
+        return value
 
 
 def _mostly(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -214,7 +224,7 @@ def _inner(text: str) -> tuple[str, Any] | None:
     if text.lstrip()[:1] in ("{", "["):
         try:
             return "json", json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # (DEEP in DEEP)
             return None
     if len(text) < 8 or len(text) % 4:
         return None
@@ -225,7 +235,7 @@ def _inner(text: str) -> tuple[str, Any] | None:
     packed = data[:2] == GZIP_MAGIC
     try:
         value = json.loads(gzip.decompress(data) if packed else data)
-    except (ValueError, OSError, EOFError, zlib.error):
+    except (ValueError, OSError, EOFError, zlib.error, RecursionError):
         return None
     return ("base64-gzip" if packed else "base64"), value
 
@@ -240,8 +250,11 @@ def _outer(how: str, value: object, original: str) -> str:
 
 
 def _paths(value: object, path: ValuePath = ()) -> Iterator[ValuePath]:
-    """The paths of every value inside a value (itself first), into the JSON its strings hold too."""
+    """The paths of every value inside a value (itself first), into the JSON its strings hold too; 40 steps deep at
+    most (DEEP's arrays are not walked)."""
     yield path
+    if len(path) >= 40:
+        return
     if isinstance(value, dict):
         for key, item in value.items():
             yield from _paths(item, (*path, key))
@@ -299,6 +312,8 @@ def _json_texts(text: str) -> list[tuple[int, int, Any]]:
         except ValueError:
             position = start + 1
             continue
+        except RecursionError:  # (DEEP in DEEP: the texts before it will do)
+            return out
         out.append((start, end, value))
         position = end
 
@@ -313,7 +328,10 @@ def _retyped_record(draw: st.DrawFn, data: bytes) -> bytes:
         return data
     start, end, value = texts[draw(st.integers(0, len(texts) - 1))]
     indent = 2 if "\n" in text[start:end] else None
-    new = _dump(draw(_retyped(value)), indent=indent)
+    try:
+        new = _dump(draw(_retyped(value)), indent=indent)
+    except RecursionError:  # (DEEP in DEEP)
+        return data
     return (text[:start] + new + text[end:]).encode("utf-8", "surrogateescape")
 
 
@@ -494,7 +512,11 @@ def _base64(data: bytes, *, packed: bool) -> str:
 
 FIREHOSE_DATA: Final = (
     st.builds(_base64, SUBSCRIPTION.map(lambda m: _dump(m).encode()), packed=st.booleans())
-    | st.builds(_base64, st.lists(EVENT_TEXT, max_size=3).map(lambda t: "\n".join(t).encode()), packed=st.booleans())
+    | st.builds(
+        _base64,
+        st.lists(EVENT_TEXT, max_size=3).map(lambda t: "\n".join(t).encode(errors="surrogatepass")),
+        packed=st.booleans(),
+    )
     | st.builds(_base64, st.binary(max_size=16), packed=st.booleans())
     | st.builds(_base64, st.binary(max_size=16).map(lambda junk: gzip.compress(junk)[:-3]), packed=st.just(False))
     | STRINGS
@@ -509,7 +531,7 @@ EKS: Final = st.one_of(
 )
 # Lines of `aws logs tail`: TIME [STREAM] MESSAGE (colours, a stream alone before a pretty-printed message).
 TAIL_LINE: Final = st.builds(
-    lambda colour, time, stream, message: f"{colour}{time}{colour} {stream}{message}".encode(),
+    lambda colour, time, stream, message: f"{colour}{time}{colour} {stream}{message}".encode(errors="surrogatepass"),
     st.sampled_from(["", "\x1b[32m", "\x1b[0m"]),
     TIME | STRINGS,
     st.sampled_from(STREAMS).map(lambda stream: f"{stream} ") | st.just(""),
@@ -598,7 +620,7 @@ AKS: Final = st.one_of(
 )
 SHAPED: Final = {"raw": RAW_EVENT | EVENT_LIST, "eks": EKS, "gke": GKE, "aks": AKS}
 ANY_RECORD: Final = st.one_of(*SHAPED.values(), JSON)
-NESTED: Final = st.integers(0, 3000).map(_nested)  # arrays in arrays, deeper than any parser lets through
+NESTED: Final = st.builds(Nested, st.integers(0, 3000))  # deeper than any parser lets through
 
 
 def _layout(records: list[Any], layout: str) -> bytes:
@@ -620,19 +642,39 @@ def _stack_of_a_program() -> Iterator[None]:
     """The frames a program has free under Python's default recursion limit (1000), which hypothesis raises by 2000
     while it runs a test: what recurses as deep as its input nests must fail here as it would there."""
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(len(inspect.stack(0)) + 950)
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    sys.setrecursionlimit(depth + 950)
     try:
         yield
     finally:
         sys.setrecursionlimit(limit)  # (hypothesis's own, which it checks when the example ends)
 
 
-def _read(path: Path) -> None:
-    """Reading the file yields Requests or raises AuditError, with and without skip_invalid."""
-    for skip_invalid in (False, True):
-        with contextlib.suppress(AuditError), _stack_of_a_program():
-            for request in read_audit_log(str(path), stats=AuditStats(), skip_invalid=skip_invalid):
+Outcome = tuple[list[str], bool]  # the audit ids of the requests read, and whether an AuditError ended the reading
+
+
+def _outcome(path: Path, *, skip_invalid: bool = False, envelope: Envelope | None = None) -> Outcome:
+    """Reading the file yields Requests or raises AuditError (anything else is raised)."""
+    ids: list[str] = []
+    with _stack_of_a_program():
+        try:
+            for request in read_audit_log(str(path), stats=AuditStats(), skip_invalid=skip_invalid, envelope=envelope):
                 assert isinstance(request, Request)
+                ids.append(request.audit_id)
+        except AuditError:
+            return ids, True
+    return ids, False
+
+
+def _read(path: Path, envelope: Envelope | None = None) -> Outcome:
+    """Reading the file yields Requests or raises AuditError: with and without skip_invalid, and in `envelope`. The
+    outcome of the plain reading."""
+    if envelope is not None:
+        _outcome(path, skip_invalid=True, envelope=envelope)
+    _outcome(path, skip_invalid=True)
+    return _outcome(path)
 
 
 def _decode(body: bytes) -> None:
@@ -642,10 +684,18 @@ def _decode(body: bytes) -> None:
             assert isinstance(request, Request)
 
 
-def _write(directory: Path, data: bytes) -> Path:
-    path = directory / ("audit.jsonl.gz" if data[:2] == GZIP_MAGIC else "audit.jsonl")
+def _write(directory: Path, data: bytes, name: str = "audit") -> Path:
+    path = directory / (f"{name}.jsonl.gz" if data[:2] == GZIP_MAGIC else f"{name}.jsonl")
     path.write_bytes(data)
     return path
+
+
+def _gunzipped(data: bytes) -> bytes | None:
+    """What gzip makes of the data, None where it finds the stream broken."""
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error):
+        return None
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
@@ -653,7 +703,13 @@ def _write(directory: Path, data: bytes) -> Path:
 @given(data=st.data())
 def test_a_damaged_file_is_read_or_refused_with_an_audit_error(name: str, data: st.DataObject, tmp_path: Path) -> None:
     content, file = data.draw(_files(name), label="(content, file)")
-    _read(_write(tmp_path, file))
+    outcome = _read(_write(tmp_path, file), Envelope(WRITERS[name][0] if name in WRITERS else "raw"))
+    if file[:2] == GZIP_MAGIC:  # a gzip stream: read as what gzip makes of it, or reported broken
+        unpacked = _gunzipped(file)
+        if unpacked is None:
+            assert outcome[1], "a broken gzip stream was read without an AuditError"
+        elif unpacked[:2] != GZIP_MAGIC:  # (not gzipped twice)
+            assert outcome == _outcome(_write(tmp_path, unpacked, "unpacked"))
     _decode(content)
     for line in content.splitlines():
         _decode(line)
@@ -672,7 +728,7 @@ def test_random_records_shaped_like_an_envelope_are_read_or_refused(
     if data.draw(st.booleans(), label="gzipped"):
         content = gzip.compress(content, mtime=0)
     path = _write(tmp_path, content)
-    _read(path)
+    _read(path, Envelope(envelope))
     with contextlib.suppress(AuditError), _stack_of_a_program():  # (two files merged: the same one twice)
         for request in read_audit_logs([str(path), str(path)], stats=AuditStats()):
             assert isinstance(request, Request)
@@ -688,11 +744,14 @@ def test_random_records_shaped_like_an_envelope_are_read_or_refused(
     records=st.lists(ANY_RECORD | NESTED, min_size=1, max_size=3),
     envelope=st.none() | st.sampled_from(Envelope),
 )
-def test_opening_any_json_value_raises_only_value_errors(records: list[Any], envelope: Envelope | None) -> None:
+def test_opening_any_json_value_raises_only_value_errors(
+    records: list[Any | Nested], envelope: Envelope | None
+) -> None:
     opener = Opener(EnvelopeStats(), envelope=envelope)  # (one opener: the records of one file)
     for record in records:
+        value = record.value() if isinstance(record, Nested) else record
         with contextlib.suppress(ValueError), _stack_of_a_program():
-            assert isinstance(opener.events(record), list)
+            assert isinstance(opener.events(value), list)
 
 
 @FUZZ

@@ -30,7 +30,7 @@ import orjson
 from watcher.detection.requests import Request, RequestObject, manager_from_user_agent
 from watcher.model import parse_time
 from watcher.sources.capture import CaptureError, ReadStats, merged, open_source, read_texts
-from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener
+from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener, shown
 from watcher.sources.follow import open_following
 
 AUDIT_API_VERSIONS: Final = frozenset({"audit.k8s.io/v1", "audit.k8s.io/v1beta1"})
@@ -159,6 +159,8 @@ def _requests_of_values(text: bytes, stats: AuditStats, opener: Opener, *, skip_
             out.extend(_requests(opener.events(document), stats, skip_bad_items=skip_bad_items))
     except ijson.JSONError as exc:
         raise ValueError(f"not valid JSON after {len(out):,} events ({exc})") from None
+    except ValueError as exc:  # (text that is not UTF-8; a record's own problem)
+        raise ValueError(f"after {len(out):,} events: {exc}") from None
     return out
 
 
@@ -172,7 +174,7 @@ def _requests(events: list[Any], stats: AuditStats, *, skip_bad_items: bool) -> 
             kind = event.get("kind")
             if kind is not None:  # (an EventList's items have no kind of their own)
                 if kind != "Event":
-                    raise ValueError(f"not an audit event (kind {kind!r})")  # noqa: TRY301 - as above
+                    raise ValueError(f"not an audit event (kind {shown(kind)})")  # noqa: TRY301 - as above
                 _check_api_version(event)
             request = _request(event, stats)
         except ValueError as exc:
@@ -196,7 +198,10 @@ def _streamed_prefix(stream: BinaryIO) -> str | None:
     """The ijson prefix of a file's records when the file is one document (or values on one line); None when it is
     read a text at a time (JSON Lines, pretty-printed objects each closing at column 0, lines of `aws logs tail`)."""
     peek = getattr(stream, "peek", None)
-    head = peek(_HEAD)[:_HEAD].lstrip() if peek is not None else b""
+    try:
+        head = peek(_HEAD)[:_HEAD].lstrip() if peek is not None else b""
+    except (OSError, EOFError, zlib.error):  # (a corrupt gzip stream: reading it reports where)
+        return None
     if head[:1] == b"[":
         return "item"
     if head[:1] != b"{":
@@ -208,7 +213,7 @@ def _streamed_prefix(stream: BinaryIO) -> str | None:
         for prefix, event, _value in ijson.parse(io.BytesIO(head)):
             if event == "start_array" and prefix in _RECORD_ARRAYS:
                 return f"{prefix}.item"
-    except ijson.JSONError:  # (the head ends inside the document)
+    except (ijson.JSONError, ValueError):  # (the head ends inside the document, or is not UTF-8 there)
         pass
     return None
 
@@ -246,7 +251,7 @@ def _read_documents(
         raise AuditError(
             source, None, f"the document ends inside record {number + 1:,} (truncated file?): {exc}"
         ) from None
-    except ijson.JSONError as exc:
+    except (ijson.JSONError, ValueError) as exc:  # (ValueError: text that is not UTF-8)
         raise AuditError(
             source, None, f"invalid JSON in record {number + 1:,} ({exc}); read {number:,} records"
         ) from None
@@ -264,8 +269,8 @@ def _broken_reason(exc: BaseException) -> str:
 
 def _check_api_version(document: dict[str, Any]) -> None:
     version = document.get("apiVersion")
-    if version not in AUDIT_API_VERSIONS:
-        raise ValueError(f"not an audit event (apiVersion {version!r}; expected audit.k8s.io/v1)")
+    if not isinstance(version, str) or version not in AUDIT_API_VERSIONS:
+        raise ValueError(f"not an audit event (apiVersion {shown(version)}; expected audit.k8s.io/v1)")
 
 
 def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
@@ -276,7 +281,7 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         raise ValueError("no stage")
     if stage not in COMPLETE_STAGES:
         if stage not in KNOWN_STAGES:
-            raise ValueError(f"unknown stage {stage!r}")
+            raise ValueError(f"unknown stage {shown(stage)}")
         stats.stages_skipped[stage] += 1
         return None
     ref = event.get("objectRef")
@@ -294,7 +299,7 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
     try:
         time = parse_time(when)
     except ValueError:
-        raise ValueError(f"stageTimestamp {when!r} is not an RFC 3339 time") from None
+        raise ValueError(f"stageTimestamp {shown(when)} is not an RFC 3339 time") from None
     user, impersonator, pod = _user(event)
     user_agent = _text(event, "userAgent")
     query = parse_qs(urlsplit(_text(event, "requestURI")).query)

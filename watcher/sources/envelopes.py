@@ -193,10 +193,10 @@ def _open(document: object, stats: EnvelopeStats) -> tuple[Envelope, list[dict[s
         raise ValueError(f"not an audit event nor a known envelope: a JSON {_json_type(document)}")
     shape = _shape(document)
     if shape is None:
-        keys = ", ".join(list(document)[:6])
+        keys = ", ".join(key[:40] for key in list(document)[:6])
         raise ValueError(
-            f"not an audit event nor a record of EKS, GKE or AKS (kind {document.get('kind')!r}; a JSON object with "
-            f"keys {keys or 'none'})"
+            f"not an audit event nor a record of EKS, GKE or AKS (kind {shown(document.get('kind'))}; "
+            f"a JSON object with keys {keys or 'none'})"
         )
     envelope, opener = shape
     return envelope, opener(document, stats)
@@ -230,7 +230,7 @@ def _shape(record: dict[str, Any]) -> tuple[Envelope, _Open] | None:  # noqa: PL
         return Envelope.AKS, _aks_record
     if "log_s" in record:
         return Envelope.AKS, _azure_diagnostics
-    if "AuditId" in record or record.get("Type") in AKS_TABLES:
+    if "AuditId" in record or _text(record, "Type") in AKS_TABLES:
         return Envelope.AKS, _aks_row
     if isinstance(record.get("data"), str) and len(record) <= 3:  # a Firehose record on its own
         return Envelope.EKS, _firehose_record
@@ -252,6 +252,8 @@ def _open_list(items: list[Any], stats: EnvelopeStats) -> tuple[Envelope, list[d
     out: list[dict[str, Any]] = []
     for index, item in enumerate(items):
         try:
+            if isinstance(item, list):  # (records are objects: an array holds them, arrays do not nest)
+                raise ValueError("an array, not a record")  # noqa: TRY301 - handled with the item's other problems
             kind, events = _open(item, stats)
         except ValueError as exc:
             raise ValueError(f"item {index} of the array: {exc}") from None
@@ -290,7 +292,7 @@ def _subscription(message: dict[str, Any], stats: EnvelopeStats) -> list[dict[st
         if kind == "CONTROL_MESSAGE":
             stats.skipped["EKS CONTROL_MESSAGE"] += 1
             return []
-        raise ValueError(f"a CloudWatch Logs subscription message of messageType {kind!r}")
+        raise ValueError(f"a CloudWatch Logs subscription message of messageType {shown(kind)}")
     stream = message.get("logStream")
     if not isinstance(stream, str):
         raise ValueError("a DATA_MESSAGE without logStream")
@@ -365,7 +367,7 @@ def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, An
         raise ValueError("protoPayload is not an object")
     service = payload.get("serviceName")
     if service != GKE_SERVICE:
-        stats.skipped[f"GKE service {service}"] += 1
+        stats.skipped[f"GKE service {_named(service)}"] += 1
         return []
     version, resource, subresource, verb = _method(_text(payload, "methodName"))
     group, namespace, name = _resource_name(_text(payload, "resourceName"), resource)
@@ -451,7 +453,7 @@ def _gke_status(status: object, response: object, *, created: bool) -> dict[str,
         return {k: response[k] for k in ("code", "reason", "message", "status") if k in response}
     code = status.get("code", 0) if isinstance(status, dict) else 0
     if not isinstance(code, int) or isinstance(code, bool):
-        raise ValueError(f"status.code {code!r} is not a google.rpc code")
+        raise ValueError(f"status.code {shown(code)} is not a google.rpc code")
     http, reason = _RPC_CODES.get(code, (500, ""))
     if code == 0 and created:
         http = 201
@@ -484,8 +486,8 @@ def _aks_records(batch: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, 
 def _aks_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     """A diagnostic log record: category kube-audit(-admin), the event in properties.log."""
     category = record.get("category", record.get("Category"))
-    if category not in AKS_AUDIT_CATEGORIES:
-        stats.skipped[f"AKS category {category}"] += 1
+    if not isinstance(category, str) or category not in AKS_AUDIT_CATEGORIES:
+        stats.skipped[f"AKS category {_named(category)}"] += 1
         return []
     properties = record.get("properties")
     if isinstance(properties, str):  # (some exports carry the dynamic column as text)
@@ -499,8 +501,8 @@ def _aks_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, 
 def _azure_diagnostics(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     """A row of the legacy AzureDiagnostics table: the event as text in log_s."""
     category = row.get("Category", row.get("category"))
-    if category not in AKS_AUDIT_CATEGORIES:
-        stats.skipped[f"AKS category {category}"] += 1
+    if not isinstance(category, str) or category not in AKS_AUDIT_CATEGORIES:
+        stats.skipped[f"AKS category {_named(category)}"] += 1
         return []
     log = row.get("log_s")
     if not isinstance(log, str):
@@ -511,8 +513,8 @@ def _azure_diagnostics(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[s
 def _aks_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     """A row of the AKSAudit / AKSAuditAdmin tables: the event's fields in columns of their own."""
     table = row.get("Type")
-    if table is not None and table not in AKS_TABLES:
-        stats.skipped[f"AKS table {table}"] += 1
+    if table is not None and (not isinstance(table, str) or table not in AKS_TABLES):
+        stats.skipped[f"AKS table {_named(table)}"] += 1
         return []
     event: dict[str, Any] = {"kind": "Event", "apiVersion": "audit.k8s.io/v1"}
     for column, key in _AKS_COLUMNS.items():
@@ -551,7 +553,7 @@ def _audit_text(text: object, where: str) -> dict[str, Any]:
 
 def _audit_event(document: object, where: str) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("kind") != "Event":
-        what = f"kind {document.get('kind')!r}" if isinstance(document, dict) else f"a JSON {_json_type(document)}"
+        what = f"kind {shown(document.get('kind'))}" if isinstance(document, dict) else f"a JSON {_json_type(document)}"
         raise ValueError(f"{where} is not an audit event ({what})")
     return document
 
@@ -591,10 +593,24 @@ def _text(mapping: object, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _named(value: object) -> str:
+    """A name read from a record, as counted: a string as it is (cut at 60 characters), anything else `shown`."""
+    return value[:60] if isinstance(value, str) else shown(value)
+
+
+def shown(value: object) -> str:
+    """A value of a record in a message: a scalar as written (a string cut at 60 characters), else its JSON type."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 60 else value[:60] + "...")
+    if value is None or isinstance(value, bool | int | float):
+        return orjson.dumps(value).decode()
+    return f"a JSON {_json_type(value)}"
+
+
 def _json_type(value: object) -> str:
     return {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(
         type(value), "null" if value is None else type(value).__name__
     )
 
 
-__all__ = ["AKS_AUDIT_CATEGORIES", "AUDIT_STREAM_PREFIX", "Envelope", "EnvelopeStats", "Opener"]
+__all__ = ["AKS_AUDIT_CATEGORIES", "AUDIT_STREAM_PREFIX", "Envelope", "EnvelopeStats", "Opener", "shown"]

@@ -31,10 +31,10 @@ class Filling(io.RawIOBase):
             try:  # (read1: one read of what is there, so that what came before a break is kept)
                 data = self._stream.read1(len(view) - filled)
             except (OSError, EOFError, zlib.error) as exc:  # (a truncated or corrupt gzip stream)
+                self._broken = exc  # raised again at every read: the stream stays broken
                 if not filled:
                     raise
-                self._broken = exc  # the bytes before the break first: what they hold is read before the error
-                break
+                break  # the bytes before the break first: what they hold is read before the error
             if not data:
                 break
             view[filled : filled + len(data)] = data
