@@ -335,3 +335,17 @@ def test_a_log_newest_first_is_warned_of(tmp_path: Path) -> None:
     ordered = tmp_path / "ordered.json"
     ordered.write_text(json.dumps(spread, indent=2))
     assert "newest first" not in analysed([ordered])[1].totals()
+
+
+@pytest.mark.parametrize("pretty", [False, True])
+def test_a_loop_of_gcloud_reads_with_quiet_windows_reads_as_one_log(pretty: bool, tmp_path: Path) -> None:
+    """`gcloud logging read` in a loop (the live recipe) prints an array a window, `[]` for a quiet one."""
+    recorded = events(CURRENT / "rmw-fight.metadata.jsonl")
+    entries = json.loads(WRITERS["gke-gcloud-read"][1](recorded))
+    windows = [[], entries[:30], [], entries[30:], []]
+    path = tmp_path / "loop.json"
+    path.write_text("".join((json.dumps(w, indent=2) if pretty else json.dumps(w)) + "\n" for w in windows))
+    expected = list(read_audit_log(str(CURRENT / "rmw-fight.metadata.jsonl"), stats=AuditStats()))
+    degraded = [r for r in expected if r.object.name]  # (GKE has an entry for every completed request)
+    read = list(read_audit_log(str(path), stats=AuditStats()))
+    assert [r.audit_id for r in read] == [r.audit_id for r in degraded]

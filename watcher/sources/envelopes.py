@@ -150,6 +150,7 @@ class Opener:
     def events(self, document: object) -> list[dict[str, Any]]:
         """The audit events (dicts of the raw event's shape) of one parsed record; [] for a record that carries
         none of them (counted in `stats.skipped`). Raises ValueError for anything else."""
+        envelope: Envelope | None
         if self._stream is not None:
             stream, self._stream = self._stream, None
             envelope, events = Envelope.EKS, []
@@ -157,6 +158,8 @@ class Opener:
                 events = [_audit_event(document, f"the message of stream {stream}")]
         else:
             envelope, events = _open(document, self.stats)
+        if envelope is None:  # (an empty array)
+            return events
         if self.envelope is None:
             self.envelope = envelope
         elif envelope is not self.envelope:
@@ -186,9 +189,11 @@ class Opener:
         return self.events(record)
 
 
-def _open(document: object, stats: EnvelopeStats) -> tuple[Envelope, list[dict[str, Any]]]:
-    if isinstance(document, list):
-        return _open_list(document, stats)
+def _open(document: object, stats: EnvelopeStats) -> tuple[Envelope | None, list[dict[str, Any]]]:
+    return _open_list(document, stats) if isinstance(document, list) else _open_record(document, stats)
+
+
+def _open_record(document: object, stats: EnvelopeStats) -> tuple[Envelope, list[dict[str, Any]]]:
     if not isinstance(document, dict):
         raise ValueError(f"not an audit event nor a known envelope: a JSON {_json_type(document)}")
     shape = _shape(document)
@@ -246,15 +251,16 @@ def _raw(document: dict[str, Any], _stats: EnvelopeStats) -> list[dict[str, Any]
     return items
 
 
-def _open_list(items: list[Any], stats: EnvelopeStats) -> tuple[Envelope, list[dict[str, Any]]]:
-    """A JSON array of records (`gcloud logging read`, `az monitor log-analytics query`, a batch of a shipper)."""
+def _open_list(items: list[Any], stats: EnvelopeStats) -> tuple[Envelope | None, list[dict[str, Any]]]:
+    """A JSON array of records (`gcloud logging read`, `az monitor log-analytics query`, a batch of a shipper); an
+    empty one is of no envelope (`gcloud logging read` of a quiet minute prints `[]`)."""
     envelope: Envelope | None = None
     out: list[dict[str, Any]] = []
     for index, item in enumerate(items):
         try:
             if isinstance(item, list):  # (records are objects: an array holds them, arrays do not nest)
                 raise ValueError("an array, not a record")  # noqa: TRY301 - handled with the item's other problems
-            kind, events = _open(item, stats)
+            kind, events = _open_record(item, stats)
         except ValueError as exc:
             raise ValueError(f"item {index} of the array: {exc}") from None
         if envelope is None:
@@ -262,7 +268,7 @@ def _open_list(items: list[Any], stats: EnvelopeStats) -> tuple[Envelope, list[d
         elif kind is not envelope:
             raise ValueError(f"item {index} of the array is {kind.record}, the items before it of {envelope.label}")
         out.extend(events)
-    return envelope or Envelope.RAW, out
+    return envelope, out
 
 
 # EKS
