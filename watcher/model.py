@@ -292,13 +292,18 @@ class FindingChange:
 _SECONDS: Final[dict[str, float]] = {}
 
 
+def _fraction(text: str) -> bool:
+    return text[19] == "." and text[20:-1].isdecimal()
+
+
 def parse_time(text: str) -> float:
     """RFC 3339 (as the API server and `observedAt` write it) -> seconds since the epoch.
 
     The UTC forms the API server writes (`...:SSZ`, `...:SS.ffffffZ`) are parsed once per second of time and
     cached: a stream has many events per second. Other offsets take the general path.
     """
-    if len(text) >= 20 and text[-1] == "Z" and text[10] == "T" and (len(text) == 20 or text[19] == "."):
+    # (a fraction of digits only: float() would take `.5e3` for 500 s, `.9e999` for infinity)
+    if len(text) >= 20 and text[-1] == "Z" and text[10] == "T" and (len(text) == 20 or _fraction(text)):
         base = _SECONDS.get(text[:19])
         if base is None:
             if len(_SECONDS) >= 1024:  # a stream moves on in time: recent seconds are all it needs

@@ -349,3 +349,25 @@ def test_a_loop_of_gcloud_reads_with_quiet_windows_reads_as_one_log(pretty: bool
     degraded = [r for r in expected if r.object.name]  # (GKE has an entry for every completed request)
     read = list(read_audit_log(str(path), stats=AuditStats()))
     assert [r.audit_id for r in read] == [r.audit_id for r in degraded]
+
+
+def test_a_value_in_a_message_is_shown_short_whatever_it_is() -> None:
+    from watcher.sources.envelopes import shown  # noqa: PLC0415 - the one test of it
+
+    assert shown("x" * 100) == repr("x" * 60 + "...")
+    assert [shown(v) for v in (None, True, 7, 1.5)] == ["null", "true", "7", "1.5"]
+    assert shown(-(2**63) - 1) == "a number of over 18 digits"  # (a streamed document's numbers have any size)
+    assert shown([[[]]]) == "a JSON array"
+
+
+@pytest.mark.parametrize("head", [b"[", b'{\n"events": ['])
+def test_a_document_nested_beyond_any_record_is_refused_not_parsed(head: bytes, tmp_path: Path) -> None:
+    """Nesting deeper than orjson takes (1024 levels) is no record: the streaming parser stops there (its memory
+    grows with the square of the depth: 200 KB of `[` would take gigabytes)."""
+    path = tmp_path / "deep.json"
+    path.write_bytes(head + WRITERS["gke-sink"][1]([EVENT]).rstrip() + b"," + b"[" * 200_000 + b"]" * 200_000 + b"]")
+    read: list[Any] = []
+    with pytest.raises(AuditError, match="nested deeper than 1024 levels") as error:
+        read.extend(read_audit_log(str(path), stats=AuditStats()))
+    assert str(error.value).startswith(f"{path}: ")
+    assert len(read) == 1  # the record before it

@@ -19,7 +19,7 @@ import io
 import math
 import zlib
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
 from urllib.parse import parse_qs, urlsplit
@@ -40,6 +40,7 @@ SERVICE_ACCOUNT_PREFIX: Final = "system:serviceaccount:"  # the user name of a s
 POD_NAME_KEY: Final = "authentication.kubernetes.io/pod-name"  # user.extra of a token bound to a pod
 BACKWARDS: Final = 60.0  # seconds a request may come before one read earlier: logs interleave replicas' writes
 MESSAGE_MAX: Final = 2048  # a 409's message names the object, managers and field paths: longer ones are cut
+_TIME_END: Final = 253402300800.0  # 10000-01-01T00:00:00Z: a time is shown (`format_time`) up to year 9999
 
 
 class AuditError(CaptureError):
@@ -155,12 +156,10 @@ def _requests_of_values(text: bytes, stats: AuditStats, opener: Opener, *, skip_
     """The requests of JSON values written one after the other on one line (`}{`: Firehose's S3 objects)."""
     out: list[Request] = []
     try:
-        for document in ijson.items(io.BytesIO(text), "", multiple_values=True, use_float=True):
+        for document in _items(io.BytesIO(text), ""):
             out.extend(_requests(opener.events(document), stats, skip_bad_items=skip_bad_items))
-    except ijson.JSONError as exc:
+    except (ijson.JSONError, UnicodeDecodeError) as exc:  # (UnicodeDecodeError: a \u escape of a lone surrogate)
         raise ValueError(f"not valid JSON after {len(out):,} events ({exc})") from None
-    except ValueError as exc:  # (text that is not UTF-8; a record's own problem)
-        raise ValueError(f"after {len(out):,} events: {exc}") from None
     return out
 
 
@@ -192,6 +191,37 @@ def _requests(events: list[Any], stats: AuditStats, *, skip_bad_items: bool) -> 
 # `records`, an EventList's `items`), or values written one after the other without line breaks.
 _RECORD_ARRAYS: Final = frozenset({"events", "records", "items"})
 _HEAD: Final = 1 << 16
+# Nesting deeper than orjson takes (1024 levels) is no record. ijson's parser holds the prefix of every level it is in
+# (N levels: N²·2.5 bytes; a 60 KB document of `[[[...` takes 2 GB): it is stopped there.
+_MAX_DEPTH: Final = 1024
+
+
+def _depth_limited(events: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    """Parser events (`ijson.basic_parse`), stopped with an ijson.JSONError beyond _MAX_DEPTH levels."""
+    depth = 0
+    for event in events:
+        kind = event[0]
+        if kind in {"start_map", "start_array"}:
+            depth += 1
+            if depth > _MAX_DEPTH:
+                raise ijson.JSONError(f"nested deeper than {_MAX_DEPTH} levels")
+        elif kind in {"end_map", "end_array"}:
+            depth -= 1
+        yield event
+
+
+def _prefixed(stream: BinaryIO) -> Iterator[tuple[str, str, Any]]:
+    """`ijson.parse` of a stream (values one after the other), nested at most _MAX_DEPTH deep."""
+    events: Iterator[tuple[str, str, Any]] = ijson.parse(
+        _depth_limited(ijson.basic_parse(stream, multiple_values=True, use_float=True))
+    )
+    return events
+
+
+def _items(stream: BinaryIO, prefix: str) -> Iterator[Any]:
+    """`ijson.items` of a stream (values one after the other), nested at most _MAX_DEPTH deep."""
+    items: Iterator[Any] = ijson.items(_prefixed(stream), prefix)
+    return items
 
 
 def _streamed_prefix(stream: BinaryIO) -> str | None:
@@ -210,10 +240,10 @@ def _streamed_prefix(stream: BinaryIO) -> str | None:
     if first.strip() != b"{":
         return "" if b"}{" in first else None
     try:
-        for prefix, event, _value in ijson.parse(io.BytesIO(head)):
+        for prefix, event, _value in _prefixed(io.BytesIO(head)):
             if event == "start_array" and prefix in _RECORD_ARRAYS:
                 return f"{prefix}.item"
-    except (ijson.JSONError, ValueError):  # (the head ends inside the document, or is not UTF-8 there)
+    except (ijson.JSONError, UnicodeDecodeError):  # (the head ends inside the document, or is not UTF-8 there)
         pass
     return None
 
@@ -226,7 +256,7 @@ def _read_documents(
     read = stats.read
     number = 0
     items = prefix == "items.item"
-    records = ijson.items(stream, prefix, multiple_values=True, use_float=True)
+    records = _items(stream, prefix)
     try:
         while True:
             try:
@@ -251,7 +281,8 @@ def _read_documents(
         raise AuditError(
             source, None, f"the document ends inside record {number + 1:,} (truncated file?): {exc}"
         ) from None
-    except (ijson.JSONError, ValueError) as exc:  # (ValueError: text that is not UTF-8)
+    # (UnicodeDecodeError: a \u escape of a lone surrogate. Not ValueError: the AuditErrors raised above are ones.)
+    except (ijson.JSONError, UnicodeDecodeError) as exc:
         raise AuditError(
             source, None, f"invalid JSON in record {number + 1:,} ({exc}); read {number:,} records"
         ) from None
@@ -300,6 +331,8 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         time = parse_time(when)
     except ValueError:
         raise ValueError(f"stageTimestamp {shown(when)} is not an RFC 3339 time") from None
+    if not 0 <= time < _TIME_END:
+        raise ValueError(f"stageTimestamp {shown(when)} is out of range (1970 to 9999)")
     user, impersonator, pod = _user(event)
     user_agent = _text(event, "userAgent")
     query = parse_qs(urlsplit(_text(event, "requestURI")).query)

@@ -608,8 +608,12 @@ def shown(value: object) -> str:
     """A value of a record in a message: a scalar as written (a string cut at 60 characters), else its JSON type."""
     if isinstance(value, str):
         return repr(value if len(value) <= 60 else value[:60] + "...")
-    if value is None or isinstance(value, bool | int | float):
-        return orjson.dumps(value).decode()
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int):  # (any size: a streamed document's numbers are Python's)
+        return str(value) if -(10**18) < value < 10**18 else "a number of over 18 digits"
+    if isinstance(value, float):
+        return repr(value)
     return f"a JSON {_json_type(value)}"
 
 
