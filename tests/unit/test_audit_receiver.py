@@ -87,3 +87,15 @@ async def test_firehose_authenticates_with_its_access_key_and_gets_its_answer(
     assert "records[0] is not base64" in (await response.json())["errorMessage"]
     assert receiver.pending == 0
     assert receiver.stats.batches == {"accepted": 1, "unauthorized": 1, "invalid": 1}
+
+
+async def test_a_body_of_json_lines_with_a_broken_line_is_refused_naming_it(
+    client: tuple[TestClient[Any, Any], AuditReceiver],
+) -> None:
+    test_client, receiver = client
+    lines = WRITERS["gke-pubsub-push"][1](EVENTS).splitlines()
+    body = b"\n".join([lines[0], b'{"message": {"data": "', *lines[1:]])
+    response = await test_client.post(PATH, data=body, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status == 400
+    assert (await response.json())["message"].startswith("not audit events, nor a cloud's envelope of them: line 2: ")
+    assert receiver.pending == 0

@@ -1,6 +1,9 @@
 """Read kube-apiserver audit logs: the `audit.k8s.io/v1` events of the log backend (`--audit-log-path`, JSON Lines),
 `EventList` documents (what the webhook backend posts, or `kubectl get --raw` of a saved list), pretty-printed
-or one a line, `.gz` or plain, `-` for standard input; several files (rotated parts included) merged by time.
+or one a line, `.gz` or plain, `-` for standard input; several files (rotated parts included) merged by time. Also
+in the envelopes of managed clusters' logging services (`envelopes`: EKS, GKE, AKS), told per file by its first
+record: a file that is one document (a JSON array of records, a page of them) is streamed a record at a time with
+ijson (errors name the record), the others a line at a time.
 
 Each event becomes a `detection.requests.Request` at once; its request and response bodies (present at the
 `Request` and `RequestResponse` levels) are never kept, logged or counted, nor are its annotations (authorization
@@ -145,11 +148,26 @@ def decode_audit(
         except orjson.JSONDecodeError as exc:
             if "after document" not in str(exc):
                 raise ValueError(f"not valid JSON ({exc})") from None
+            if b"\n" in text.strip():  # a webhook body of JSON Lines (a shipper's batch): a line at a time
+                return _requests_of_lines(text, stats, opener, skip_bad_items=skip_bad_items)
             return _requests_of_values(text, stats, opener, skip_bad_items=skip_bad_items)
         events = opener.events(document)
     else:
         events = opener.line_events(text)
     return _requests(events, stats, skip_bad_items=skip_bad_items)
+
+
+def _requests_of_lines(text: bytes, stats: AuditStats, opener: Opener, *, skip_bad_items: bool) -> list[Request]:
+    """The requests of a body of JSON Lines, each decoded on its own (values written one after the other on a line
+    too)."""
+    out: list[Request] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.extend(decode_audit(line.strip(), stats, opener=opener, skip_bad_items=skip_bad_items))
+            except ValueError as exc:
+                raise ValueError(f"line {number}: {exc}") from None
+    return out
 
 
 def _requests_of_values(text: bytes, stats: AuditStats, opener: Opener, *, skip_bad_items: bool) -> list[Request]:
