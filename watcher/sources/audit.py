@@ -17,7 +17,6 @@ the event starts, and a file that breaks off is reported with how far it was rea
 
 from __future__ import annotations
 
-import gzip
 import io
 import math
 import zlib
@@ -32,7 +31,7 @@ import orjson
 
 from watcher.detection.requests import Request, RequestObject, manager_from_user_agent
 from watcher.model import parse_time
-from watcher.sources.capture import CaptureError, ReadStats, merged, open_source, read_texts
+from watcher.sources.capture import CaptureError, ReadStats, broken_reason, merged, open_source, read_texts
 from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener, shown
 from watcher.sources.follow import open_following
 
@@ -305,15 +304,7 @@ def _read_documents(
             source, None, f"invalid JSON in record {number + 1:,} ({exc}); read {number:,} records"
         ) from None
     except (OSError, EOFError, zlib.error) as exc:
-        raise AuditError(source, None, f"{_broken_reason(exc)}; read {number:,} records") from None
-
-
-def _broken_reason(exc: BaseException) -> str:
-    if isinstance(exc, EOFError):
-        return "the compressed stream ends early (truncated file?)"
-    if isinstance(exc, zlib.error | gzip.BadGzipFile):
-        return f"the compressed stream is corrupt ({exc})"
-    return f"read error ({getattr(exc, 'strerror', None) or exc})"
+        raise AuditError(source, None, f"{broken_reason(exc)}; read {number:,} records") from None
 
 
 def _check_api_version(document: dict[str, Any]) -> None:

@@ -136,14 +136,17 @@ class _BrokenFileError(Exception):
     """A file that could not be read to its end (the message says why and how far it got)."""
 
 
-def _broken(exc: BaseException, lines: int) -> _BrokenFileError:
+def broken_reason(exc: BaseException) -> str:
+    """Why a file could not be read to its end: a truncated or corrupt gzip stream, or a read error."""
     if isinstance(exc, EOFError):
-        what = "the compressed stream ends early (truncated file?)"
-    elif isinstance(exc, zlib.error | gzip.BadGzipFile):
-        what = f"the compressed stream is corrupt ({exc})"
-    else:
-        what = f"read error ({getattr(exc, 'strerror', None) or exc})"
-    return _BrokenFileError(f"{what}; read up to line {lines:,}")
+        return "the compressed stream ends early (truncated file?)"
+    if isinstance(exc, zlib.error | gzip.BadGzipFile):
+        return f"the compressed stream is corrupt ({exc})"
+    return f"read error ({getattr(exc, 'strerror', None) or exc})"
+
+
+def _broken(exc: BaseException, lines: int) -> _BrokenFileError:
+    return _BrokenFileError(f"{broken_reason(exc)}; read up to line {lines:,}")
 
 
 def _chunks(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bool]]:
@@ -188,7 +191,8 @@ class _Peekable(Protocol):
     def read(self, size: int, /) -> bytes: ...
 
 
-def _skip_bom(stream: _Peekable) -> None:
+def skip_bom(stream: _Peekable) -> None:
+    """Read past a UTF-8 byte-order mark at the stream's start (a broken stream: its reader reports it)."""
     try:
         if stream.peek(3)[:3] == BOM:
             stream.read(3)
@@ -213,10 +217,10 @@ def open_source(source: str, error: type[CaptureError] = CaptureError) -> Iterat
                 # (buffered again, a full buffer at a time: a gzip stream of many small members, as Firehose writes,
                 # would show a reader peeking at its head only the first member)
                 stream = io.BufferedReader(Filling(unpacked), READ_BUFFER)
-                _skip_bom(stream)
+                skip_bom(stream)
                 yield cast(BinaryIO, stream)
         else:
-            _skip_bom(raw)
+            skip_bom(raw)
             yield raw
     finally:
         raw.close()

@@ -489,11 +489,18 @@ def _aks_records(batch: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, 
     return out
 
 
+def _kube_audit(record: dict[str, Any], stats: EnvelopeStats) -> bool:
+    """Whether a record (or an AzureDiagnostics row) is of an audit category; one of another is counted."""
+    category = record.get("category", record.get("Category"))
+    if isinstance(category, str) and category in AKS_AUDIT_CATEGORIES:
+        return True
+    stats.skipped[f"AKS category {_named(category)}"] += 1
+    return False
+
+
 def _aks_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     """A diagnostic log record: category kube-audit(-admin), the event in properties.log."""
-    category = record.get("category", record.get("Category"))
-    if not isinstance(category, str) or category not in AKS_AUDIT_CATEGORIES:
-        stats.skipped[f"AKS category {_named(category)}"] += 1
+    if not _kube_audit(record, stats):
         return []
     properties = record.get("properties")
     if isinstance(properties, str):  # (some exports carry the dynamic column as text)
@@ -506,9 +513,7 @@ def _aks_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, 
 
 def _azure_diagnostics(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     """A row of the legacy AzureDiagnostics table: the event as text in log_s."""
-    category = row.get("Category", row.get("category"))
-    if not isinstance(category, str) or category not in AKS_AUDIT_CATEGORIES:
-        stats.skipped[f"AKS category {_named(category)}"] += 1
+    if not _kube_audit(row, stats):
         return []
     log = row.get("log_s")
     if not isinstance(log, str):

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final
 
-from watcher.sources.capture import BOM, READ_BUFFER, CaptureError
+from watcher.sources.capture import READ_BUFFER, CaptureError, skip_bom
 from watcher.sources.streams import ReadSome
 
 POLL: Final = 1.0  # seconds between looks at a file's end (and calls of `idle`)
@@ -86,11 +86,9 @@ def open_following(
         raise error(source, None, f"cannot open: {exc.strerror or exc}") from None
     stream = ReadSome(raw, READ_BUFFER)
     try:
-        head = stream.peek(3)
-        if head[:2] == b"\x1f\x8b":
+        if stream.peek(2)[:2] == b"\x1f\x8b":
             raise error(source, None, "a gzipped log cannot be followed: --follow reads plain text as it is written")
-        if head[:3] == BOM:
-            stream.read(3)
+        skip_bom(stream)
         yield stream
     finally:
         stream.close()
