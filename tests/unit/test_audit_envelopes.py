@@ -15,30 +15,20 @@ import orjson
 import pytest
 
 from harness.envelopes import WRITERS, gke_degraded, raw_lines
+from tests.unit.test_cli_audit import CURRENT, LEVELS, SCENARIOS, V1_20
 from watcher.cli import Analysis
 from watcher.config import load_config
 from watcher.sinks.report import write_json
 from watcher.sources.audit import AuditError, AuditStats, decode_audit, read_audit_log
 from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener
 
-CURRENT = Path(__file__).parents[1] / "fixtures" / "audit"
-V1_20 = CURRENT / "v1.20"
-SCENARIOS = (
-    "rmw-fight",
-    "storm-fields",
-    "apply-stuck",
-    "scale-fight",
-    "cascade",
-    "shared-manager",
-    "noop-loop",
-    "benign",
-)
+# Every recorded log: each release's scenarios at each of its audit levels, as `fightwatch audit` is tested on them.
 LOGS = {
-    "current": [CURRENT / f"{s}.{level}.jsonl" for s in (*SCENARIOS, "hpa-fight") for level in ("metadata",)],
-    "current-request-response": [CURRENT / f"{s}.request-response.jsonl" for s in (*SCENARIOS, "hpa-fight")],
-    "current-omit-managed-fields": [CURRENT / f"{s}.omit-managed-fields.jsonl" for s in (*SCENARIOS, "hpa-fight")],
-    "v1.20": [V1_20 / f"{s}.metadata.jsonl" for s in SCENARIOS],
-    "v1.20-request-response": [V1_20 / f"{s}.request-response.jsonl" for s in SCENARIOS],
+    f"{'current' if recording is CURRENT else 'v1.20'}-{level}": [
+        recording / f"{s}.{level}.jsonl" for s in SCENARIOS[recording]
+    ]
+    for recording in (CURRENT, V1_20)
+    for level in LEVELS[recording]
 }
 
 
@@ -97,8 +87,8 @@ def test_what_gke_entries_lose_costs_no_finding_but_no_op_writes_at_metadata_lev
         raw = {(f["type"], f["object"]["namespace"]) for f in raw_findings[logs, False]}
         gke = {(f["type"], f["object"]["namespace"]) for f in raw_findings[logs, True]}
         # Without a request body, an entry carries no resourceVersion: two writes of one version are not told.
-        lost = {("noop_writes", "noop-loop")} if logs in ("current", "v1.20") else set()
-        if logs == "v1.20":  # v1.20 logs no 409 message at Metadata level: only `fieldManager` told an applier
+        lost = {("noop_writes", "noop-loop")} if logs.endswith("-metadata") else set()
+        if logs == "v1.20-metadata":  # v1.20 logs no 409 message at Metadata level: only `fieldManager` told an applier
             lost.add(("apply_conflict", "apply-stuck"))
         assert raw - gke == lost, logs
         assert gke <= raw
@@ -121,7 +111,7 @@ def test_writers_keep_their_users_and_user_agents_in_gke_entries_but_not_their_p
             for c in f.get("clients", [])
         }
 
-    raw, gke = raw_findings["current", False], raw_findings["current", True]
+    raw, gke = raw_findings["current-metadata", False], raw_findings["current-metadata", True]
     assert clients(gke, pods=False) <= clients(raw, pods=False)
     assert any(c[-1] for c in clients(raw, pods=True))  # the raw events name pods ...
     assert not any(c[-1] for c in clients(gke, pods=True))  # ... GKE's entries do not
