@@ -19,15 +19,17 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from kubernetes_asyncio.client import ApiClient
 
 from watcher.config import EventsSettings
 from watcher.model import ChangeKind, Finding, FindingChange, FindingType, Incident, JSONObject
 from watcher.sinks.delivery import Change, DeliveryError
 from watcher.sinks.report import finding_page
+
+if TYPE_CHECKING:  # the ApiClient comes from the service (kubernetes-asyncio loads lazily)
+    from kubernetes_asyncio.client import ApiClient
 
 REPORTING_CONTROLLER = "fightwatch"
 EVENTS_V1 = "events.k8s.io/v1"

@@ -7,8 +7,7 @@ without an ApiClient there are no Kubernetes Events (e.g. `replay`).
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from kubernetes_asyncio.client import ApiClient
+from typing import TYPE_CHECKING
 
 from watcher.config import DeliverySettings
 from watcher.model import Finding, Incident
@@ -17,6 +16,9 @@ from watcher.sinks.credentials import read_secret
 from watcher.sinks.delivery import Sink
 from watcher.sinks.events import KubeEventsSink
 from watcher.sinks.webhook import WebhookSink
+
+if TYPE_CHECKING:  # the ApiClient comes from the service (kubernetes-asyncio loads lazily)
+    from kubernetes_asyncio.client import ApiClient
 
 
 def build_sinks(

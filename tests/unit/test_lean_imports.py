@@ -1,0 +1,90 @@
+"""What `fightwatch run` imports: kubernetes-asyncio without its generated modules, and no library a configuration
+does not use (Jinja2 until a page is rendered, cryptography until a certificate is read or made, the audit
+readers while the audit webhook is off). Each check runs in a fresh interpreter, since this one has imported
+everything the other tests use."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from watcher.sources.lazy_imports import lazy_names
+
+
+def imported_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running `code`."""
+    script = textwrap.dedent(code) + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_the_service_imports_no_generated_model_and_no_unused_library() -> None:
+    modules = imported_after("import watcher.cli, watcher.service")
+    generated = {
+        m for m in modules if m.startswith(("kubernetes_asyncio.client.models.", "kubernetes_asyncio.client.api."))
+    }
+    lease = {"kubernetes_asyncio.client.models.v1_lease", "kubernetes_asyncio.client.models.v1_lease_spec"}
+    assert generated <= lease  # (kubernetes-asyncio's LeaseLock names these two in its annotations)
+    unused = {m.split(".")[0] for m in modules} & {"jinja2", "cryptography", "ijson"}
+    assert not unused
+    assert "watcher.sources.audit_webhook" not in modules
+    assert "kubernetes_asyncio.client.api_client" in modules  # (what it does use)
+
+
+def test_names_load_on_first_use_as_the_package_defines_them() -> None:
+    modules = imported_after(
+        """
+        import watcher.sources
+        from kubernetes_asyncio import client
+        from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+        assert client.V1Lease.__module__ == "kubernetes_asyncio.client.models.v1_lease"
+        assert client.models.V1LeaseSpec is client.V1LeaseSpec
+        assert client.CoordinationV1Api.__name__ == "CoordinationV1Api"
+        assert "V1Pod" in dir(client) and "V1Pod" in client.__all__
+        import kubernetes_asyncio
+        assert kubernetes_asyncio.__version__ == client.__version__
+        """
+    )
+    models = {m for m in modules if m.startswith("kubernetes_asyncio.client.models.")}
+    assert models == {"kubernetes_asyncio.client.models.v1_lease", "kubernetes_asyncio.client.models.v1_lease_spec"}
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    imported_after(
+        """
+        import watcher.sources
+        from kubernetes_asyncio import client
+        try:
+            client.NoSuchModel
+        except AttributeError as exc:
+            assert "NoSuchModel" in str(exc)
+        else:
+            raise SystemExit("no AttributeError")
+        """
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "lazy"),
+    [
+        (
+            '"""Doc."""\nfrom __future__ import annotations\n__version__ = "1"\nfrom a.b import C\nimport a.d as d\n',
+            True,
+        ),
+        ("from a import *\n", False),
+        ("import a\n", False),  # binds `a` itself: not a name this package defines
+        ("x = compute()\n", False),
+        ("if True:\n    from a import b\n", False),
+    ],
+)
+def test_only_an_init_of_imports_and_constants_loads_lazily(source: str, lazy: bool) -> None:
+    found = lazy_names(source)
+    assert (found is not None) == lazy
+    if found is not None:
+        names, constants = found
+        assert names == {"C": ("a.b", "C"), "d": ("a.d", None)}
+        assert constants == {"__version__": "1"}
