@@ -23,7 +23,7 @@ import signal
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import structlog
@@ -36,6 +36,7 @@ from watcher.detection.incidents import group
 from watcher.detection.join import Joined, guessed_resource
 from watcher.detection.native import implementation, native_available
 from watcher.detection.request_engine import RequestEngine
+from watcher.exits import EXIT_ERROR, EXIT_OK
 from watcher.model import ChangeKind, Finding, FindingChange, Incident, ObjectRef, format_observed
 from watcher.serving.access import Access, missing_permissions
 from watcher.serving.guard import Guard, KubeGuard, OpenGuard
@@ -48,15 +49,15 @@ from watcher.sinks.log import configure_logging, log_change
 from watcher.sinks.metrics import Metrics, ResourceKey, Samples, exposition, new_registry
 from watcher.sinks.outlets import build_sinks
 from watcher.sinks.recording import Recording
-from watcher.sources.audit_webhook import OUTCOMES, AuditReceiver
 from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import OLD_SERVER, SUBRESOURCE_ENTRIES_SINCE, ApiResource, server_version
 from watcher.sources.election import LeaderChange, LeaderElector, identity, lease_namespace
 from watcher.sources.kube import ApiError, ConnectError, Connection, KubeApi, connect
 from watcher.sources.watch import State
 
-EXIT_OK = 0
-EXIT_ERROR = 2
+if TYPE_CHECKING:  # imported when the audit webhook is on (its parsers cost memory)
+    from watcher.sources.audit_webhook import AuditReceiver
+
 TICK = 1.0  # seconds between two engine clock advances (findings resolve), recording flushes, heartbeats
 ALIVE_WITHIN = 30.0  # /healthz fails when the event loop has not ticked for this long
 STOP_DEADLINE = 10.0  # seconds for the watches to stop before giving up on stragglers
@@ -98,6 +99,8 @@ class Service:
         self.joined: Joined | None = None
         self.receiver: AuditReceiver | None = None
         if config.audit_webhook.enabled:
+            from watcher.sources.audit_webhook import AuditReceiver  # noqa: PLC0415
+
             self.receiver = AuditReceiver(config.audit_webhook)  # (reads the token file: fails early)
             self.requests = RequestEngine(config.detection, on_conflict=self.metrics.count_conflict)
             self.joined = Joined(self.engine, self.requests, resource=self._resource)
@@ -626,6 +629,8 @@ class Service:
 def _audit_samples(
     receiver: AuditReceiver, requests: RequestEngine
 ) -> dict[str, Iterable[tuple[Sequence[str], float]]]:
+    from watcher.sources.audit_webhook import OUTCOMES  # noqa: PLC0415 - (imported with the receiver)
+
     r, s = receiver.stats, requests.stats
     results = {
         "write": s.writes,

@@ -26,11 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 ClientAuth = Literal["none", "optional", "required"]
 SELF_SIGNED_DAYS = 365
 RENEW_BEFORE = datetime.timedelta(days=30)  # (well before FightwatchCertificateExpiring: 7 days)
@@ -165,6 +160,9 @@ class ServingTls:
 
 def describe(cert_pem: bytes, *, source: str) -> Certificate:
     """The first certificate of a PEM chain, as `Certificate`."""
+    from cryptography import x509  # noqa: PLC0415 - 14 MiB, only where certificates are served
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError as exc:
@@ -187,6 +185,11 @@ def fingerprint(der: bytes) -> str:
 
 def self_signed(hosts: tuple[str, ...] = (), *, now: datetime.datetime) -> tuple[bytes, bytes]:
     """A new key and a certificate signed by it for localhost, this host's name, $POD_IP and `hosts`: PEM bytes."""
+    from cryptography import x509  # noqa: PLC0415 - 14 MiB, only where certificates are served
+    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+    from cryptography.x509.oid import NameOID  # noqa: PLC0415
+
     key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = []
     for host in ("localhost", socket.gethostname(), "127.0.0.1", "::1", os.environ.get("POD_IP", ""), *hosts):

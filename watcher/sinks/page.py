@@ -14,9 +14,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Final
-
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from functools import cache
+from typing import TYPE_CHECKING, Final
 
 from watcher.detection.incidents import group
 from watcher.model import Finding, FindingState, Incident, format_time
@@ -24,6 +23,9 @@ from watcher.sinks.report import severity_order
 from watcher.sinks.timeline_axis import clock, date
 from watcher.sinks.timeline_layout import Lane, Layout, layout
 from watcher.sinks.timeline_shapes import svg_number
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 MANAGERS_SHOWN: Final = 8  # of the writes by manager in the summary; the rest behind a disclosure
 
@@ -63,9 +65,25 @@ class _Card:
     incident: Incident | None = None  # the incident it is part of, when that has other findings too
 
 
-_TEMPLATES: Final = Environment(
-    loader=PackageLoader("watcher", "sinks/templates"), autoescape=True, undefined=StrictUndefined
-)
+@cache
+def _templates() -> Environment:
+    """The page's templates, loaded on the first page rendered (Jinja2 costs 9 MiB where no page is served)."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined  # noqa: PLC0415
+
+    templates = Environment(
+        loader=PackageLoader("watcher", "sinks/templates"), autoescape=True, undefined=StrictUndefined
+    )
+    templates.filters.update(
+        utc=utc,
+        iso=format_time,
+        duration=duration,
+        rate=rate,
+        clock=clock,
+        day=date,
+        n=svg_number,
+        number="{:,}".format,
+    )
+    return templates
 
 
 def render_findings(findings: Sequence[Finding], *, now: float, summary: Summary | None = None) -> str:
@@ -75,12 +93,16 @@ def render_findings(findings: Sequence[Finding], *, now: float, summary: Summary
     ordered = severity_order(findings)
     shared = [i for i in group(ordered) if len(i.members) > 1]
     incident_of = {finding_id: i for i in shared for finding_id in i.members}
-    return _TEMPLATES.get_template("findings.html.j2").render(
-        cards=[replace(_card(f, n, now), incident=incident_of.get(f.id)) for n, f in enumerate(ordered, 1)],
-        incidents=shared,
-        summary=summary,
-        managers_shown=MANAGERS_SHOWN,
-        overview=_overview(ordered),
+    return (
+        _templates()
+        .get_template("findings.html.j2")
+        .render(
+            cards=[replace(_card(f, n, now), incident=incident_of.get(f.id)) for n, f in enumerate(ordered, 1)],
+            incidents=shared,
+            summary=summary,
+            managers_shown=MANAGERS_SHOWN,
+            overview=_overview(ordered),
+        )
     )
 
 
@@ -91,8 +113,10 @@ def render_page(
     polling), the filter bar, and `fragment` in <main id="findings"> (None: empty, to be fetched).
     `meta_policy`: state the Content-Security-Policy in the document too (a file has no headers)."""
     policy = content_security_policy(nonce, live=live is not None, meta=True) if meta_policy else None
-    return _TEMPLATES.get_template("page.html.j2").render(
-        fragment=fragment, title=title, nonce=nonce, live=live, policy=policy
+    return (
+        _templates()
+        .get_template("page.html.j2")
+        .render(fragment=fragment, title=title, nonce=nonce, live=live, policy=policy)
     )
 
 
@@ -165,8 +189,3 @@ _UNITS: Final = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"))
 def rate(per_minute: float) -> str:
     """Three significant digits at most: `200`, `49.9`, `1.6`."""
     return f"{per_minute:.3g}" if per_minute < 1000 else f"{per_minute:,.0f}"
-
-
-_TEMPLATES.filters.update(
-    utc=utc, iso=format_time, duration=duration, rate=rate, clock=clock, day=date, n=svg_number, number="{:,}".format
-)
