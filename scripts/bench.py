@@ -51,8 +51,8 @@ from engine_under_test import (
 )
 from synthetic_cluster import stream_summary
 
-from watcher.cli import tune_gc
 from watcher.config import Config, DetectionSettings
+from watcher.offline import tune_gc
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS = {"ConfigMap": "V1ConfigMap", "Deployment": "V1Deployment", "ReplicaSet": "V1ReplicaSet"}

@@ -45,8 +45,8 @@ from engine_under_test import (
 )
 from synthetic_cluster import SPAN, Truth, stream_summary
 
-from watcher.cli import tune_gc
 from watcher.config import Config, DetectionSettings
+from watcher.offline import tune_gc
 
 # ------------------------------------------------------------------------------------ memory per object
 

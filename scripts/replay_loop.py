@@ -19,8 +19,8 @@ from pathlib import Path
 from bench import decode_only  # (scripts/bench.py, beside this script: the floor is defined once)
 from engine_under_test import findings, make_engine, replay_events
 
-from watcher.cli import tune_gc
 from watcher.config import Config
+from watcher.offline import tune_gc
 
 
 def main() -> None:

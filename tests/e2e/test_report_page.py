@@ -18,10 +18,10 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
 from harness.browser import Browser, open_browser
-from watcher.cli import DEMO_CAPTURE
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.model import Finding, Timeline
+from watcher.offline import DEMO_CAPTURE
 from watcher.sources.capture import ReadStats, read_captures
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from harness.envelopes import WRITERS, gke_degraded, raw_lines
 from tests.unit.test_cli_audit import CURRENT, LEVELS, SCENARIOS, V1_20
-from watcher.cli import Analysis
 from watcher.config import load_config
+from watcher.offline import Analysis
 from watcher.sinks.report import write_json
 from watcher.sources.audit import AuditError, AuditStats, decode_audit, read_audit_log
 from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener

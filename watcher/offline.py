@@ -1,0 +1,428 @@
+"""The offline commands, `replay`, `demo` and `audit`: recorded watch events and audit events read, joined and
+analysed, then the table, JSON or report page. The command line (`watcher.cli`) imports this module for them
+only, so that `run` holds none of the readers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Generator, Sequence
+from contextlib import ExitStack
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from watcher.config import Config
+from watcher.detection.engine import Engine
+from watcher.detection.events import ObjectEvent
+from watcher.detection.join import Joined
+from watcher.detection.request_engine import RequestEngine
+from watcher.detection.requests import Request
+from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from watcher.model import Finding, FindingChange, FindingState, FindingType, ObjectRef, Writer, format_time
+from watcher.sinks.report import write_json, write_table
+from watcher.sources.audit import AuditStats, read_audit_logs
+from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
+from watcher.sources.envelopes import Envelope, EnvelopeStats
+
+if TYPE_CHECKING:
+    from watcher.sinks.page import Summary
+
+DEMO_CAPTURE = "demo-capture.jsonl.gz"
+DEMO_RECORD = "demo-capture.json"  # how the demo capture was recorded: the Kubernetes release, the day
+NOT_BUILT = "the native engine is not built in this installation (see `fightwatch --version`)"
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    """`fightwatch replay`, `fightwatch demo` and `fightwatch audit`."""
+    tally = WriteTally() if args.html is not None else None
+    if args.command == "audit":
+        if args.follow:
+            return _follow(args, config, tally)
+        return _analyse(Analysis(config, requests=args.files, envelope=args.audit_format, tally=tally), args)
+    try:
+        engine = Engine(config.detection, attribution=args.engine, on_write=tally)
+    except ImportError:
+        print(f"fightwatch: --engine native: {NOT_BUILT}", file=sys.stderr)
+        return EXIT_ERROR
+    with ExitStack() as stack:
+        if args.command == "demo":
+            data = resources.files("watcher") / "data"
+            files = [str(stack.enter_context(resources.as_file(data / DEMO_CAPTURE)))]
+            print(
+                f"Replaying the bundled demo capture ({Path(files[0]).name}), {_demo_origin(data)}.\n", file=sys.stderr
+            )
+        else:
+            files = args.files
+        return _analyse(
+            Analysis(
+                config,
+                watch=engine,
+                captures=files,
+                requests=getattr(args, "audit", None) or [],
+                envelope=getattr(args, "audit_format", None),
+                tally=tally,
+            ),
+            args,
+        )
+    return EXIT_OK  # pragma: no cover - ExitStack does not swallow exceptions
+
+
+def _demo_origin(data: Traversable) -> str:
+    """Where and when the demo capture was recorded, as its record (DEMO_RECORD, written with it) says."""
+    record = json.loads((data / DEMO_RECORD).read_text())
+    return (
+        f"recorded from a real kube-apiserver {record['kubernetes']} with its kube-controller-manager and kubectl, "
+        f"on {record['recorded']}, while real clients fought"
+    )
+
+
+class WriteTally:
+    """Who wrote how much, and to how many objects: the report's summary of what was analysed (`--html`). The watch
+    engine tells it of every write (`on_write`); the analysis, of every write request of audit-only analyses."""
+
+    def __init__(self) -> None:
+        self.by_manager: Counter[str] = Counter()
+        self.objects: set[tuple[str, str | None, str]] = set()
+
+    def __call__(self, ref: ObjectRef, writers: Sequence[Writer]) -> None:
+        self.objects.add((ref.kind or ref.resource, ref.namespace, ref.name))
+        for writer in writers:
+            self.by_manager[writer.manager or "(unattributed)"] += 1
+
+    def request(self, request: Request) -> None:
+        obj = request.object
+        self.objects.add((obj.resource, obj.namespace or None, obj.name))
+        self.by_manager[request.manager or request.user] += 1
+
+    def summary(self, analysis: Analysis, note: str) -> Summary:
+        from watcher.sinks.page import Summary  # noqa: PLC0415 - the template engine only for a report
+
+        return Summary(
+            sources=tuple(Path(f).name if f != "-" else "(standard input)" for f in analysis.files),
+            events=analysis.events,
+            objects=len(self.objects),
+            first=analysis.first,
+            last=analysis.last,
+            writes_by_manager=tuple(self.by_manager.most_common()),
+            note=note,
+        )
+
+
+class Analysis:
+    """An offline analysis: captures of watch events, audit logs, or both (joined), fed in time order."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        watch: Engine | None = None,
+        captures: Sequence[str] = (),
+        requests: Sequence[str] = (),
+        envelope: Envelope | None = None,
+        tally: WriteTally | None = None,
+        on_change: Callable[[FindingChange], None] | None = None,
+    ) -> None:
+        """`on_change` (with one audit log and no captures) follows the log as it is written (`audit --follow`) and
+        is told of every finding opened, updated or resolved on the way."""
+        self.captures, self.audit_logs = list(captures), list(requests)
+        self.envelope = envelope  # of the audit logs: None to tell by each file's first record
+        self.on_change = on_change
+        self._quiet_since = time.monotonic()  # (following: when the last request arrived)
+        self.tally = tally
+        self.watch = watch
+        self.requests = RequestEngine(config.detection) if requests else None
+        self.joined = Joined(watch, self.requests) if watch is not None and self.requests is not None else None
+        self.read = ReadStats()
+        self.audit = AuditStats()
+        self.first: float | None = None
+        self.last: float | None = None
+
+    @property
+    def files(self) -> list[str]:
+        return self.captures + self.audit_logs
+
+    @property
+    def events(self) -> int:
+        """Events analysed (watch events and audit events)."""
+        return self.read.events + self.audit.events
+
+    @property
+    def skipped_invalid(self) -> int:
+        return self.read.skipped_invalid + self.audit.read.skipped_invalid
+
+    def findings(self) -> list[Finding]:
+        if self.joined is not None:
+            return self.joined.active() + self.joined.resolved()
+        engine = self.watch or self.requests
+        assert engine is not None
+        return engine.active() + engine.resolved()
+
+    def run(self, *, skip_invalid: bool) -> None:
+        """Feed everything to the engines, keeping the times of the first and the last event analysed. A
+        `CaptureError` ends it: a bad event (unless skipped), or a file that broke off."""
+        streams: list[Generator[ObjectEvent | Request, None, None]] = []
+        if self.watch is not None and self.captures:
+            streams.append(read_captures(self.captures, self.watch.decode, stats=self.read, skip_invalid=skip_invalid))
+        if self.requests is not None:
+            follow = self._idle if self.on_change is not None else None
+            streams.append(
+                read_audit_logs(
+                    self.audit_logs, stats=self.audit, skip_invalid=skip_invalid, envelope=self.envelope, follow=follow
+                )
+            )
+        items = streams[0] if len(streams) == 1 else merged(streams, _time)
+        try:
+            for item in items:
+                if isinstance(item, Request):
+                    self._request(item)
+                else:
+                    self._event(item, skip_invalid=skip_invalid)
+        finally:
+            items.close()
+
+    def _event(self, event: ObjectEvent, *, skip_invalid: bool) -> None:
+        assert self.watch is not None
+        try:
+            if self.joined is not None:
+                self.joined.process_event(event)
+            else:
+                self.watch.process(event)
+        except ValueError as exc:  # values the engine cannot read, found while analysing
+            if not skip_invalid:
+                raise CaptureError(self.read.source, self.read.line, str(exc)) from None
+            self.read.note(f"{self.read.source}:{self.read.line}: {exc}")
+            return
+        self._saw(self.watch.now)
+
+    def _request(self, request: Request) -> None:
+        assert self.requests is not None
+        if self.tally is not None and self.watch is None and request.is_write and request.object.name:
+            self.tally.request(request)
+        if self.joined is not None:
+            self.joined.process_request(request)
+        else:
+            self._changed(self.requests.process(request))
+        self._saw(self.requests.now)
+
+    def _changed(self, changes: list[FindingChange]) -> None:
+        if self.on_change is not None:
+            self._quiet_since = time.monotonic()
+            for change in changes:
+                self.on_change(change)
+
+    def _idle(self) -> None:
+        """While a followed log is quiet, its clock runs on: the time of its last request, plus the time since."""
+        assert self.requests is not None
+        if self.last is not None:
+            changes = self.requests.advance(self.last + time.monotonic() - self._quiet_since)
+            if self.on_change is not None:
+                for change in changes:
+                    self.on_change(change)
+
+    def _saw(self, now: float) -> None:
+        if self.first is None:
+            self.first = now
+        self.last = now if self.last is None else max(self.last, now)
+
+    def nothing_found(self) -> str:
+        kinds = ["controller fights", "hot loops"] if self.watch is not None else []
+        kinds += ["conflict storms", "stuck appliers", "no-op write loops"] if self.requests is not None else []
+        return f"No {', '.join(kinds[:-1])} or {kinds[-1]} found."
+
+    def problems(self) -> list[str]:
+        return self.read.problems + self.audit.read.problems
+
+    def totals(self) -> str:
+        findings = self.findings()
+        counts = Counter(f.type for f in findings)
+        active = sum(f.state is FindingState.ACTIVE for f in findings)
+        kinds = [FindingType.FIGHT, FindingType.HOT_LOOP] if self.watch is not None else []
+        kinds += list(REQUEST_TYPES) if self.requests is not None else []
+        found = ", ".join(k.counted(counts[k]) for k in kinds)
+        timed = self.first is not None and self.last is not None and self.first > 0
+        span = (
+            f" from {format_time(self.first)} to {format_time(self.last)}" if timed and self.first and self.last else ""
+        )
+        lines = [f"{found} ({active} active).", f"{self.events:,} events{span}."]
+        if self.watch is not None:
+            lines += _watch_totals(self.watch, self.read)
+        if self.requests is not None:
+            lines += _request_totals(self.requests, self.audit)
+        if self.skipped_invalid:
+            lines.append(f"{self.skipped_invalid:,} invalid events skipped.")
+        return "\n".join(lines)
+
+
+REQUEST_TYPES: Final = (FindingType.CONFLICT_STORM, FindingType.APPLY_CONFLICT, FindingType.NOOP_WRITES)
+
+
+def _time(item: ObjectEvent | Request) -> float:
+    time = item.time
+    return time if time is not None else 0.0
+
+
+def _follow(args: argparse.Namespace, config: Config, tally: WriteTally | None) -> int:
+    """`fightwatch audit --follow LOG`: every finding as it opens, changes and resolves, logged as `run` logs them
+    (on standard output), then on Ctrl-C, SIGTERM or the end of a pipe the summary, as without --follow."""
+    from watcher.sinks.log import configure_logging, log_change  # noqa: PLC0415 - structlog only when following
+
+    if len(args.files) != 1:
+        print("fightwatch: audit --follow reads one log (a file, or - for standard input)", file=sys.stderr)
+        return EXIT_ERROR
+    configure_logging(config.log, stream=sys.stdout)
+    signal.signal(signal.SIGTERM, _interrupt)
+    analysis = Analysis(config, requests=args.files, envelope=args.audit_format, tally=tally, on_change=log_change)
+    return _analyse(analysis, args)
+
+
+def _interrupt(_signal: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
+    tune_gc()
+    error = None
+    try:
+        analysis.run(skip_invalid=args.skip_invalid)
+    except KeyboardInterrupt:
+        if analysis.on_change is None:
+            raise
+        print(file=sys.stderr)  # (after the ^C the terminal shows)
+    except CaptureError as exc:
+        if analysis.events == 0 and not analysis.skipped_invalid:  # nothing analysed: the error is all there is
+            print(f"fightwatch: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        error = exc
+    findings = analysis.findings()
+    if args.output == "json":
+        write_json(findings, sys.stdout.buffer, incidents=args.incidents)
+        sys.stdout.flush()
+    else:
+        write_table(findings, sys.stdout, totals=analysis.totals(), empty=analysis.nothing_found())
+    if args.html is not None and not _write_report(args.html, analysis, findings, error):
+        return EXIT_ERROR
+    for problem in analysis.problems():
+        print(f"fightwatch: skipped {problem}", file=sys.stderr)
+    if analysis.events == 0 and error is None:
+        lines = analysis.read.lines + analysis.audit.read.lines
+        invalid = ", all invalid" if analysis.skipped_invalid else ""
+        print(
+            f"fightwatch: warning: no events were read from {', '.join(analysis.files)} "
+            f"({lines:,} lines{invalid}): nothing was analysed",
+            file=sys.stderr,
+        )
+    if error is not None:
+        print(f"fightwatch: {error}", file=sys.stderr)
+        # (a file that broke off, with no line, is past what skipping can help)
+        advice = "; use --skip-invalid to skip bad events" if error.line is not None else ""
+        print(
+            f"fightwatch: the findings above cover the {analysis.events:,} events read before this point{advice}",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    if args.fail_on_findings and findings:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _write_report(path: Path, analysis: Analysis, findings: list[Finding], error: CaptureError | None) -> bool:
+    """Write the self-contained HTML report (`--html`): whole or not at all (a temporary file renamed into place)."""
+    from watcher.sinks.page import report  # noqa: PLC0415 - the template engine only for a report
+
+    assert analysis.tally is not None
+    notes = [f"{analysis.skipped_invalid:,} invalid events skipped"] if analysis.skipped_invalid else []
+    if error is not None:
+        notes.append(f"the analysis stopped at {error}: this report covers the events read before it")
+    summary = analysis.tally.summary(analysis, "; ".join(notes))
+    now = analysis.last if analysis.last is not None else time.time()
+    page = report(findings, summary=summary, now=now)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(page, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        print(f"fightwatch: --html {path}: {exc.strerror or exc}", file=sys.stderr)
+        partial.unlink(missing_ok=True)
+        return False
+    print(f"fightwatch: wrote the report to {path}", file=sys.stderr)
+    return True
+
+
+def tune_gc() -> None:
+    """Streaming allocates many short-lived dicts and keeps few: collect the young generation less often.
+
+    The engine's state holds no reference cycles worth chasing every few hundred allocations; with the default
+    thresholds the collector spends a tenth of a replay re-scanning it.
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+
+
+def _watch_totals(engine: Engine, read: ReadStats) -> list[str]:
+    s = engine.stats
+    lines = [
+        f"Watch: {read.events:,} events, {s.writes:,} writes to {engine.tracked_objects:,} objects "
+        f"({s.unattributed_writes:,} unattributed), {s.ignored_events:,} ignored, {s.duplicate_events:,} duplicates."
+    ]
+    if s.without_managed_fields:
+        lines.append(
+            f"Warning: {s.without_managed_fields:,} events carried no managedFields, so their writers cannot be "
+            "named; kubectl hides them unless you capture with `--show-managed-fields`."
+        )
+    if s.unattributed_writes and not engine.subresources_seen and s.without_managed_fields < s.events:
+        lines.append(
+            "Note: no managedFields entry here names a subresource, as on API servers before 1.22: there a write "
+            "through the scale subresource leaves no entry and a writer rewriting its own fields does not stamp its "
+            "entry, so some writers cannot be named (an autoscaler's) and a status loop's only from full objects."
+        )
+    if s.untimed_events:
+        lines.append(
+            f"Warning: {s.untimed_events:,} events had neither observedAt nor a managedFields time; hot loops "
+            "cannot be measured on them."
+        )
+    return lines
+
+
+def _request_totals(engine: RequestEngine, audit: AuditStats) -> list[str]:
+    s = engine.stats
+    skipped = ", ".join(f"{n:,} {stage}" for stage, n in sorted(audit.stages_skipped.items()))
+    analysed = s.writes + s.conflicts + s.apply_conflicts + s.failed
+    line = (
+        f"Audit: {audit.events:,} events, {s.requests:,} completed requests: {analysed:,} writes analysed "
+        f"({s.conflicts:,} conflicts, {s.apply_conflicts:,} apply conflicts, {s.noop_writes:,} no-op writes), "
+        f"{s.reads:,} reads, {s.ignored:,} ignored; {audit.without_object:,} without an object"
+        + (f"; other stages skipped: {skipped}" if skipped else "")
+        + "."
+    )
+    return [line, *_envelope_totals(audit.envelopes), *_backwards(audit)]
+
+
+def _backwards(audit: AuditStats) -> list[str]:
+    if not audit.backwards:
+        return []
+    files = ", ".join(f"{n:,} in {Path(f).name if f != '-' else 'standard input'}" for f, n in audit.backwards.items())
+    return [
+        f"Warning: requests older than one read before them by more than a minute ({files}): is the log newest "
+        "first? `gcloud logging read` and Log Analytics queries print so unless asked otherwise (`--order=asc`, "
+        "`| order by TimeGenerated asc`); findings need a log read oldest first."
+    ]
+
+
+def _envelope_totals(stats: EnvelopeStats) -> list[str]:
+    """What the envelopes held, where they were not (all) raw: records by envelope, and those without audit events."""
+    if not stats.records or set(stats.records) == {Envelope.RAW}:
+        return []
+    records = ", ".join(f"{n:,} records of {envelope.label}" for envelope, n in stats.records.most_common())
+    line = f"Envelopes: {records}"
+    if stats.skipped:
+        skipped = ", ".join(f"{n:,} of {what}" for what, n in stats.skipped.most_common())
+        line += f"; skipped, holding no audit event: {skipped}"
+    return [line + "."]
