@@ -409,6 +409,7 @@ class ResourceWatch:
         lines = 0
         pending = b""
         clean = False
+        batch = settings.read_batch
         try:
             content = response.content
             while chunk := await content.readany():
@@ -424,6 +425,8 @@ class ResourceWatch:
                     if line:
                         lines += 1
                         self._on_line(line, now)
+                if batch:  # (after handling what was read: the first event of a burst is not held back)
+                    await _gathered(response, batch)
             clean = True
         finally:
             if clean:
@@ -489,6 +492,21 @@ class ResourceWatch:
         event = self._event(encode(EventType.DELETED, obj), now)
         if event is not None:
             self._deliver(event, self.resource)
+
+
+async def _gathered(response: aiohttp.ClientResponse, seconds: float) -> None:
+    """Let a watch's next events gather for `seconds`: its connection is not read meanwhile, so they are received,
+    decrypted (TLS) and parsed in one go, and handed over in one chunk, instead of one wake-up each."""
+    connection = response.connection
+    transport = connection.transport if connection is not None else None
+    if transport is None or transport.is_closing():
+        return
+    transport.pause_reading()
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        if not transport.is_closing():
+            transport.resume_reading()
 
 
 def _ignored(resource: ApiResource, error: EventError) -> None:
