@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from watcher.sources.lazy_imports import lazy_names
+from watcher.sources.lazy_imports import all_names, find_name, lazy_shape
 
 
 def imported_after(code: str) -> set[str]:
@@ -72,19 +72,25 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     ("source", "lazy"),
     [
         (
-            '"""Doc."""\nfrom __future__ import annotations\n__version__ = "1"\nfrom a.b import C\nimport a.d as d\n',
+            '# coding: utf-8\n"""Doc."""\nfrom __future__ import annotations\n__version__ = "1"\n'
+            'from a.b import C  # noqa\nimport a.d as d\nfrom a.e import F as G\n__all__ = [\n    "C",\n    "d",\n]\n',
             True,
         ),
         ("from a import *\n", False),
         ("import a\n", False),  # binds `a` itself: not a name this package defines
         ("x = compute()\n", False),
         ("if True:\n    from a import b\n", False),
+        ("from a import (\n    b,\n)\n", False),
     ],
 )
 def test_only_an_init_of_imports_and_constants_loads_lazily(source: str, lazy: bool) -> None:
-    found = lazy_names(source)
-    assert (found is not None) == lazy
-    if found is not None:
-        names, constants = found
-        assert names == {"C": ("a.b", "C"), "d": ("a.d", None)}
+    constants = lazy_shape(source)
+    assert (constants is not None) == lazy
+    if constants is not None:
         assert constants == {"__version__": "1"}
+        assert find_name(source, "C") == ("a.b", "C")
+        assert find_name(source, "d") == ("a.d", None)
+        assert find_name(source, "G") == ("a.e", "F")
+        assert find_name(source, "F") is None
+        assert find_name(source, "b") is None
+        assert all_names(source) == ["C", "d"]
