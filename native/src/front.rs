@@ -3,7 +3,6 @@
 //! annotations, body; and the status of the few objects that need it, by object key). Only what the detectors
 //! read crosses into Python: each write's `Write` (writers, changed paths, handovers).
 
-use std::collections::{HashMap, HashSet};
 use std::hash::Hasher;
 use std::rc::Rc;
 
@@ -12,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 
-use crate::digest;
+use crate::digest::{self, KeyedMap, KeyedSet};
 use crate::event::{self, text, Outcome, Parsed};
 use crate::fields::{FieldSet, FieldSets};
 use crate::paths::{PathId, Paths, ROOT};
@@ -43,7 +42,7 @@ struct RawWriter<'a> {
 }
 
 struct Writers {
-    ids: HashMap<u64, WriterId>,
+    ids: KeyedMap<u64, WriterId>,
     keys: Vec<[String; 3]>,
     py: Vec<Option<Py<PyAny>>>,
     /// Managers of the API server's own (model.py's `SERVER_MANAGERS`), by writer.
@@ -95,9 +94,9 @@ struct Shared {
     fields: FieldSets,
     tables: Tables,
     writers: Writers,
-    times: HashMap<String, f64>,
+    times: KeyedMap<String, f64>,
     /// The status tables of the few objects that need one, by object key (see `status_changes`).
-    statuses: HashMap<i64, Rc<Table>>,
+    statuses: KeyedMap<i64, Rc<Table>>,
     /// The server stamps every write's writer: an entry with a subresource was seen (reference.py's `_note_server`).
     stamped: bool,
     untraced: PathId,
@@ -284,7 +283,7 @@ fn visible(meta: &Table, body: &Table, path: PathId) -> bool {
 #[pyclass(unsendable, module = "watcher._native")]
 pub struct Front {
     shared: Shared,
-    objects: HashMap<i64, ObjectState>,
+    objects: KeyedMap<i64, ObjectState>,
 }
 
 #[pymethods]
@@ -308,9 +307,9 @@ impl Front {
                 paths,
                 fields,
                 tables,
-                writers: Writers { ids: HashMap::new(), keys: Vec::new(), py: Vec::new(), server: Vec::new() },
-                times: HashMap::new(),
-                statuses: HashMap::new(),
+                writers: Writers { ids: KeyedMap::default(), keys: Vec::new(), py: Vec::new(), server: Vec::new() },
+                times: KeyedMap::default(),
+                statuses: KeyedMap::default(),
                 stamped: false,
                 untraced,
                 writer_class,
@@ -319,7 +318,7 @@ impl Front {
                 unattributed,
                 new_tuple,
             },
-            objects: HashMap::new(),
+            objects: KeyedMap::default(),
         })
     }
 
@@ -463,7 +462,7 @@ impl Front {
         let (meta_after, body_after) = (state.meta.clone(), state.body.clone());
         let handovers = PyList::empty(py);
         // Ownership: leaves a writer gained that another manager owned before and no longer owns.
-        let mut taken: HashSet<PathId> = HashSet::new();
+        let mut taken: KeyedSet<PathId> = KeyedSet::default();
         for (taker, paths) in &mut gained {
             paths.sort_by(|a, b| shared.paths.text(*a).cmp(shared.paths.text(*b))); // (reference.py's order)
             for &path in paths.iter() {
