@@ -187,9 +187,9 @@ impl Shared {
         compare: bool,
     ) -> PyResult<Vec<PathId>> {
         let mut changed = Vec::new();
-        let labels: Vec<(&str, &str)> = p.labels.iter().map(|(k, r)| (k.as_str(), text(data, r.clone()))).collect();
+        let labels: Vec<(&str, &str)> = p.labels.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
         let annotations: Vec<(&str, &str)> =
-            p.annotations.iter().map(|(k, r)| (k.as_str(), text(data, r.clone()))).collect();
+            p.annotations.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
         let meta = self.tables.meta(&mut self.paths, &labels, &annotations, &state.meta).map_err(invalid)?;
         if !Rc::ptr_eq(&meta, &state.meta) {
             if compare {
@@ -197,7 +197,7 @@ impl Shared {
             }
             state.meta = meta;
         }
-        let body: Vec<(&str, &str)> = p.body.iter().map(|(k, r)| (k.as_str(), text(data, r.clone()))).collect();
+        let body: Vec<(&str, &str)> = p.body.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
         let digest = Tables::body_digest(&body);
         if digest != state.body.digest {
             let table = self.tables.body(&mut self.paths, &body, digest).map_err(invalid)?;
@@ -358,7 +358,10 @@ impl Front {
 
     /// Take this version as the object's baseline without counting a write (a relist).
     fn resync(&mut self, py: Python<'_>, p: &Parsed) -> PyResult<()> {
-        let mut state = self.objects.remove(&p.key).ok_or_else(|| PyKeyError::new_err(p.uid.clone()))?;
+        let mut state = self
+            .objects
+            .remove(&p.key)
+            .ok_or_else(|| PyKeyError::new_err(p.uid.get(p.data.as_bytes(py)).to_owned()))?;
         let taken = self.take(py, &mut state, p);
         self.objects.insert(p.key, state);
         taken
@@ -366,7 +369,10 @@ impl Front {
 
     /// Attribute a write, the object's `seq`-th: a `Write` (see attribution.py).
     fn attribute(&mut self, py: Python<'_>, p: &Parsed, now: f64, seq: u64) -> PyResult<Py<PyAny>> {
-        let state = self.objects.get_mut(&p.key).ok_or_else(|| PyKeyError::new_err(p.uid.clone()))?;
+        let state = self
+            .objects
+            .get_mut(&p.key)
+            .ok_or_else(|| PyKeyError::new_err(p.uid.get(p.data.as_bytes(py)).to_owned()))?;
         let shared = &mut self.shared;
         let data = p.data.as_bytes(py);
         let raw = shared.group(p, data);

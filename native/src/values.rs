@@ -25,7 +25,7 @@ pub struct Shape {
 pub struct Table {
     pub shape: Rc<Shape>,
     pub hashes: Box<[u32]>,
-    pub digest: u64, // of the body the table was made from (0: no body, or labels and annotations)
+    pub digest: u64, // of the text the table was made from (0: none)
 }
 
 impl Table {
@@ -127,7 +127,8 @@ impl Tables {
         Rc::new(Table { shape: self.shape(ids), hashes: hashes.into_boxed_slice(), digest })
     }
 
-    /// Labels and annotations as a table; `old` itself when nothing changed.
+    /// Labels and annotations as a table; `old` itself when nothing changed. The table's digest is of their text:
+    /// a version whose labels and annotations read as the last one's is not hashed again.
     pub fn meta(
         &mut self,
         paths: &mut Paths,
@@ -137,6 +138,20 @@ impl Tables {
     ) -> Fallible<Rc<Table>> {
         if labels.is_empty() && annotations.is_empty() {
             return Ok(self.empty.clone());
+        }
+        let mut hasher = digest::hasher();
+        for map in [labels, annotations] {
+            for (key, value) in map {
+                hasher.write(key.as_bytes());
+                hasher.write_u8(0);
+                hasher.write(value.as_bytes());
+                hasher.write_u8(0);
+            }
+            hasher.write_u8(1);
+        }
+        let digest = hasher.finish().max(1);
+        if digest == old.digest {
+            return Ok(old.clone());
         }
         let mut leaves = Leaves::with_capacity(labels.len() + annotations.len());
         for (section, map) in [(self.labels, labels), (self.annotations, annotations)] {
@@ -151,7 +166,7 @@ impl Tables {
         }
         let same = old.shape.paths.len() == leaves.len()
             && leaves.iter().zip(old.shape.paths.iter().zip(old.hashes.iter())).all(|(a, b)| a.0 == b.0 && a.1 == b.1);
-        Ok(if same { old.clone() } else { self.table(leaves, 0) })
+        Ok(if same { old.clone() } else { self.table(leaves, digest) })
     }
 
     /// `meta_value_hash` of a string with escapes, cached by its text: such values are long (kubectl's
