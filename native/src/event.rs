@@ -59,7 +59,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Pairs<'a> {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs<'de>, A::Error> {
-                let mut pairs = Vec::new();
+                let mut pairs = Vec::with_capacity(8);
                 while let Some(key) = map.next_key::<Key<'de>>()? {
                     let value: &'de RawValue = map.next_value()?;
                     pairs.push((key.0, value));
@@ -104,7 +104,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for ObjectDoc<'a> {
                 f.write_str("a Kubernetes object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectDoc<'de>, A::Error> {
-                let mut doc = ObjectDoc { api_version: None, kind: None, meta: None, status: None, body: Vec::new() };
+                let mut doc =
+                    ObjectDoc { api_version: None, kind: None, meta: None, status: None, body: Vec::with_capacity(4) };
                 while let Some(key) = map.next_key::<Key<'de>>()? {
                     match key.0.as_ref() {
                         "apiVersion" => doc.api_version = map.next_value()?,
@@ -232,7 +233,8 @@ pub const MODIFIED: u8 = 1;
 pub const DELETED: u8 = 2;
 
 /// A parsed event: what the engine needs before attribution, plus ranges of `data` for the rest.
-#[pyclass(unsendable, module = "watcher._native")]
+// (frozen: the engine reads it without borrowing it, on any thread)
+#[pyclass(frozen, module = "watcher._native")]
 pub struct Parsed {
     pub data: Py<PyBytes>,
     pub event_type: u8,

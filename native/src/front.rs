@@ -6,9 +6,10 @@
 use std::hash::Hasher;
 use std::rc::Rc;
 
-use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 
 use crate::digest::{self, KeyedMap, KeyedSet};
@@ -100,11 +101,9 @@ struct Shared {
     /// The server stamps every write's writer: an entry with a subresource was seen (reference.py's `_note_server`).
     stamped: bool,
     untraced: PathId,
-    writer_class: Py<PyAny>,
-    handover_class: Py<PyAny>,
-    write_class: Py<PyAny>,
+    writer_class: Py<PyType>,
+    handover_class: Py<PyType>,
     unattributed: Py<PyAny>,
-    new_tuple: Py<PyAny>,
 }
 
 impl event::Context for Shared {
@@ -137,8 +136,8 @@ impl Shared {
             return Ok(found.clone_ref(py));
         }
         let [m, o, s] = &self.writers.keys[id as usize];
-        let fields = PyTuple::new(py, [m.as_str(), o.as_str(), s.as_str()])?;
-        let made = self.new_tuple.call1(py, (self.writer_class.clone_ref(py), fields))?;
+        let fields = [m, o, s].map(|part| PyString::new(py, part).into_any().unbind());
+        let made = new_item(py, self.writer_class.bind(py), fields)?;
         self.writers.py[id as usize] = Some(made.clone_ref(py));
         Ok(made)
     }
@@ -266,7 +265,7 @@ impl Shared {
             was,
             now,
         ];
-        self.new_tuple.call1(py, (self.handover_class.clone_ref(py), PyTuple::new(py, fields)?))
+        new_item(py, self.handover_class.bind(py), fields)
     }
 }
 
@@ -290,18 +289,20 @@ pub struct Front {
 impl Front {
     #[new]
     fn new(
-        py: Python<'_>,
-        writer_class: Py<PyAny>,
-        handover_class: Py<PyAny>,
-        write_class: Py<PyAny>,
+        writer_class: Bound<'_, PyType>,
+        handover_class: Bound<'_, PyType>,
         unattributed: Py<PyAny>,
     ) -> PyResult<Self> {
+        for class in [&writer_class, &handover_class] {
+            if !class.is_subclass_of::<PyTuple>()? || !tuple_layout(class) {
+                return Err(PyTypeError::new_err("the writer and handover classes must be NamedTuples"));
+            }
+        }
         let mut paths = Paths::new();
         let fields = FieldSets::new(&mut paths, 20_000);
         let tables = Tables::new(&mut paths, 4096);
         let spec = paths.field(ROOT, "spec");
         let untraced = paths.field(spec, "replicas");
-        let new_tuple = py.import("builtins")?.getattr("tuple")?.getattr("__new__")?.unbind();
         Ok(Front {
             shared: Shared {
                 paths,
@@ -312,11 +313,9 @@ impl Front {
                 statuses: KeyedMap::default(),
                 stamped: false,
                 untraced,
-                writer_class,
-                handover_class,
-                write_class,
+                writer_class: writer_class.unbind(),
+                handover_class: handover_class.unbind(),
                 unattributed,
-                new_tuple,
             },
             objects: KeyedMap::default(),
         })
@@ -367,8 +366,9 @@ impl Front {
         taken
     }
 
-    /// Attribute a write, the object's `seq`-th: a `Write` (see attribution.py).
-    fn attribute(&mut self, py: Python<'_>, p: &Parsed, now: f64, seq: u64) -> PyResult<Py<PyAny>> {
+    /// Attribute a write, the object's `seq`-th: a `Write`'s writers, changed paths and handovers (see
+    /// attribution.py).
+    fn attribute<'py>(&mut self, py: Python<'py>, p: &Parsed, now: f64, seq: u64) -> PyResult<Bound<'py, PyTuple>> {
         let state = self
             .objects
             .get_mut(&p.key)
@@ -539,7 +539,7 @@ impl Front {
         for &path in changed.iter().chain(status.iter()) {
             py_changed.append(shared.paths.py(py, path))?;
         }
-        shared.write_class.call1(py, (now, seq, py_writers, py_changed, handovers))
+        PyTuple::new(py, [py_writers.into_any(), py_changed.into_any(), handovers.into_any()])
     }
 
     /// Whether an entry with a subresource was seen (reference.py's `stamped`).
@@ -595,6 +595,32 @@ impl Front {
         state.controlled = p.controlled;
         state.generation = p.generation;
         Ok(())
+    }
+}
+
+/// Whether instances of a tuple subclass are laid out as tuples (no `__dict__`, no slots: a NamedTuple).
+fn tuple_layout(class: &Bound<'_, PyType>) -> bool {
+    // SAFETY: reading the size fields of a live type object.
+    unsafe {
+        let class = class.as_type_ptr();
+        let tuple = std::ptr::addr_of_mut!(ffi::PyTuple_Type);
+        (*class).tp_basicsize == (*tuple).tp_basicsize && (*class).tp_itemsize == (*tuple).tp_itemsize
+    }
+}
+
+/// An instance of a NamedTuple class (checked by `tuple_layout`) holding `items`, made as `tuple.__new__` makes one
+/// (its allocator, then the items), without the call and the intermediate tuple: one is made per handover.
+fn new_item<const N: usize>(py: Python<'_>, class: &Bound<'_, PyType>, items: [Py<PyAny>; N]) -> PyResult<Py<PyAny>> {
+    // SAFETY: the class's allocator returns a zeroed tuple of N items (or NULL with an exception set); each item is
+    // set once, to an owned reference, before the object is handed out.
+    unsafe {
+        let class = class.as_type_ptr();
+        let alloc = (*class).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+        let made = Bound::from_owned_ptr_or_err(py, alloc(class, N as ffi::Py_ssize_t))?;
+        for (i, item) in items.into_iter().enumerate() {
+            ffi::PyTuple_SET_ITEM(made.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr());
+        }
+        Ok(made.unbind())
     }
 }
 
