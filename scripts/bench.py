@@ -140,7 +140,7 @@ def profile(path: Path, settings: DetectionSettings, engine_name: str, top: int 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    synthetic_cluster.add_arguments(parser)  # --events, --objects, --seed, --templates
+    synthetic_cluster.add_arguments(parser)  # --events, --objects, --seed, --templates, --metadata-only
     parser.add_argument("--runs", type=int, default=3, help="timed runs per measurement; the best counts")
     parser.add_argument("--json", type=Path, default=Path("bench-results/replay.json"), help="write results here")
     parser.add_argument(
@@ -225,7 +225,13 @@ def main(argv: list[str] | None = None) -> int:
         return bench_memory.run(args)
     with tempfile.TemporaryDirectory(prefix="fightwatch-bench-") as tmp:
         path, truth, gen_seconds = synthetic_cluster.obtain(
-            args.stream, Path(tmp), events=args.events, objects=args.objects, seed=args.seed, templates=args.templates
+            args.stream,
+            Path(tmp),
+            events=args.events,
+            objects=args.objects,
+            seed=args.seed,
+            templates=args.templates,
+            metadata_only=args.metadata_only,
         )
         if gen_seconds is not None:
             print(f"generated {path} in {gen_seconds:.1f} s", file=sys.stderr)

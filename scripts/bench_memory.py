@@ -219,7 +219,13 @@ def run(args: argparse.Namespace) -> int:
     `args.json`. Pinning is the caller's."""
     with tempfile.TemporaryDirectory(prefix="fightwatch-bench-") as tmp:
         path, truth, gen_seconds = synthetic_cluster.obtain(
-            args.stream, Path(tmp), events=args.events, objects=args.objects, seed=args.seed, templates=args.templates
+            args.stream,
+            Path(tmp),
+            events=args.events,
+            objects=args.objects,
+            seed=args.seed,
+            templates=args.templates,
+            metadata_only=args.metadata_only,
         )
         if gen_seconds is not None:
             print(f"generated {path} in {gen_seconds:.1f} s", file=sys.stderr)

@@ -2,7 +2,7 @@
 """Generate a seeded synthetic cluster's watch stream, and the truth of what was injected into it.
 
     .venv/bin/python scripts/synthetic_cluster.py --out STREAM.jsonl [--events N] [--objects N] [--seed N]
-        [--templates DIR]
+        [--templates DIR] [--metadata-only]
 
 writes a JSON Lines capture (`{"type", "object", "observedAt"}` per line, in observedAt order) of `--events` watch
 events over `--objects` objects shaped like a current Kubernetes cluster's (ConfigMaps, Deployments with a pod
@@ -11,7 +11,8 @@ scripts/synthetic_objects.py), two hours of it: benign churn (rollouts with thei
 config edits, leader-election ConfigMaps renewed every 2 s, single corrections A->B->A, ownership migrations
 A->B->C) and a known set of injected fights (A->B->A->B... on spec.replicas or a label) and hot loops (one writer,
 >= 1 write/s for minutes). Beside it, STREAM.jsonl.truth.json (`Truth`): which objects play which role, and the
-stream's sizes. The same seed writes the same bytes.
+stream's sizes. The same seed writes the same bytes. With `--metadata-only`, the same events as a metadata-only
+watch receives them and `--record` writes them: each object reduced to its kind, apiVersion and metadata.
 
 Importable: `generate(path, events=, objects=, seed=)` returns the `Truth`; `load_truth(path)` reads a sidecar.
 """
@@ -327,8 +328,18 @@ def benign(rng: random.Random, obj: Planned, count: int) -> list[tuple[float, st
 # ---------------------------------------------------------------------------------------------- writing
 
 
-def generate(path: Path, *, events: int, objects: int, seed: int, templates_dir: Path = REAL_CAPTURES) -> Truth:
-    """Write the stream (JSON Lines, ordered by observedAt) and return what was injected and its sizes."""
+def generate(
+    path: Path,
+    *,
+    events: int,
+    objects: int,
+    seed: int,
+    templates_dir: Path = REAL_CAPTURES,
+    metadata_only: bool = False,
+) -> Truth:
+    """Write the stream (JSON Lines, ordered by observedAt) and return what was injected and its sizes; with
+    `metadata_only`, each object as a metadata-only watch sends it (PartialObjectMetadata: kind, apiVersion and
+    metadata) and a recording writes it (with the kind and apiVersion of the resource watched)."""
     rng = random.Random(seed)  # noqa: S311 - deterministic test data, not security
     pop = plan(rng, events, objects)
     templates = Templates(templates_dir)
@@ -360,6 +371,8 @@ def generate(path: Path, *, events: int, objects: int, seed: int, templates_dir:
             doc["metadata"]["resourceVersion"] = str(version)
             body = orjson.dumps(doc)
             state[idx] = None if kind == "DELETED" else body
+            if metadata_only:
+                body = orjson.dumps({"kind": doc["kind"], "apiVersion": doc["apiVersion"], "metadata": doc["metadata"]})
             line = b'{"type":"%s","object":%s,"observedAt":"%s"}\n' % (
                 kind.encode(),
                 body,
@@ -390,7 +403,14 @@ def load_truth(stream: Path) -> Truth | None:
 
 
 def obtain(
-    stream: Path | None, workdir: Path, *, events: int, objects: int, seed: int, templates: Path = REAL_CAPTURES
+    stream: Path | None,
+    workdir: Path,
+    *,
+    events: int,
+    objects: int,
+    seed: int,
+    templates: Path = REAL_CAPTURES,
+    metadata_only: bool = False,
 ) -> tuple[Path, Truth | None, float | None]:
     """The stream to measure: `stream` with its truth if it exists; else one generated there (and kept, with its
     sidecar) or, without `stream`, in `workdir`. Returns its path, its truth and the seconds generating took."""
@@ -399,7 +419,9 @@ def obtain(
     path = stream or workdir / "stream.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    truth = generate(path, events=events, objects=objects, seed=seed, templates_dir=templates)
+    truth = generate(
+        path, events=events, objects=objects, seed=seed, templates_dir=templates, metadata_only=metadata_only
+    )
     seconds = time.perf_counter() - start
     if stream is not None:
         write_truth(path, truth)
@@ -435,6 +457,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--templates", type=Path, default=REAL_CAPTURES, help="real captures (*.jsonl) to take object shapes from"
     )
+    parser.add_argument(
+        "--metadata-only",
+        action="store_true",
+        help="objects as a metadata-only watch sends them (kind, apiVersion, metadata), as `--record` writes them",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -444,7 +471,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    truth = generate(args.out, events=args.events, objects=args.objects, seed=args.seed, templates_dir=args.templates)
+    truth = generate(
+        args.out,
+        events=args.events,
+        objects=args.objects,
+        seed=args.seed,
+        templates_dir=args.templates,
+        metadata_only=args.metadata_only,
+    )
     write_truth(args.out, truth)
     roles = ", ".join(f"{role} {len(uids):,}" for role, uids in sorted(truth.roles.items()))
     print(

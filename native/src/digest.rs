@@ -5,7 +5,12 @@
 //!   implementations record identical handovers.
 //! - keys (64 bits): of bytes, keyed with fixed seeds (the same input hashes alike in every run), for lookups
 //!   inside this module only (objects, tries, bodies); a tag byte keeps keys of different kinds of input apart.
+//!
+//! The module's own maps and sets (`KeyedMap`, `KeyedSet`) hash with ahash too, keyed at random per map: several
+//! times cheaper than std's SipHash on the short keys they hold (path ids, names, keys), and as unpredictable to a
+//! writer choosing label names. Nothing iterates them where the order would show.
 
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 use std::io;
 
@@ -29,6 +34,28 @@ pub fn bytes(tag: u8, data: &[u8]) -> u64 {
 pub fn hasher() -> impl Hasher {
     STATE.build_hasher()
 }
+
+/// The hasher of `KeyedMap` and `KeyedSet`: ahash, keyed from std's random keys (a new key for each map, as std's).
+#[derive(Clone)]
+pub struct Keyed(ahash::RandomState);
+
+impl Default for Keyed {
+    fn default() -> Self {
+        let random = std::collections::hash_map::RandomState::new();
+        let key = |i: u64| random.hash_one(i);
+        Keyed(ahash::RandomState::with_seeds(key(0), key(1), key(2), key(3)))
+    }
+}
+
+impl BuildHasher for Keyed {
+    type Hasher = ahash::AHasher;
+    fn build_hasher(&self) -> ahash::AHasher {
+        self.0.build_hasher()
+    }
+}
+
+pub type KeyedMap<K, V> = HashMap<K, V, Keyed>;
+pub type KeyedSet<K> = HashSet<K, Keyed>;
 
 // CRC seeds by JSON type (hashing.py's STRING, NUMBER, ...).
 pub const STRING: u32 = 0x73;

@@ -21,10 +21,10 @@ use crate::fields::repr;
 /// The ordered members of a JSON object, values left as their text.
 struct Pairs<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
-/// An object's key, borrowed from the text unless it holds escapes.
+/// A string of the text (an object's key, or a value read as a string), borrowed from it unless it holds escapes.
 pub struct Key<'a>(pub Cow<'a, str>);
 
-impl<'de> Deserialize<'de> for Key<'de> {
+impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
@@ -43,6 +43,13 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
+impl<'a> Key<'a> {
+    /// The text of a member that may be missing ("" then).
+    fn or_empty(key: Option<Key<'a>>) -> Cow<'a, str> {
+        key.map(|k| k.0).unwrap_or_default()
+    }
+}
+
 impl<'de: 'a, 'a> Deserialize<'de> for Pairs<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
@@ -52,7 +59,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Pairs<'a> {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs<'de>, A::Error> {
-                let mut pairs = Vec::new();
+                let mut pairs = Vec::with_capacity(8);
                 while let Some(key) = map.next_key::<Key<'de>>()? {
                     let value: &'de RawValue = map.next_value()?;
                     pairs.push((key.0, value));
@@ -67,22 +74,22 @@ impl<'de: 'a, 'a> Deserialize<'de> for Pairs<'a> {
 #[derive(Deserialize)]
 struct Doc<'a> {
     #[serde(rename = "type", default, borrow)]
-    kind_of_event: Option<Cow<'a, str>>,
+    kind_of_event: Option<Key<'a>>,
     #[serde(default, borrow)]
     object: Option<ObjectDoc<'a>>,
     #[serde(rename = "observedAt", default, borrow)]
-    observed_at: Option<Cow<'a, str>>,
+    observed_at: Option<Key<'a>>,
     #[serde(default, borrow)]
     metadata: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    kind: Option<Cow<'a, str>>,
+    kind: Option<Key<'a>>,
 }
 
 /// The object's members in one pass: apiVersion, kind and metadata read, status and the rest (the body) kept as
 /// text.
 struct ObjectDoc<'a> {
-    api_version: Option<String>,
-    kind: Option<String>,
+    api_version: Option<Key<'a>>,
+    kind: Option<Key<'a>>,
     meta: Option<Meta<'a>>,
     status: Option<&'a RawValue>,
     body: Vec<(Cow<'a, str>, &'a RawValue)>,
@@ -97,7 +104,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for ObjectDoc<'a> {
                 f.write_str("a Kubernetes object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectDoc<'de>, A::Error> {
-                let mut doc = ObjectDoc { api_version: None, kind: None, meta: None, status: None, body: Vec::new() };
+                let mut doc =
+                    ObjectDoc { api_version: None, kind: None, meta: None, status: None, body: Vec::with_capacity(4) };
                 while let Some(key) = map.next_key::<Key<'de>>()? {
                     match key.0.as_ref() {
                         "apiVersion" => doc.api_version = map.next_value()?,
@@ -116,14 +124,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for ObjectDoc<'a> {
 
 #[derive(Deserialize)]
 struct Meta<'a> {
-    #[serde(default)]
-    uid: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(rename = "resourceVersion", default)]
-    resource_version: Option<String>,
+    #[serde(default, borrow)]
+    uid: Option<Key<'a>>,
+    #[serde(default, borrow)]
+    name: Option<Key<'a>>,
+    #[serde(default, borrow)]
+    namespace: Option<Key<'a>>,
+    #[serde(rename = "resourceVersion", default, borrow)]
+    resource_version: Option<Key<'a>>,
     #[serde(rename = "managedFields", default, borrow)]
     managed_fields: Option<Vec<EntryDoc<'a>>>,
     #[serde(default, borrow)]
@@ -141,13 +149,13 @@ struct Meta<'a> {
 #[derive(Deserialize)]
 struct EntryDoc<'a> {
     #[serde(default, borrow)]
-    manager: Option<Cow<'a, str>>,
+    manager: Option<Key<'a>>,
     #[serde(default, borrow)]
-    operation: Option<Cow<'a, str>>,
+    operation: Option<Key<'a>>,
     #[serde(default, borrow)]
-    subresource: Option<Cow<'a, str>>,
+    subresource: Option<Key<'a>>,
     #[serde(default, borrow)]
-    time: Option<Cow<'a, str>>,
+    time: Option<Key<'a>>,
     #[serde(rename = "fieldsV1", default, borrow)]
     fields_v1: Option<&'a RawValue>,
 }
@@ -191,7 +199,7 @@ pub enum Text {
 }
 
 impl Text {
-    fn of(base: &[u8], text: Cow<'_, str>) -> Text {
+    pub fn of(base: &[u8], text: Cow<'_, str>) -> Text {
         match text {
             Cow::Borrowed(s) => Text::At(span(base, s)),
             // (also a missing member's default: `Cow::default()` is an empty owned string, not in the text)
@@ -205,7 +213,14 @@ impl Text {
             Text::Owned(s) => s,
         }
     }
+
+    fn py<'py>(&self, py: Python<'py>, data: &Py<PyBytes>) -> Bound<'py, PyString> {
+        PyString::new(py, self.get(data.as_bytes(py)))
+    }
 }
+
+/// The members of a JSON object: each key (see `Text`) and where its value's text is.
+pub type Members = Vec<(Text, Range<usize>)>;
 
 pub struct RawEntry {
     pub writer: u32, // (manager, operation, subresource) as the front end numbers writers
@@ -218,24 +233,20 @@ pub const MODIFIED: u8 = 1;
 pub const DELETED: u8 = 2;
 
 /// A parsed event: what the engine needs before attribution, plus ranges of `data` for the rest.
-#[pyclass(unsendable, module = "watcher._native")]
+// (frozen: the engine reads it without borrowing it, on any thread)
+#[pyclass(frozen, module = "watcher._native")]
 pub struct Parsed {
     pub data: Py<PyBytes>,
     pub event_type: u8,
     #[pyo3(get)]
     pub observed_at: Option<f64>,
-    #[pyo3(get)]
-    pub api_version: String,
-    #[pyo3(get)]
-    pub kind: String,
-    #[pyo3(get)]
-    pub namespace: Option<String>,
-    #[pyo3(get)]
-    pub name: String,
-    #[pyo3(get)]
-    pub uid: String,
-    #[pyo3(get)]
-    pub resource_version: String,
+    // (the strings are kept as ranges of `data` where they can be, and made Python strings when asked for)
+    api_version: Text,
+    kind: Text,
+    namespace: Option<Text>,
+    name: Text,
+    pub uid: Text,
+    resource_version: Text,
     #[pyo3(get)]
     pub rv: i64, // the resourceVersion as the engine compares it (see attribution.py's `version_key`)
     #[pyo3(get)]
@@ -246,9 +257,9 @@ pub struct Parsed {
     #[pyo3(get)]
     pub has_managed_fields: bool,
     pub entries: Vec<RawEntry>,
-    pub labels: Vec<(String, Range<usize>)>,
-    pub annotations: Vec<(String, Range<usize>)>,
-    pub body: Vec<(String, Range<usize>)>,
+    pub labels: Members,
+    pub annotations: Members,
+    pub body: Members,
     pub status: Option<Range<usize>>,
     pub controlled: bool,
     /// `metadata.generation`, NO_GENERATION for none (see reference.py's `generation`).
@@ -286,6 +297,36 @@ impl Parsed {
         self.data.clone_ref(py)
     }
 
+    #[getter]
+    fn api_version<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.api_version.py(py, &self.data)
+    }
+
+    #[getter]
+    fn kind<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.kind.py(py, &self.data)
+    }
+
+    #[getter]
+    fn namespace<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyString>> {
+        self.namespace.as_ref().map(|n| n.py(py, &self.data))
+    }
+
+    #[getter]
+    fn name<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.name.py(py, &self.data)
+    }
+
+    #[getter]
+    fn uid<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.uid.py(py, &self.data)
+    }
+
+    #[getter]
+    fn resource_version<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.resource_version.py(py, &self.data)
+    }
+
     /// The text of a label or annotation named by its path (`metadata.labels.app`), None for other paths
     /// (events.py's `meta_value`).
     fn meta_value(&self, py: Python<'_>, path: &str) -> Option<String> {
@@ -302,7 +343,7 @@ impl Parsed {
             } else {
                 continue;
             };
-            let value = pairs.iter().find(|(k, _)| k == key).map(|(_, range)| text(data, range.clone()))?;
+            let value = pairs.iter().find(|(k, _)| k.get(data) == key).map(|(_, range)| text(data, range.clone()))?;
             return serde_json::from_str::<String>(value).ok();
         }
         None
@@ -332,8 +373,8 @@ pub fn text(data: &[u8], range: Range<usize>) -> &str {
     unsafe { std::str::from_utf8_unchecked(&data[range]) }
 }
 
-fn pairs(base: &[u8], pairs: Option<Pairs<'_>>) -> Vec<(String, Range<usize>)> {
-    pairs.map(|p| p.0.into_iter().map(|(k, v)| (k.into_owned(), range(base, v))).collect()).unwrap_or_default()
+fn members(base: &[u8], pairs: Vec<(Cow<'_, str>, &RawValue)>) -> Members {
+    pairs.into_iter().map(|(k, v)| (Text::of(base, k), range(base, v))).collect()
 }
 
 fn truthy(value: &Value) -> bool {
@@ -411,7 +452,7 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
         Err(e) => return Ok(Outcome::Refused(e.to_string())),
     };
     let observed = doc.observed_at;
-    let (event_type, object) = match doc.kind_of_event.as_deref() {
+    let (event_type, object) = match doc.kind_of_event.as_ref().map(|k| k.0.as_ref()) {
         Some("ADDED") => (ADDED, doc.object),
         Some("MODIFIED") => (MODIFIED, doc.object),
         Some("DELETED") => (DELETED, doc.object),
@@ -419,7 +460,7 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
         // `kubectl get -w -o json` without --output-watch-events: bare objects, read as modifications
         None if doc.object.is_none()
             && doc.metadata.is_some()
-            && doc.kind.as_deref().is_some_and(|k| !k.ends_with("List")) =>
+            && doc.kind.as_ref().is_some_and(|k| !k.0.ends_with("List")) =>
         {
             (MODIFIED, serde_json::from_str::<ObjectDoc>(json).ok())
         }
@@ -429,15 +470,16 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
         Some(object) => object,
         None => return Ok(Outcome::Refused("no object".to_owned())),
     };
-    let api_version = given.api_version.map(str::to_owned).or(object.api_version);
-    let kind = given.kind.map(str::to_owned).or(object.kind);
+    // (what the source knows replaces the object's own)
+    let given_text = |given: Option<&str>| given.map(|g| Key(Cow::Owned(g.to_owned())));
+    let api_version = given_text(given.api_version).or(object.api_version);
+    let kind = given_text(given.kind).or(object.kind);
     let (api_version, kind, meta, body, status) = match (api_version, kind, object.meta) {
-        (Some(api_version), Some(kind), Some(meta)) => (api_version, kind, meta, object.body, object.status),
+        (Some(api_version), Some(kind), Some(meta)) => (api_version.0, kind.0, meta, object.body, object.status),
         _ => return Ok(Outcome::Refused("no apiVersion, kind or metadata".to_owned())),
     };
-    let body: Vec<(String, Range<usize>)> = body.into_iter().map(|(k, v)| (k.into_owned(), range(data, v))).collect();
     let (uid, name) = match (meta.uid, meta.name) {
-        (Some(uid), Some(name)) => (uid, name),
+        (Some(uid), Some(name)) => (uid.0, name.0),
         _ => return Ok(Outcome::Refused("no uid or name".to_owned())),
     };
     if uid.is_empty() || name.is_empty() {
@@ -445,7 +487,7 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
     }
     let observed_at = match observed {
         None => given.observed_at,
-        Some(text) => match parse_time(py, &text) {
+        Some(text) => match parse_time(py, &text.0) {
             Ok(t) => Some(t),
             Err(_) => return Ok(Outcome::Refused("observedAt".to_owned())),
         },
@@ -455,7 +497,7 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
     let mut newest: &str = "";
     let has_managed_fields = !managed_fields.is_empty();
     for entry in managed_fields {
-        let manager = entry.manager.unwrap_or_default();
+        let manager = Key::or_empty(entry.manager);
         let fields = match entry.fields_v1 {
             Some(t) if t.get().starts_with('{') => (t.get() != "{}").then(|| range(data, t)),
             // (as `raw.get("fieldsV1") or {}`: an empty value of another type owns nothing)
@@ -468,8 +510,8 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
             }
             None => None,
         };
-        let time = Text::of(data, entry.time.unwrap_or_default());
-        let written = cx.writer(&manager, &entry.operation.unwrap_or_default(), &entry.subresource.unwrap_or_default());
+        let time = Text::of(data, Key::or_empty(entry.time));
+        let written = cx.writer(&manager, &Key::or_empty(entry.operation), &Key::or_empty(entry.subresource));
         entries.push(RawEntry { writer: written, time, fields });
     }
     for entry in &entries {
@@ -479,7 +521,7 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
         }
     }
     let newest = if newest.is_empty() { None } else { Some(cx.time(py, newest)?) };
-    let resource_version = meta.resource_version.unwrap_or_default();
+    let resource_version = Key::or_empty(meta.resource_version);
     let generation = generation(meta.generation);
     let controlled = meta.owner_references.unwrap_or_default().iter().any(|o| {
         matches!(serde_json::from_str::<Value>(o.get()), Ok(Value::Object(m)) if m.get("controller").is_some_and(truthy))
@@ -489,21 +531,21 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
         event_type,
         observed_at,
         key: object_key(&uid),
-        api_version,
-        kind,
-        namespace: meta.namespace.filter(|n| !n.is_empty()),
-        name,
-        uid,
+        api_version: Text::of(data, api_version),
+        kind: Text::of(data, kind),
+        namespace: meta.namespace.filter(|n| !n.0.is_empty()).map(|n| Text::of(data, n.0)),
+        name: Text::of(data, name),
+        uid: Text::of(data, uid),
         rv: version_key(&resource_version),
-        resource_version,
+        resource_version: Text::of(data, resource_version),
         written_at: newest,
         time: observed_at.or(newest),
         latest: newest.map_or(0, |t| t.trunc() as i64),
         has_managed_fields,
         entries,
-        labels: pairs(data, meta.labels),
-        annotations: pairs(data, meta.annotations),
-        body,
+        labels: members(data, meta.labels.map(|p| p.0).unwrap_or_default()),
+        annotations: members(data, meta.annotations.map(|p| p.0).unwrap_or_default()),
+        body: members(data, body),
         status: status.map(|raw| range(data, raw)),
         controlled,
         generation,
@@ -513,6 +555,42 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Plain;
+
+    impl Context for Plain {
+        fn writer(&mut self, _manager: &str, _operation: &str, _subresource: &str) -> u32 {
+            0
+        }
+        fn time(&mut self, py: Python<'_>, text: &str) -> PyResult<f64> {
+            parse_time(py, text)
+        }
+    }
+
+    #[test]
+    fn strings_are_ranges_of_the_text_unless_escaped() {
+        Python::initialize();
+        Python::attach(|py| {
+            let text = br#"{"type": "MODIFIED", "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": "n", "uid": "u-1", "resourceVersion": "7", "labels": {"app": "x"},
+                "managedFields": [{"manager": "m", "operation": "Update", "time": "2021-03-04T09:12:22Z"}]},
+                "data": {"k": "v"}, "spec\u0041": {}}}"#;
+            let chunk = PyBytes::new(py, text);
+            let given = Given { observed_at: None, api_version: None, kind: None };
+            let parsed = match parse(py, &chunk, &given, &mut Plain) {
+                Ok(Outcome::Event(parsed)) => parsed,
+                _ => panic!("not parsed"),
+            };
+            let kept =
+                [&parsed.uid, &parsed.name, &parsed.resource_version, &parsed.entries[0].time, &parsed.labels[0].0];
+            assert!(kept.iter().all(|t| matches!(t, Text::At(_))));
+            assert_eq!(
+                [parsed.uid.get(text), parsed.name.get(text), parsed.labels[0].0.get(text)],
+                ["u-1", "a", "app"]
+            );
+            assert!(matches!(&parsed.body[1].0, Text::Owned(key) if key == "specA"));
+        });
+    }
 
     #[test]
     fn etcd_versions_are_kept_as_numbers_others_hashed() {

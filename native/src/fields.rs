@@ -2,14 +2,13 @@
 //! keyed list items, `v:` set members, `i:` indexes, `.` the node itself. Decoded sets are shared: objects of
 //! one shape owned by one controller carry identical tries.
 
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::{Map, Value};
 
-use crate::digest;
+use crate::digest::{self, KeyedMap};
 use crate::paths::{PathId, Paths, ROOT};
 
 /// An owned field set: sorted, distinct path ids. Interned, so `Rc::ptr_eq` tells equal sets apart cheaply.
@@ -32,8 +31,8 @@ impl FieldSet {
 }
 
 pub struct FieldSets {
-    by_trie: HashMap<u64, Rc<FieldSet>>,
-    interned: HashMap<Rc<FieldSet>, ()>,
+    by_trie: KeyedMap<u64, Rc<FieldSet>>,
+    interned: KeyedMap<Rc<FieldSet>, ()>,
     max: usize,
     opaque: PathId,
 }
@@ -68,7 +67,7 @@ impl FieldSets {
     pub fn new(paths: &mut Paths, max: usize) -> Self {
         let meta = paths.field(ROOT, "metadata");
         let opaque = paths.field(meta, "ownerReferences");
-        FieldSets { by_trie: HashMap::new(), interned: HashMap::new(), max, opaque }
+        FieldSets { by_trie: KeyedMap::default(), interned: KeyedMap::default(), max, opaque }
     }
 
     pub fn intern(&mut self, mut ids: Vec<PathId>) -> Rc<FieldSet> {

@@ -3,16 +3,16 @@
 //! annotations, body; and the status of the few objects that need it, by object key). Only what the detectors
 //! read crosses into Python: each write's `Write` (writers, changed paths, handovers).
 
-use std::collections::{HashMap, HashSet};
 use std::hash::Hasher;
 use std::rc::Rc;
 
-use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 
-use crate::digest;
+use crate::digest::{self, KeyedMap, KeyedSet};
 use crate::event::{self, text, Outcome, Parsed};
 use crate::fields::{FieldSet, FieldSets};
 use crate::paths::{PathId, Paths, ROOT};
@@ -43,7 +43,7 @@ struct RawWriter<'a> {
 }
 
 struct Writers {
-    ids: HashMap<u64, WriterId>,
+    ids: KeyedMap<u64, WriterId>,
     keys: Vec<[String; 3]>,
     py: Vec<Option<Py<PyAny>>>,
     /// Managers of the API server's own (model.py's `SERVER_MANAGERS`), by writer.
@@ -95,17 +95,15 @@ struct Shared {
     fields: FieldSets,
     tables: Tables,
     writers: Writers,
-    times: HashMap<String, f64>,
+    times: KeyedMap<String, f64>,
     /// The status tables of the few objects that need one, by object key (see `status_changes`).
-    statuses: HashMap<i64, Rc<Table>>,
+    statuses: KeyedMap<i64, Rc<Table>>,
     /// The server stamps every write's writer: an entry with a subresource was seen (reference.py's `_note_server`).
     stamped: bool,
     untraced: PathId,
-    writer_class: Py<PyAny>,
-    handover_class: Py<PyAny>,
-    write_class: Py<PyAny>,
+    writer_class: Py<PyType>,
+    handover_class: Py<PyType>,
     unattributed: Py<PyAny>,
-    new_tuple: Py<PyAny>,
 }
 
 impl event::Context for Shared {
@@ -138,8 +136,8 @@ impl Shared {
             return Ok(found.clone_ref(py));
         }
         let [m, o, s] = &self.writers.keys[id as usize];
-        let fields = PyTuple::new(py, [m.as_str(), o.as_str(), s.as_str()])?;
-        let made = self.new_tuple.call1(py, (self.writer_class.clone_ref(py), fields))?;
+        let fields = [m, o, s].map(|part| PyString::new(py, part).into_any().unbind());
+        let made = new_item(py, self.writer_class.bind(py), fields)?;
         self.writers.py[id as usize] = Some(made.clone_ref(py));
         Ok(made)
     }
@@ -188,9 +186,9 @@ impl Shared {
         compare: bool,
     ) -> PyResult<Vec<PathId>> {
         let mut changed = Vec::new();
-        let labels: Vec<(&str, &str)> = p.labels.iter().map(|(k, r)| (k.as_str(), text(data, r.clone()))).collect();
+        let labels: Vec<(&str, &str)> = p.labels.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
         let annotations: Vec<(&str, &str)> =
-            p.annotations.iter().map(|(k, r)| (k.as_str(), text(data, r.clone()))).collect();
+            p.annotations.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
         let meta = self.tables.meta(&mut self.paths, &labels, &annotations, &state.meta).map_err(invalid)?;
         if !Rc::ptr_eq(&meta, &state.meta) {
             if compare {
@@ -198,7 +196,7 @@ impl Shared {
             }
             state.meta = meta;
         }
-        let body: Vec<(&str, &str)> = p.body.iter().map(|(k, r)| (k.as_str(), text(data, r.clone()))).collect();
+        let body: Vec<(&str, &str)> = p.body.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
         let digest = Tables::body_digest(&body);
         if digest != state.body.digest {
             let table = self.tables.body(&mut self.paths, &body, digest).map_err(invalid)?;
@@ -267,7 +265,7 @@ impl Shared {
             was,
             now,
         ];
-        self.new_tuple.call1(py, (self.handover_class.clone_ref(py), PyTuple::new(py, fields)?))
+        new_item(py, self.handover_class.bind(py), fields)
     }
 }
 
@@ -284,42 +282,42 @@ fn visible(meta: &Table, body: &Table, path: PathId) -> bool {
 #[pyclass(unsendable, module = "watcher._native")]
 pub struct Front {
     shared: Shared,
-    objects: HashMap<i64, ObjectState>,
+    objects: KeyedMap<i64, ObjectState>,
 }
 
 #[pymethods]
 impl Front {
     #[new]
     fn new(
-        py: Python<'_>,
-        writer_class: Py<PyAny>,
-        handover_class: Py<PyAny>,
-        write_class: Py<PyAny>,
+        writer_class: Bound<'_, PyType>,
+        handover_class: Bound<'_, PyType>,
         unattributed: Py<PyAny>,
     ) -> PyResult<Self> {
+        for class in [&writer_class, &handover_class] {
+            if !class.is_subclass_of::<PyTuple>()? || !tuple_layout(class) {
+                return Err(PyTypeError::new_err("the writer and handover classes must be NamedTuples"));
+            }
+        }
         let mut paths = Paths::new();
         let fields = FieldSets::new(&mut paths, 20_000);
         let tables = Tables::new(&mut paths, 4096);
         let spec = paths.field(ROOT, "spec");
         let untraced = paths.field(spec, "replicas");
-        let new_tuple = py.import("builtins")?.getattr("tuple")?.getattr("__new__")?.unbind();
         Ok(Front {
             shared: Shared {
                 paths,
                 fields,
                 tables,
-                writers: Writers { ids: HashMap::new(), keys: Vec::new(), py: Vec::new(), server: Vec::new() },
-                times: HashMap::new(),
-                statuses: HashMap::new(),
+                writers: Writers { ids: KeyedMap::default(), keys: Vec::new(), py: Vec::new(), server: Vec::new() },
+                times: KeyedMap::default(),
+                statuses: KeyedMap::default(),
                 stamped: false,
                 untraced,
-                writer_class,
-                handover_class,
-                write_class,
+                writer_class: writer_class.unbind(),
+                handover_class: handover_class.unbind(),
                 unattributed,
-                new_tuple,
             },
-            objects: HashMap::new(),
+            objects: KeyedMap::default(),
         })
     }
 
@@ -359,15 +357,22 @@ impl Front {
 
     /// Take this version as the object's baseline without counting a write (a relist).
     fn resync(&mut self, py: Python<'_>, p: &Parsed) -> PyResult<()> {
-        let mut state = self.objects.remove(&p.key).ok_or_else(|| PyKeyError::new_err(p.uid.clone()))?;
+        let mut state = self
+            .objects
+            .remove(&p.key)
+            .ok_or_else(|| PyKeyError::new_err(p.uid.get(p.data.as_bytes(py)).to_owned()))?;
         let taken = self.take(py, &mut state, p);
         self.objects.insert(p.key, state);
         taken
     }
 
-    /// Attribute a write, the object's `seq`-th: a `Write` (see attribution.py).
-    fn attribute(&mut self, py: Python<'_>, p: &Parsed, now: f64, seq: u64) -> PyResult<Py<PyAny>> {
-        let state = self.objects.get_mut(&p.key).ok_or_else(|| PyKeyError::new_err(p.uid.clone()))?;
+    /// Attribute a write, the object's `seq`-th: a `Write`'s writers, changed paths and handovers (see
+    /// attribution.py).
+    fn attribute<'py>(&mut self, py: Python<'py>, p: &Parsed, now: f64, seq: u64) -> PyResult<Bound<'py, PyTuple>> {
+        let state = self
+            .objects
+            .get_mut(&p.key)
+            .ok_or_else(|| PyKeyError::new_err(p.uid.get(p.data.as_bytes(py)).to_owned()))?;
         let shared = &mut self.shared;
         let data = p.data.as_bytes(py);
         let raw = shared.group(p, data);
@@ -463,7 +468,7 @@ impl Front {
         let (meta_after, body_after) = (state.meta.clone(), state.body.clone());
         let handovers = PyList::empty(py);
         // Ownership: leaves a writer gained that another manager owned before and no longer owns.
-        let mut taken: HashSet<PathId> = HashSet::new();
+        let mut taken: KeyedSet<PathId> = KeyedSet::default();
         for (taker, paths) in &mut gained {
             paths.sort_by(|a, b| shared.paths.text(*a).cmp(shared.paths.text(*b))); // (reference.py's order)
             for &path in paths.iter() {
@@ -534,7 +539,7 @@ impl Front {
         for &path in changed.iter().chain(status.iter()) {
             py_changed.append(shared.paths.py(py, path))?;
         }
-        shared.write_class.call1(py, (now, seq, py_writers, py_changed, handovers))
+        PyTuple::new(py, [py_writers.into_any(), py_changed.into_any(), handovers.into_any()])
     }
 
     /// Whether an entry with a subresource was seen (reference.py's `stamped`).
@@ -590,6 +595,32 @@ impl Front {
         state.controlled = p.controlled;
         state.generation = p.generation;
         Ok(())
+    }
+}
+
+/// Whether instances of a tuple subclass are laid out as tuples (no `__dict__`, no slots: a NamedTuple).
+fn tuple_layout(class: &Bound<'_, PyType>) -> bool {
+    // SAFETY: reading the size fields of a live type object.
+    unsafe {
+        let class = class.as_type_ptr();
+        let tuple = std::ptr::addr_of_mut!(ffi::PyTuple_Type);
+        (*class).tp_basicsize == (*tuple).tp_basicsize && (*class).tp_itemsize == (*tuple).tp_itemsize
+    }
+}
+
+/// An instance of a NamedTuple class (checked by `tuple_layout`) holding `items`, made as `tuple.__new__` makes one
+/// (its allocator, then the items), without the call and the intermediate tuple: one is made per handover.
+fn new_item<const N: usize>(py: Python<'_>, class: &Bound<'_, PyType>, items: [Py<PyAny>; N]) -> PyResult<Py<PyAny>> {
+    // SAFETY: the class's allocator returns a zeroed tuple of N items (or NULL with an exception set); each item is
+    // set once, to an owned reference, before the object is handed out.
+    unsafe {
+        let class = class.as_type_ptr();
+        let alloc = (*class).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+        let made = Bound::from_owned_ptr_or_err(py, alloc(class, N as ffi::Py_ssize_t))?;
+        for (i, item) in items.into_iter().enumerate() {
+            ffi::PyTuple_SET_ITEM(made.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr());
+        }
+        Ok(made.unbind())
     }
 }
 

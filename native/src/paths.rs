@@ -1,22 +1,22 @@
 //! Readable field paths, interned: each distinct path is one `PathId`. Rendered exactly as
 //! `watcher/detection/paths.py` renders them (the reference), so both engines name every field alike.
 
-use std::collections::HashMap;
-
 use pyo3::prelude::*;
 use pyo3::types::PyString;
+
+use crate::digest::KeyedMap;
 
 pub type PathId = u32;
 pub const ROOT: PathId = 0;
 
 /// Memo of one parent's children by their raw key: tries and objects of one shape repeat the same keys.
-type Children = HashMap<Box<str>, PathId>;
+type Children = KeyedMap<Box<str>, PathId>;
 
 pub struct Paths {
     texts: Vec<Box<str>>,
-    ids: HashMap<Box<str>, PathId>,
-    fields: HashMap<PathId, Children>,
-    items: HashMap<PathId, Children>,
+    ids: KeyedMap<Box<str>, PathId>,
+    fields: KeyedMap<PathId, Children>,
+    items: KeyedMap<PathId, Children>,
     py: Vec<Option<Py<PyString>>>,
 }
 
@@ -34,9 +34,9 @@ impl Paths {
     pub fn new() -> Self {
         let mut paths = Paths {
             texts: Vec::new(),
-            ids: HashMap::new(),
-            fields: HashMap::new(),
-            items: HashMap::new(),
+            ids: KeyedMap::default(),
+            fields: KeyedMap::default(),
+            items: KeyedMap::default(),
             py: Vec::new(),
         };
         paths.intern(String::new());

@@ -3,7 +3,6 @@
 //! another, made only when the body's digest moved, and the status in a third, kept only for objects that need
 //! it (see front.rs). Tables of one shape share their path index. The hashes are hashing.py's (see digest.rs).
 
-use std::collections::HashMap;
 use std::hash::Hasher;
 use std::rc::Rc;
 
@@ -13,20 +12,20 @@ use indexmap::IndexMap;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use crate::digest;
+use crate::digest::{self, KeyedMap, KeyedSet};
 use crate::event::Key;
 use crate::fields::Fallible;
 use crate::paths::{PathId, Paths, ROOT};
 
 pub struct Shape {
     pub paths: Box<[PathId]>,
-    index: HashMap<PathId, u32>,
+    index: KeyedMap<PathId, u32>,
 }
 
 pub struct Table {
     pub shape: Rc<Shape>,
     pub hashes: Box<[u32]>,
-    pub digest: u64, // of the body the table was made from (0: no body, or labels and annotations)
+    pub digest: u64, // of the text the table was made from (0: none)
 }
 
 impl Table {
@@ -47,10 +46,10 @@ const LIST_KEYS: [&str; 2] = ["name", "type"];
 const NOT_STRINGS: &str = "metadata.labels and metadata.annotations must map strings to strings";
 
 pub struct Tables {
-    shapes: HashMap<Box<[PathId]>, Rc<Shape>>,
-    bodies: HashMap<u64, Rc<Table>>,
+    shapes: KeyedMap<Box<[PathId]>, Rc<Shape>>,
+    bodies: KeyedMap<u64, Rc<Table>>,
     max_bodies: usize,
-    escaped: HashMap<u64, u32>,
+    escaped: KeyedMap<u64, u32>,
     pub empty: Rc<Table>,
     labels: PathId,
     annotations: PathId,
@@ -94,11 +93,11 @@ fn meta_value_hash(text: &str) -> Fallible<u32> {
 impl Tables {
     pub fn new(paths: &mut Paths, max_bodies: usize) -> Self {
         let meta = paths.field(ROOT, "metadata");
-        let shape = Rc::new(Shape { paths: Box::new([]), index: HashMap::new() });
+        let shape = Rc::new(Shape { paths: Box::new([]), index: KeyedMap::default() });
         Tables {
-            shapes: HashMap::new(),
-            bodies: HashMap::new(),
-            escaped: HashMap::new(),
+            shapes: KeyedMap::default(),
+            bodies: KeyedMap::default(),
+            escaped: KeyedMap::default(),
             max_bodies,
             empty: Rc::new(Table { shape, hashes: Box::new([]), digest: 0 }),
             labels: paths.field(meta, "labels"),
@@ -128,7 +127,8 @@ impl Tables {
         Rc::new(Table { shape: self.shape(ids), hashes: hashes.into_boxed_slice(), digest })
     }
 
-    /// Labels and annotations as a table; `old` itself when nothing changed.
+    /// Labels and annotations as a table; `old` itself when nothing changed. The table's digest is of their text:
+    /// a version whose labels and annotations read as the last one's is not hashed again.
     pub fn meta(
         &mut self,
         paths: &mut Paths,
@@ -138,6 +138,20 @@ impl Tables {
     ) -> Fallible<Rc<Table>> {
         if labels.is_empty() && annotations.is_empty() {
             return Ok(self.empty.clone());
+        }
+        let mut hasher = digest::hasher();
+        for map in [labels, annotations] {
+            for (key, value) in map {
+                hasher.write(key.as_bytes());
+                hasher.write_u8(0);
+                hasher.write(value.as_bytes());
+                hasher.write_u8(0);
+            }
+            hasher.write_u8(1);
+        }
+        let digest = hasher.finish().max(1);
+        if digest == old.digest {
+            return Ok(old.clone());
         }
         let mut leaves = Leaves::with_capacity(labels.len() + annotations.len());
         for (section, map) in [(self.labels, labels), (self.annotations, annotations)] {
@@ -152,7 +166,7 @@ impl Tables {
         }
         let same = old.shape.paths.len() == leaves.len()
             && leaves.iter().zip(old.shape.paths.iter().zip(old.hashes.iter())).all(|(a, b)| a.0 == b.0 && a.1 == b.1);
-        Ok(if same { old.clone() } else { self.table(leaves, 0) })
+        Ok(if same { old.clone() } else { self.table(leaves, digest) })
     }
 
     /// `meta_value_hash` of a string with escapes, cached by its text: such values are long (kubectl's
@@ -347,7 +361,7 @@ fn list_key(items: &[Value]) -> Option<&'static str> {
         return None;
     }
     'keys: for key in LIST_KEYS {
-        let mut seen = std::collections::HashSet::with_capacity(items.len());
+        let mut seen = KeyedSet::with_capacity_and_hasher(items.len(), Default::default());
         for item in items {
             match item.get(key) {
                 Some(Value::String(s)) if seen.insert(s.as_str()) => {}

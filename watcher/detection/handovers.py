@@ -164,10 +164,11 @@ class HandoverLog(Words):
 
         A cheap test in C that is never wrong when it says no: a value that is not among the logged words
         cannot be an earlier value. Ownership handovers are rarer and always say maybe. (The words are searched as
-        bytes, which is faster than comparing them as ints; a match across two words only says maybe.)
+        bytes, which is faster than comparing them as ints; a match across two words only says maybe. With `find`,
+        not `in`: `bytes in bytes` first tries the operand as an int, and formats the error it then drops.)
         """
         return handover.after is not None or (
-            handover.now is not None and _WORD.pack(cut(handover.now)) in self.tobytes()
+            handover.now is not None and self.tobytes().find(_WORD.pack(cut(handover.now))) >= 0
         )
 
     def backs(self, path: str) -> int:

@@ -23,17 +23,34 @@ WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deleteco
 FIELD_MANAGER_MAX_BYTES: Final = 128
 
 
-@dataclass(frozen=True, slots=True)
+# Request and RequestObject are made per audit event: each is a dataclass (equality, repr, `dataclasses.replace`)
+# with an `__init__` of its own and `Final` fields instead of `frozen=True`. Compiled, that `__init__` is compiled
+# and the fields are read-only; a frozen dataclass's generated `__init__` is Python code that sets each field
+# through `object.__setattr__`, which cost more than the rest of decoding the event. mypy rejects any assignment.
+
+
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class RequestObject:
     """The object a request was about (the audit event's `objectRef`): by resource, as requests address it."""
 
-    api_group: str  # "" for the core group
-    api_version: str  # e.g. "v1"; "" when the event does not say
-    resource: str  # plural, e.g. "deployments"
-    subresource: str  # e.g. "status", "scale"; "" for the object itself
-    namespace: str  # "" for cluster-scoped objects
-    name: str  # "" for collections (list, create without a name)
-    uid: str  # "" unless the event recorded it (from a request body at Request level and above)
+    api_group: Final[str]  # "" for the core group
+    api_version: Final[str]  # e.g. "v1"; "" when the event does not say
+    resource: Final[str]  # plural, e.g. "deployments"
+    subresource: Final[str]  # e.g. "status", "scale"; "" for the object itself
+    namespace: Final[str]  # "" for cluster-scoped objects
+    name: Final[str]  # "" for collections (list, create without a name)
+    uid: Final[str]  # "" unless the event recorded it (from a request body at Request level and above)
+
+    def __init__(
+        self, *, api_group: str, api_version: str, resource: str, subresource: str, namespace: str, name: str, uid: str
+    ) -> None:
+        self.api_group = api_group
+        self.api_version = api_version
+        self.resource = resource
+        self.subresource = subresource
+        self.namespace = namespace
+        self.name = name
+        self.uid = uid
 
     def display(self) -> str:
         resource = f"{self.resource}.{self.api_group}" if self.api_group else self.resource
@@ -42,32 +59,73 @@ class RequestObject:
         return f"{resource} {where}{self.name}{sub}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class Request:
     """One completed API request (an audit event at stage `ResponseComplete` or `Panic`)."""
 
-    audit_id: str
-    time: float  # when the response completed (the event's stageTimestamp), seconds since the epoch
-    verb: str  # get, list, watch, create, update, patch, delete, deletecollection
-    user: str  # the user the request acted as: the impersonated user where there is one, else the authenticated
-    impersonator: str  # the authenticated user when it impersonated `user`, else ""
-    user_agent: str
-    manager: str  # writes: the fieldManager query parameter, else what the API server derives from the User-Agent
-    object: RequestObject
-    resource_version: str  # the objectRef's: for an update, the version the client sent (a stale one fails)
-    code: int  # the response's HTTP status code; 0 when the event has none
-    reason: str  # the failure's reason (Conflict, NotFound, ...); "" for success
-    message: str  # the API server's message for a 409 Conflict, else ""
-    dry_run: bool  # a dry-run request (persisted nothing)
-    manager_given: bool = False  # the request named its field manager (`fieldManager`): server-side apply must
-    force: bool = False  # `force=true`: a server-side apply that takes fields over from their owners
+    audit_id: Final[str]
+    time: Final[float]  # when the response completed (the event's stageTimestamp), seconds since the epoch
+    verb: Final[str]  # get, list, watch, create, update, patch, delete, deletecollection
+    user: Final[str]  # the user the request acted as: the impersonated user where there is one, else the authenticated
+    impersonator: Final[str]  # the authenticated user when it impersonated `user`, else ""
+    user_agent: Final[str]
+    manager: Final[
+        str
+    ]  # writes: the fieldManager query parameter, else what the API server derives from the User-Agent
+    object: Final[RequestObject]
+    resource_version: Final[str]  # the objectRef's: for an update, the version the client sent (a stale one fails)
+    code: Final[int]  # the response's HTTP status code; 0 when the event has none
+    reason: Final[str]  # the failure's reason (Conflict, NotFound, ...); "" for success
+    message: Final[str]  # the API server's message for a 409 Conflict, else ""
+    dry_run: Final[bool]  # a dry-run request (persisted nothing)
+    manager_given: Final[bool]  # the request named its field manager (`fieldManager`): server-side apply must
+    force: Final[bool]  # `force=true`: a server-side apply that takes fields over from their owners
     # The resourceVersion of the object the response carried (Request level and above log it with the body; only
     # this is read from it): a write whose response version is the version it started from changed nothing.
-    response_version: str = ""
+    response_version: Final[str]
     # "namespace/name" of the pod the client's token is bound to (a pod-bound service account token: the audit
     # event's user.extra names the pod, its namespace is the service account's), else "". Nothing else of user.extra
     # is kept: not the token's credential id, not the uids.
-    pod: str = ""
+    pod: Final[str]
+
+    def __init__(
+        self,
+        *,
+        audit_id: str,
+        time: float,
+        verb: str,
+        user: str,
+        impersonator: str,
+        user_agent: str,
+        manager: str,
+        object: RequestObject,
+        resource_version: str,
+        code: int,
+        reason: str,
+        message: str,
+        dry_run: bool,
+        manager_given: bool = False,
+        force: bool = False,
+        response_version: str = "",
+        pod: str = "",
+    ) -> None:
+        self.audit_id = audit_id
+        self.time = time
+        self.verb = verb
+        self.user = user
+        self.impersonator = impersonator
+        self.user_agent = user_agent
+        self.manager = manager
+        self.object = object
+        self.resource_version = resource_version
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.dry_run = dry_run
+        self.manager_given = manager_given
+        self.force = force
+        self.response_version = response_version
+        self.pod = pod
 
     @property
     def apply_conflict(self) -> bool:
@@ -103,9 +161,12 @@ def manager_from_user_agent(user_agent: str) -> str:
     """The field manager the API server records a write under when the request names none: the User-Agent up to its
     first `/`, without unprintable characters, cut to 128 bytes (k8s.io/apiserver's `prefixFromUserAgent`).
     `kubectl/v1.20.2 (linux/amd64) kubernetes/faddb5b` gives `kubectl`."""
+    prefix = user_agent.split("/", 1)[0]
+    if prefix.isascii() and prefix.isprintable():  # (a character a byte, every one printable: as is, cut)
+        return prefix[:FIELD_MANAGER_MAX_BYTES]
     out: list[str] = []
     size = 0
-    for char in user_agent.split("/", 1)[0]:
+    for char in prefix:
         if not char.isprintable():  # Go's unicode.IsPrint: letters, marks, numbers, punctuation, symbols, ASCII space
             continue
         width = len(char.encode())

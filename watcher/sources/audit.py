@@ -344,7 +344,8 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         raise ValueError(f"stageTimestamp {shown(when)} is out of range (1970 to 9999)")
     user, impersonator, pod = _user(event)
     user_agent = _text(event, "userAgent")
-    query = parse_qs(urlsplit(_text(event, "requestURI")).query)
+    uri = _text(event, "requestURI")
+    query = parse_qs(urlsplit(uri).query) if "?" in uri else _NO_QUERY  # (most requests have no query)
     code, reason, message = _status(event)
     manager = (query.get("fieldManager") or [""])[0]
     return Request(
@@ -374,6 +375,9 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         response_version=_response_version(event),
         pod=pod,
     )
+
+
+_NO_QUERY: Final[dict[str, list[str]]] = {}
 
 
 def _user(event: dict[str, Any]) -> tuple[str, str, str]:
