@@ -61,7 +61,8 @@ unit: $(BIN)/fightwatch
 bench: $(BIN)/fightwatch
 	$(BIN)/python scripts/bench.py
 
-## The live watcher under write load on a real API server, against kubernetes-asyncio's Watch().stream().
+## The live watcher under write load on a real API server, against kubernetes-asyncio's Watch().stream() and a
+## client-go metadata informer (scripts/informer: needs Go, as the control plane's build does).
 bench-live: $(BIN)/fightwatch
 	scripts/control-plane.sh >/dev/null
 	$(BIN)/python scripts/bench_live.py

@@ -7,7 +7,9 @@
 # VERSION and replaces each k8s.io/* staging module with its published v0.x.y (k8s.io/kubernetes' own go.mod points
 # them at ./staging, which a module download does not have); its tools are what scripts/control-plane.sh builds:
 # kube-apiserver, kube-controller-manager and kubectl of that release, and etcd and etcdctl at the version that
-# release's go.mod requires. Needs go and the Go module proxy.
+# release's go.mod requires. Pinning `current` also moves the client-go informer of scripts/bench_live.py
+# (scripts/informer) to that release's k8s.io/client-go and k8s.io/apimachinery v0.x.y. Needs go and the Go module
+# proxy.
 set -euo pipefail
 
 log() { printf 'pin-kubernetes: %s\n' "$*" >&2; }
@@ -66,3 +68,8 @@ etcd=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit }' <<<"$upstream"
 (cd "$dir" && go get "go.etcd.io/etcd/etcdctl/v3@$etcd" "go.etcd.io/etcd/server/v3@$etcd" && go mod tidy) >&2 \
   || die "go mod tidy failed in $dir"
 log "pinned $release to Kubernetes $version with etcd $etcd in $dir/go.mod"
+if [[ $release == current ]]; then
+  (cd "$here/informer" && go get "k8s.io/client-go@$staging" "k8s.io/apimachinery@$staging" && go mod tidy) >&2 \
+    || die "cannot move scripts/informer to k8s.io/client-go@$staging"
+  log "moved scripts/informer to k8s.io/client-go and k8s.io/apimachinery $staging"
+fi

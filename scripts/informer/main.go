@@ -1,0 +1,119 @@
+// Command informer is the client-go baseline of scripts/bench_live.py: the watch of a platform team's Go
+// controller. A metadata-only shared informer factory (metadata.NewForConfig, metadatainformer, no resync) runs
+// informers for ConfigMaps (v1) and Deployments (apps/v1) in every namespace, with client-go's defaults otherwise
+// (its QPS and burst, its initial list, no transform).
+//
+// The event handlers record each add, update and delete as they receive it: the object's resourceVersion and the
+// receive time in unix seconds. The program prints "ready" once the caches have synced and "seen NAME" when an
+// object whose name starts with --marker arrives; on SIGTERM or SIGINT it writes
+// {"events": n, "times": [[resourceVersion, seconds], ...]} to --out and exits 0.
+//
+//	go build -o informer . && ./informer --kubeconfig KUBECONFIG --out times.json --marker bench-marker-
+//
+// scripts/bench_live.py builds it once per source (scripts/informer_build.py) and caches the binary.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// recorder keeps (resourceVersion, receive time) of every event, in the order received.
+type recorder struct {
+	marker string
+	mu     sync.Mutex
+	times  [][2]any
+}
+
+func (r *recorder) record(obj any) {
+	now := float64(time.Now().UnixMicro()) / 1e6
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	object, err := meta.Accessor(obj)
+	if err != nil {
+		log.Printf("event of an object without metadata: %v", err)
+		return
+	}
+	r.mu.Lock()
+	r.times = append(r.times, [2]any{object.GetResourceVersion(), now})
+	r.mu.Unlock()
+	if strings.HasPrefix(object.GetName(), r.marker) {
+		fmt.Printf("seen %s\n", object.GetName())
+	}
+}
+
+func (r *recorder) write(path string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	doc, err := json.Marshal(map[string]any{"events": len(r.times), "times": r.times})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, doc, 0o644)
+}
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster to watch")
+	out := flag.String("out", "", "file the events are written to on SIGTERM or SIGINT")
+	marker := flag.String("marker", "bench-marker-", "name prefix of the objects reported with \"seen NAME\"")
+	flag.Parse()
+	if *out == "" {
+		log.Fatal("--out is required")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := metadata.NewForConfig(config)
+	if err != nil {
+		log.Fatal(err)
+	}
+	factory := metadatainformer.NewSharedInformerFactory(client, 0)
+	rec := &recorder{marker: *marker}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    rec.record,
+		UpdateFunc: func(_, obj any) { rec.record(obj) },
+		DeleteFunc: rec.record,
+	}
+	for _, resource := range []schema.GroupVersionResource{
+		{Version: "v1", Resource: "configmaps"},
+		{Group: "apps", Version: "v1", Resource: "deployments"},
+	} {
+		if _, err := factory.ForResource(resource).Informer().AddEventHandler(handler); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	factory.Start(ctx.Done())
+	for resource, synced := range factory.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			log.Fatalf("the cache of %s did not sync", resource)
+		}
+	}
+	fmt.Println("ready")
+	<-ctx.Done()
+	factory.Shutdown()
+	if err := rec.write(*out); err != nil {
+		log.Fatal(err)
+	}
+}
