@@ -30,6 +30,13 @@ A memory soak: `--runs ha --replicas 1` runs one watcher (no leader to kill) for
 the fight window and the idle time (detection.fight.window, detection.idle_after) of the watchers, so that the
 window turns over within a shorter run; `--samples FILE` appends each resource sample as a JSON line as it is
 taken (a run stopped early keeps its series). The RSS slope is also given over the last 5 and 10 minutes.
+
+`--informer` runs a client-go metadata-only informer of the same kinds beside the watchers (scripts/informer,
+counting events), sampled alike, and gives each watcher's resident memory and CPU per event over it;
+`--fightwatch-python` runs another installation's fightwatch (scripts/runtime-venv.sh: the image's dependencies):
+
+  .venv/bin/python scripts/load_test.py --runs ha --replicas 1 --duration 1800 --informer \
+      --fightwatch-python "$(scripts/runtime-venv.sh)" --out bench-results/load-vs-informer.json
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from informer_build import informer_binary  # noqa: E402
 from livebench import (  # noqa: E402
     cpu_seconds,
     is_ready,
@@ -93,6 +101,7 @@ DRAIN_DEADLINE = 300.0
 FIGHT_PERIOD = 4.0  # seconds between two writes of a fight (the two operators alternate)
 HOT_PERIOD = 1.0  # seconds between two writes of a hot loop (60/min, twice the threshold)
 MARKER = "load-marker-"
+INFORMER = "informer"  # the client-go informer's watcher name
 EVENTS = "/apis/events.k8s.io/v1/events"
 
 
@@ -187,6 +196,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds: the watchers' detection.fight.window and detection.idle_after (default: theirs, 1 h)",
     )
     parser.add_argument("--samples", type=Path, help="append each resource sample here as a JSON line")
+    parser.add_argument(
+        "--informer",
+        action="store_true",
+        help="also run a client-go metadata-only informer of the same kinds (scripts/informer, counting events) and "
+        "give each watcher's resident memory over it",
+    )
+    parser.add_argument(
+        "--fightwatch-python",
+        default=sys.executable,
+        help="the interpreter of the fightwatch to run (e.g. scripts/runtime-venv.sh's, as the image installs it)",
+    )
     return parser.parse_args(argv)
 
 
@@ -198,7 +218,7 @@ class Watcher:
     name: str
     proc: subprocess.Popen[bytes]
     log: Path
-    recording: Path
+    recording: Path | None  # None: the client-go informer (no endpoints; it logs `ready` and `seen NAME`)
     url: str = ""
     # (t, cpu s, rss MiB, events, tracked objects)
     samples: list[tuple[float, float, float, float, float]] = field(default_factory=list)
@@ -211,19 +231,32 @@ class Watcher:
         return log_lines(self.log, event)
 
 
-def start_watcher(name: str, cp: ControlPlane, workdir: Path, config: dict[str, Any], args: Sequence[str]) -> Watcher:
+def start_watcher(
+    name: str, cp: ControlPlane, workdir: Path, config: dict[str, Any], args: Sequence[str], *, python: str
+) -> Watcher:
     # plain HTTP: the load test polls its own endpoints, and TLS and access reviews are not what it measures
     serve = {"address": "127.0.0.1", "port": 0, "insecure_http": True}
     settings: dict[str, Any] = {"serve": serve, "log": {"format": "json"}, **config}
     config_path = workdir / f"{name}.yaml"
     config_path.write_text(yaml.safe_dump(settings))
     log, recording = workdir / f"{name}.log", workdir / f"{name}.jsonl"
-    argv = [sys.executable, "-m", "watcher", "run", "--kubeconfig", str(cp.kubeconfig), "--config", str(config_path)]
+    argv = [python, "-m", "watcher", "run", "--kubeconfig", str(cp.kubeconfig), "--config", str(config_path)]
     argv += ["--record", str(recording), *args]
     env = {**os.environ, "POD_NAME": name}
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=out, cwd=REPO, env=env)
     return Watcher(name, proc, log, recording)
+
+
+def start_informer(cp: ControlPlane, workdir: Path) -> Watcher:
+    """The client-go informer of every kind the load writes, counting events (no per-event record: a long run)."""
+    resources = ",".join(f"{k.resource.api_version}/{k.resource.plural}" for k in KINDS)  # v1/configmaps, ...
+    log = workdir / "informer.log"
+    argv = [str(informer_binary()), "--kubeconfig", str(cp.kubeconfig), "--out", str(workdir / "informer.json")]
+    argv += ["--marker", MARKER, "--resources", resources, "--count-only"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
+    return Watcher(INFORMER, proc, log, None)
 
 
 async def get_json(session: aiohttp.ClientSession, url: str) -> Any:
@@ -234,6 +267,8 @@ async def get_json(session: aiohttp.ClientSession, url: str) -> Any:
 async def ready(session: aiohttp.ClientSession, watcher: Watcher) -> bool:
     if not watcher.alive():
         raise RuntimeError(f"{watcher.name} exited: {watcher.log.read_text()[-3000:]}")
+    if watcher.recording is None:
+        return b"ready" in watcher.log.read_bytes()
     watcher.url = watcher.url or listening(watcher.log)
     return bool(watcher.url) and await is_ready(session, watcher.url)
 
@@ -243,12 +278,12 @@ async def sample_forever(session: aiohttp.ClientSession, watchers: list[Watcher]
         for watcher in watchers:
             if watcher.alive():
                 try:
-                    metrics = await metrics_of(session, watcher.url)
+                    metrics = await metrics_of(session, watcher.url) if watcher.recording is not None else {}
                     sample = (
                         time.time(),
                         cpu_seconds(watcher.proc.pid),
                         memory_kib(watcher.proc.pid)["VmRSS"] / 1024,
-                        total(metrics, "fightwatch_events_total"),
+                        total(metrics, "fightwatch_events_total") if metrics else 0.0,
                         metrics.get("fightwatch_tracked_objects", 0.0),
                     )
                 except (aiohttp.ClientError, OSError):
@@ -383,7 +418,7 @@ def figures(watcher: Watcher, load: Load) -> dict[str, Any]:
     end = load.started + load.seconds
     during = [s for s in watcher.samples if load.started - SAMPLE_EVERY <= s[0] <= end + SAMPLE_EVERY]
     first, last = during[0], during[-1]
-    events = last[3] - first[3]
+    events = last[3] - first[3] if watcher.recording is not None else load.writes  # (each write is one event)
     cpu = last[1] - first[1]
     rss = [s[2] for s in during]
     minutes = [(s[0] - first[0]) / 60 for s in during]
@@ -401,7 +436,7 @@ def figures(watcher: Watcher, load: Load) -> dict[str, Any]:
         "events_per_second": round(events / max(1e-9, last[0] - first[0]), 1),
         "cpu_seconds": round(cpu, 2),
         "cpu_seconds_per_1000_events": round(1000 * cpu / events, 3) if events else None,
-        "lag": lags(load.accepted, recorded_writes(watcher.recording)),
+        "lag": lags(load.accepted, recorded_writes(watcher.recording)) if watcher.recording is not None else {},
         "rss_mib": {
             "start": round(rss[0], 1),
             "end": round(rss[-1], 1),
@@ -414,6 +449,31 @@ def figures(watcher: Watcher, load: Load) -> dict[str, Any]:
         },
         "tracked_objects": {"end": int(last[4]), "every_5s": [int(s[4]) for s in during]},
     }
+
+
+def vs_informer(figures_by_watcher: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Each fightwatch process's resident memory over the informer's: at the end of the load, at its largest, and
+    averaged over the last 10 minutes (when the load lasted that long), and its CPU per event over the informer's."""
+    informer = figures_by_watcher[INFORMER]
+
+    def last_10_min(rss: dict[str, Any]) -> float | None:
+        kept = [r for r, m in zip(rss["every_5s"], rss["minutes"], strict=True) if m >= rss["minutes"][-1] - 10]
+        return statistics.fmean(kept) if rss["minutes"][-1] >= 10 else None
+
+    ratios = {}
+    for name, figures_of in figures_by_watcher.items():
+        if name == INFORMER:
+            continue
+        mine, theirs = figures_of["rss_mib"], informer["rss_mib"]
+        mean, their_mean = last_10_min(mine), last_10_min(theirs)
+        cpu, their_cpu = figures_of["cpu_seconds_per_1000_events"], informer["cpu_seconds_per_1000_events"]
+        ratios[name] = {
+            "rss_end": round(mine["end"] / theirs["end"], 2),
+            "rss_max": round(mine["max"] / theirs["max"], 2),
+            "rss_last_10_min": round(mean / their_mean, 2) if mean and their_mean else None,
+            "cpu_per_event": round(cpu / their_cpu, 2) if cpu and their_cpu else None,
+        }
+    return ratios
 
 
 def expected_findings(cluster: Cluster) -> set[tuple[str, str, str, str]]:
@@ -453,7 +513,7 @@ async def marker_seen(kube: Kube, watchers: list[Watcher]) -> None:
         names.append(name.encode())
 
     async def drained(w: Watcher) -> bool:
-        tail = w.recording.read_bytes()[-2_000_000:]
+        tail = (w.recording or w.log).read_bytes()[-2_000_000:]
         return any(name in tail for name in names)
 
     for watcher in watchers:
@@ -470,11 +530,17 @@ def start_watchers(name: str, cp: ControlPlane, workdir: Path, args: argparse.Na
     }
     if args.window is not None:
         base["detection"] = {"fight": {"window": args.window}, "idle_after": args.window}
+    python = args.fightwatch_python
     if name == "ha":
-        return [start_watcher(f"fw-{i}", cp, workdir, base, ()) for i in range(args.replicas)]
-    return [
-        start_watcher(f"fw-shard-{i}", cp, workdir, base, ("--shard", str(i), "--total-shards", "2")) for i in range(2)
-    ]
+        watchers = [start_watcher(f"fw-{i}", cp, workdir, base, (), python=python) for i in range(args.replicas)]
+    else:
+        watchers = [
+            start_watcher(f"fw-shard-{i}", cp, workdir, base, ("--shard", str(i), "--total-shards", "2"), python=python)
+            for i in range(2)
+        ]
+    if args.informer:
+        watchers.append(start_informer(cp, workdir))
+    return watchers
 
 
 async def run(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -517,9 +583,12 @@ async def measure(
 ) -> dict[str, Any]:
     """The load (killing the leader halfway in the `ha` run), then what each watcher did and found."""
     leader: Watcher | None = None
-    if name == "ha" and len(watchers) > 1:
+    if name == "ha" and len([w for w in watchers if w.recording is not None]) > 1:
         for watcher in watchers:
-            if (await metrics_of(session, watcher.url)).get("fightwatch_leader") == 1.0:
+            if (
+                watcher.recording is not None
+                and (await metrics_of(session, watcher.url)).get("fightwatch_leader") == 1.0
+            ):
                 leader = watcher
     kill_at = args.kill_at if args.kill_at is not None else args.duration / 2
 
@@ -538,7 +607,7 @@ async def measure(
     finally:
         sampler.cancel()
     findings = []
-    for watcher in (w for w in watchers if w.alive()):
+    for watcher in (w for w in watchers if w.alive() and w.recording is not None):
         answer = await get_json(session, watcher.url + "/api/v1/findings")
         findings += [f for f in answer["findings"] if MARKER not in f["object"]["name"]]
     result: dict[str, Any] = {
@@ -553,6 +622,8 @@ async def measure(
         "watchers": {w.name: figures(w, load) for w in watchers},
         "findings": compare(findings, cluster),
     }
+    if args.informer:
+        result["vs_informer"] = vs_informer(result["watchers"])
     if name == "shards":
         result["shards"] = {
             w.name: sorted(r.split("@")[0] for r in (await get_json(session, w.url + "/readyz"))["resources"])
@@ -561,7 +632,7 @@ async def measure(
         events = [result["watchers"][w.name]["events"] for w in watchers]
         result["balance_max_over_mean"] = round(max(events) / statistics.fmean(events), 3)
     if leader is not None:
-        standby = next(w for w in watchers if w is not leader)
+        standby = next(w for w in watchers if w is not leader and w.recording is not None)
         result["failover"] = await failover(kube, cluster, load, leader, standby)
     return result
 

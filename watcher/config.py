@@ -373,11 +373,11 @@ class WatchSettings(_Strict):
         60.0, description="A watch silent this long past its server-side timeout is taken for dead."
     )
     read_batch: Delay = Field(
-        0.05,
+        0.25,
         le=1.0,
         description="After a watch's events are read, the next read waits this long, so that the events arriving "
-        "meanwhile are received, decrypted and parsed together (about half the CPU per event at hundreds of writes "
-        "a second). Adds at most this to an event's lag; 0 reads each event as it arrives.",
+        "meanwhile are received, decrypted and parsed together (a fraction of the CPU per event at hundreds of "
+        "writes a second). Adds at most this to an event's lag; 0 reads each event as it arrives.",
     )
     request_timeout: Seconds = Field(60.0, description="Timeout of one list or discovery request.")
     page_size: int = Field(500, ge=1, description="Objects per page when listing.")

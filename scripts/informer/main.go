@@ -1,16 +1,16 @@
-// Command informer is the client-go baseline of scripts/bench_live.py: the watch of a platform team's Go
-// controller. A metadata-only shared informer factory (metadata.NewForConfig, metadatainformer, no resync) runs
-// informers for ConfigMaps (v1) and Deployments (apps/v1) in every namespace, with client-go's defaults otherwise
-// (its QPS and burst, its initial list, no transform).
+// Command informer is the client-go baseline of scripts/bench_live.py and scripts/load_test.py: the watch of a
+// platform team's Go controller. A metadata-only shared informer factory (metadata.NewForConfig, metadatainformer,
+// no resync) runs informers for --resources (default ConfigMaps and Deployments) in every namespace, with
+// client-go's defaults otherwise (its QPS and burst, its initial list, no transform).
 //
-// The event handlers record each add, update and delete as they receive it: the object's resourceVersion and the
-// receive time in unix seconds. The program prints "ready" once the caches have synced and "seen NAME" when an
-// object whose name starts with --marker arrives; on SIGTERM or SIGINT it writes
-// {"events": n, "times": [[resourceVersion, seconds], ...]} to --out and exits 0.
+// The event handlers count each add, update and delete as they receive it and record the object's
+// resourceVersion and the receive time in unix seconds (not with --count-only, for long runs). The program prints
+// "ready" once the caches have synced and "seen NAME" when an object whose name starts with --marker arrives; on
+// SIGTERM or SIGINT it writes {"events": n, "times": [[resourceVersion, seconds], ...]} to --out and exits 0.
 //
 //	go build -o informer . && ./informer --kubeconfig KUBECONFIG --out times.json --marker bench-marker-
 //
-// scripts/bench_live.py builds it once per source (scripts/informer_build.py) and caches the binary.
+// The benchmarks build it once per source (scripts/informer_build.py) and cache the binary.
 package main
 
 import (
@@ -34,11 +34,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// recorder keeps (resourceVersion, receive time) of every event, in the order received.
+// recorder counts every event and, unless countOnly, keeps its (resourceVersion, receive time) in the order
+// received.
 type recorder struct {
-	marker string
-	mu     sync.Mutex
-	times  [][2]any
+	marker    string
+	countOnly bool
+	mu        sync.Mutex
+	events    int
+	times     [][2]any
 }
 
 func (r *recorder) record(obj any) {
@@ -52,7 +55,10 @@ func (r *recorder) record(obj any) {
 		return
 	}
 	r.mu.Lock()
-	r.times = append(r.times, [2]any{object.GetResourceVersion(), now})
+	r.events++
+	if !r.countOnly {
+		r.times = append(r.times, [2]any{object.GetResourceVersion(), now})
+	}
 	r.mu.Unlock()
 	if strings.HasPrefix(object.GetName(), r.marker) {
 		fmt.Printf("seen %s\n", object.GetName())
@@ -62,7 +68,7 @@ func (r *recorder) record(obj any) {
 func (r *recorder) write(path string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	doc, err := json.Marshal(map[string]any{"events": len(r.times), "times": r.times})
+	doc, err := json.Marshal(map[string]any{"events": r.events, "times": r.times})
 	if err != nil {
 		return err
 	}
@@ -73,6 +79,9 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster to watch")
 	out := flag.String("out", "", "file the events are written to on SIGTERM or SIGINT")
 	marker := flag.String("marker", "bench-marker-", "name prefix of the objects reported with \"seen NAME\"")
+	resources := flag.String("resources", "v1/configmaps,apps/v1/deployments",
+		"comma-separated [GROUP/]VERSION/RESOURCE to watch")
+	countOnly := flag.Bool("count-only", false, "count the events without keeping their times (long runs)")
 	flag.Parse()
 	if *out == "" {
 		log.Fatal("--out is required")
@@ -89,16 +98,21 @@ func main() {
 		log.Fatal(err)
 	}
 	factory := metadatainformer.NewSharedInformerFactory(client, 0)
-	rec := &recorder{marker: *marker}
+	rec := &recorder{marker: *marker, countOnly: *countOnly}
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    rec.record,
 		UpdateFunc: func(_, obj any) { rec.record(obj) },
 		DeleteFunc: rec.record,
 	}
-	for _, resource := range []schema.GroupVersionResource{
-		{Version: "v1", Resource: "configmaps"},
-		{Group: "apps", Version: "v1", Resource: "deployments"},
-	} {
+	for _, name := range strings.Split(*resources, ",") {
+		parts := strings.Split(name, "/")
+		if len(parts) == 2 {
+			parts = append([]string{""}, parts...)
+		}
+		if len(parts) != 3 {
+			log.Fatalf("--resources: %q is not [GROUP/]VERSION/RESOURCE", name)
+		}
+		resource := schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}
 		if _, err := factory.ForResource(resource).Informer().AddEventHandler(handler); err != nil {
 			log.Fatal(err)
 		}
