@@ -13,10 +13,10 @@ from tests.unit.captures import IMPLEMENTATIONS, again, events
 from tests.unit.captures import event as make_event
 from watcher.config import Config
 from watcher.detection.attribution import Decoder
-from watcher.detection.events import ObjectEvent, event_object
+from watcher.detection.events import ObjectEvent, encode, event_object
 from watcher.detection.native import implementation
 from watcher.model import format_observed, observed_time, parse_time
-from watcher.sinks.recording import LAST_APPLIED, Recording
+from watcher.sinks.recording import LAST_APPLIED, Recording, spliced
 from watcher.sources.capture import ReadStats, read_capture, read_captures
 from watcher.sources.discovery import ApiResource
 
@@ -160,3 +160,55 @@ def test_only_secrets_are_redacted_and_the_watcher_says_which_are(tmp_path: Path
     assert secret["object"]["metadata"]["annotations"][LAST_APPLIED].startswith("sha256:")
     assert configmap["object"]["metadata"]["annotations"][LAST_APPLIED] == APPLIED
     assert secret["observedAt"] == configmap["observedAt"] == format_observed(1_800_000_000.0)
+
+
+def _watch_line(obj: dict[str, Any], kind: str = "MODIFIED") -> bytes:
+    """A watch event's text as kube-apiserver writes it (Go's encoder: no spaces, struct fields in order)."""
+    return orjson.dumps({"type": kind, "object": obj})
+
+
+_META = {
+    "name": "a",
+    "namespace": "x",
+    "uid": "9b99b1c1-fcd9-40af-8e7e-ac2b049836b7",
+    "resourceVersion": "200",
+    "labels": {"l": "2 <&> \u00e9"},
+    "managedFields": [
+        {
+            "manager": "m",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": "2026-11-27T04:00:00Z",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:l": {}}}},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("obj", "spliced_as_sent"),
+    [
+        ({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": _META}, True),
+        ({"kind": "ConfigMap", "apiVersion": "v1", "metadata": _META, "data": {"k": "v"}}, True),
+        ({"metadata": _META, "kind": "ConfigMap", "apiVersion": "v1"}, False),  # (not the server's order)
+    ],
+)
+def test_a_recorded_line_is_the_servers_text_with_its_kind_and_time(
+    obj: dict[str, Any], spliced_as_sent: bool, decode: Decoder, tmp_path: Path
+) -> None:
+    event = decode(
+        _watch_line(obj), observed_at=observed_time(1_790_000_000.123456), api_version="v1", kind="ConfigMap"
+    )
+    assert event is not None
+    path = tmp_path / "rec.jsonl"
+    recording = Recording(path, max_bytes=2**30, keep=1)
+    recording.write(event)
+    recording.close()
+    line = path.read_bytes().rstrip(b"\n")
+    expected = orjson.loads(encode(event.type, event_object(event), event.observed_at))
+    assert orjson.loads(line) == expected  # the same event, time and kind as decoding and encoding it gives
+    assert expected["object"]["kind"] == "ConfigMap"
+    assert (spliced(event) is not None) == spliced_as_sent
+    if spliced_as_sent:
+        assert b'"l":"2 <&> \xc3\xa9"' in line  # (the sent text, not re-encoded)

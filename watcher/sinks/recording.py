@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 from pathlib import Path
 from typing import IO, Final
 
 import structlog
 
 from watcher.detection.events import ObjectEvent, encode, event_object
-from watcher.model import JSONObject
+from watcher.model import JSONObject, format_observed
 
 BUFFER_BYTES = 2**20
 LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"  # holds a Secret's data, for `kubectl apply`
@@ -43,10 +44,12 @@ class Recording:
         only (its changes stay visible to a replay)."""
         if self._file is None:
             return
-        obj = event_object(event)
-        if secret:
-            obj = _redacted(obj)
-        line = encode(event.type, obj, event.observed_at or 0.0)
+        line = None if secret else spliced(event)
+        if line is None:
+            obj = event_object(event)
+            if secret:
+                obj = _redacted(obj)
+            line = encode(event.type, obj, event.observed_at or 0.0)
         try:
             self._file.write(line)
             self._file.write(b"\n")
@@ -101,6 +104,36 @@ class Recording:
             with contextlib.suppress(OSError):  # the file is given up either way; its error was logged above
                 self._file.close()
             self._file = None
+
+
+_METADATA_TYPE: Final = b'"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1",'
+_PLAIN: Final = re.compile(r"[A-Za-z0-9./-]+")
+
+
+def spliced(event: ObjectEvent) -> bytes | None:
+    """The recorded line of an event made from the text the API server sent: its object's type meta as the decoder
+    named it (`PartialObjectMetadata` of a metadata-only watch becomes the object's own kind) and `observedAt`
+    added, the rest byte for byte. The same JSON as `encode` makes of the decoded object, without decoding it and
+    encoding it again (a fifth of the live watcher's CPU per event when recording). None: the text is not shaped
+    as a watch event of the API server's (`{"type":...,"object":{"kind":...,"apiVersion":...,...}}`)."""
+    data, kind, api_version = event.data, event.kind, event.api_version
+    head = b'{"type":"' + event.type.encode() + b'","object":{'
+    if (
+        not data.startswith(head)
+        or not data.endswith(b"}}")
+        or not (_PLAIN.fullmatch(kind) and _PLAIN.fullmatch(api_version))
+    ):
+        return None
+    own = f'"kind":"{kind}","apiVersion":"{api_version}",'.encode()
+    start = len(head)
+    if data.startswith(_METADATA_TYPE, start):
+        rest = data[start + len(_METADATA_TYPE) : -1]
+    elif data.startswith(own, start):
+        rest = data[start + len(own) : -1]
+    else:
+        return None
+    observed = format_observed(event.observed_at or 0.0).encode()
+    return b"".join((head, own, rest, b',"observedAt":"', observed, b'"}'))
 
 
 def _redacted(obj: JSONObject) -> JSONObject:
