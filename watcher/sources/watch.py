@@ -3,7 +3,9 @@
 List (paginated), then watch from the list's resourceVersion with bookmarks, resuming from the last version
 seen whenever the server ends a watch. Watch lines are split straight from the socket's bytes and each goes to
 the engine's decoder (natively where the native engine is built): no client models, no Python object per JSON
-node on the hot path. Each event is stamped with its receive time; an invalid one is reported and skipped.
+node on the hot path. Each event is stamped with its receive time; an invalid one is reported and skipped. After
+each read the connection rests for `watch.read_batch`, so that the events written meanwhile arrive in one chunk
+(one wake-up, one TLS decryption, one HTTP parse for all of them).
 
 What goes wrong is classified once (`Failure`) and retried by `retry_delay`, a plain function: `410 Gone`
 relists (the relisted objects reach the engine as ADDED events, which re-read known objects instead of
