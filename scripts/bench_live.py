@@ -67,6 +67,7 @@ sys.path.insert(0, str(REPO))
 
 from informer_build import informer_binary  # noqa: E402
 from livebench import (  # noqa: E402
+    aligned,
     cpu_seconds,
     is_ready,
     lags,
@@ -583,7 +584,7 @@ def print_watchers(watchers: dict[str, Any]) -> None:
                 "-" if r["bytes_per_event"] is None else str(r["bytes_per_event"]),
             )
         )
-    print_rows(rows)
+    print(aligned(rows))
 
 
 def print_comparison(result: dict[str, Any]) -> None:
@@ -607,17 +608,11 @@ def print_comparison(result: dict[str, Any]) -> None:
             )
     for name, ratios in result["vs_informer_median"].items():
         rows.append(("median", name, "", "", "", *ratio_cells(ratios)))
-    print_rows(rows)
+    print(aligned(rows))
 
 
 def ratio_cells(ratios: dict[str, float]) -> tuple[str, str, str]:
     return f"{ratios['cpu_per_event']:.2f}", f"{ratios['rss_end_of_load']:.2f}", f"{ratios['rss_idle']:.2f}"
-
-
-def print_rows(rows: list[tuple[str, ...]]) -> None:
-    sizes = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(size) for cell, size in zip(row, sizes, strict=True)).rstrip())
 
 
 # ---------------------------------------------------------------------------------------------------- main

@@ -118,3 +118,11 @@ def lags(accepted: dict[str, float], received: Iterable[tuple[str, float]]) -> d
         "max_ms": round(max(measured) * 1000, 1),
         "mean_ms": round(statistics.fmean(measured) * 1000, 1),
     }
+
+
+def aligned(rows: list[tuple[str, ...]]) -> str:
+    """Rows of cells as a plain-text table: each column padded to its widest cell."""
+    sizes = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(size) for cell, size in zip(row, sizes, strict=True)).rstrip() for row in rows
+    )

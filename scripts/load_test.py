@@ -70,6 +70,7 @@ sys.path.insert(0, str(REPO))
 
 from informer_build import informer_binary  # noqa: E402
 from livebench import (  # noqa: E402
+    aligned,
     cpu_seconds,
     is_ready,
     lags,
@@ -726,8 +727,7 @@ def table(results: dict[str, Any]) -> str:
                     f"{rss['slope_mib_per_minute']:+.2f}",
                 )
             )
-    sizes = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(size) for cell, size in zip(row, sizes, strict=True)) for row in rows)
+    return aligned(rows)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
