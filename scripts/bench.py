@@ -224,15 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_only or args.memory_timeline:
         return bench_memory.run(args)
     with tempfile.TemporaryDirectory(prefix="fightwatch-bench-") as tmp:
-        path, truth, gen_seconds = synthetic_cluster.obtain(
-            args.stream,
-            Path(tmp),
-            events=args.events,
-            objects=args.objects,
-            seed=args.seed,
-            templates=args.templates,
-            metadata_only=args.metadata_only,
-        )
+        path, truth, gen_seconds = synthetic_cluster.obtain_as_asked(args, Path(tmp))
         if gen_seconds is not None:
             print(f"generated {path} in {gen_seconds:.1f} s", file=sys.stderr)
         results = measure(args, path, truth, gen_seconds)

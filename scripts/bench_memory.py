@@ -218,15 +218,7 @@ def run(args: argparse.Namespace) -> int:
     """Measure as `args` say (`memory_timeline`: N or None; `window`; `engine`; the stream's options) into
     `args.json`. Pinning is the caller's."""
     with tempfile.TemporaryDirectory(prefix="fightwatch-bench-") as tmp:
-        path, truth, gen_seconds = synthetic_cluster.obtain(
-            args.stream,
-            Path(tmp),
-            events=args.events,
-            objects=args.objects,
-            seed=args.seed,
-            templates=args.templates,
-            metadata_only=args.metadata_only,
-        )
+        path, truth, gen_seconds = synthetic_cluster.obtain_as_asked(args, Path(tmp))
         if gen_seconds is not None:
             print(f"generated {path} in {gen_seconds:.1f} s", file=sys.stderr)
             if args.memory_timeline and args.stream is not None:

@@ -402,6 +402,19 @@ def load_truth(stream: Path) -> Truth | None:
     return Truth(**orjson.loads(sidecar.read_bytes())) if sidecar.exists() else None
 
 
+def obtain_as_asked(args: argparse.Namespace, workdir: Path) -> tuple[Path, Truth | None, float | None]:
+    """`obtain` with the options of `add_arguments` (and the caller's `--stream`)."""
+    return obtain(
+        args.stream,
+        workdir,
+        events=args.events,
+        objects=args.objects,
+        seed=args.seed,
+        templates=args.templates,
+        metadata_only=args.metadata_only,
+    )
+
+
 def obtain(
     stream: Path | None,
     workdir: Path,
