@@ -14,14 +14,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from watcher import __version__
-from watcher.config import Config, ConfigError, ShardingSettings, load_config
+from watcher.config import Config, ConfigError, ShardingSettings, load_config, parse_duration
 from watcher.detection.native import CHOICES, native_available
 from watcher.exits import EXIT_ERROR, EXIT_FINDINGS
 from watcher.sources.envelopes import Envelope
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+def main(argv: Sequence[str] | None = None, *, prog: str = "fightwatch") -> int:
+    parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -33,6 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     if args.command == "run":
         return _run(args, config)
+    if args.command == "scan":
+        from watcher import scan  # noqa: PLC0415 - the live watcher's imports only for a scan
+
+        return scan.run(config, scan.options_of(args))
     from watcher import offline  # noqa: PLC0415 - the readers, only for the offline commands
 
     return offline.run(args, config)
@@ -65,9 +69,9 @@ def build() -> str:
     return f"{compiled}, engine: {'native' if native_available() else 'python'}"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fightwatch",
+        prog=prog,
         description="Find Kubernetes controllers fighting over objects, and hot reconcile loops.",
     )
     parser.add_argument("--version", action="version", version=f"fightwatch {__version__} ({build()})")
@@ -147,6 +151,54 @@ def _parser() -> argparse.ArgumentParser:
     )
     audit_format_option(audit)
     common(audit, engine=False)
+    scan = commands.add_parser(
+        "scan",
+        help="watch a cluster for a while, read-only, and report (also: kubectl fightwatch)",
+        description="Watch the cluster of the current kubeconfig context for a while (--for, default 5m, or until "
+        "Ctrl-C) and report controllers fighting over objects and hot reconcile loops, as replay does. Read-only: "
+        "it lists and watches what these credentials may (it asks the API server first, and says what it may not "
+        "watch), and writes nothing in the cluster: no Event, no Lease, no listening port. While it runs, standard "
+        "error shows a status line and each finding as it opens; standard output gets the result.",
+    )
+    scan.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    scan.add_argument("--context", help="kubeconfig context (default: the current context)")
+    scope = scan.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", help="only this namespace (and cluster-scoped resources)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace (the default)")
+    scan.add_argument(
+        "--resources",
+        action="append",
+        metavar="KINDS",
+        help="only these resource types, as kubectl names them, comma-separated: deploy,cm,widgets.example.com "
+        "(default: every type but events, leases, endpoints, endpointslices and pods)",
+    )
+    scan.add_argument("-l", "--selector", help="only objects with these labels (app=web,tier!=db)")
+    scan.add_argument(
+        "--for",
+        dest="duration",
+        type=_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="how long to watch: 90s, 5m (default), 1h; 0: until Ctrl-C",
+    )
+    scan.add_argument(
+        "--record",
+        type=Path,
+        metavar="FILE",
+        help="also write every watch event to FILE (JSON Lines): `fightwatch replay FILE` finds the same",
+    )
+    audit_source = scan.add_mutually_exclusive_group()
+    audit_source.add_argument(
+        "--audit-follow",
+        metavar="LOG",
+        help="join audit events read as they are written to LOG (a file, or - for a pipe: the managed clusters' "
+        "recipes in docs/audit.md): the users behind managers, conflicts, no-op writes",
+    )
+    audit_source.add_argument(
+        "--audit", nargs="+", metavar="LOG", help="join the audit events of these logs (read at start)"
+    )
+    audit_format_option(scan)
+    common(scan)
     demo = commands.add_parser("demo", help="analyse the bundled capture of real controller fights")
     common(demo)
     run = commands.add_parser(
@@ -241,5 +293,28 @@ def _listen(text: str) -> tuple[str, int]:
     return host.removeprefix("[").removesuffix("]") or "0.0.0.0", int(port)  # noqa: S104 - asked for: every address
 
 
+def _duration(text: str) -> float | None:
+    """`--for`: a Go-style duration or seconds; 0 is until Ctrl-C (None)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = parse_duration(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration cannot be negative (0: until Ctrl-C)")
+    return seconds or None
+
+
 def run() -> None:
     sys.exit(main())
+
+
+def kubectl_plugin() -> None:
+    """`kubectl-fightwatch`, run by kubectl as `kubectl fightwatch ...`: a scan unless a command is named."""
+    argv = sys.argv[1:]
+    commands = {"scan", "replay", "audit", "demo", "run"}
+    if not argv or (argv[0] not in commands and argv[0] != "--version"):
+        argv = ["scan", *argv]
+    sys.exit(main(argv, prog="kubectl fightwatch"))

@@ -362,6 +362,11 @@ class WatchSettings(_Strict):
         "RoleBinding per namespace allows); shell patterns watch cluster-wide and filter.",
     )
     exclude_namespaces: tuple[str, ...] = Field((), description="Not objects in these namespaces (shell patterns).")
+    label_selector: str = Field(
+        "",
+        description="Only objects with these labels: a label selector, as `kubectl -l` takes it (`app=web,tier!=db`). "
+        "An object whose labels stop matching is seen as deleted.",
+    )
     per_resource: dict[ResourceSelector, ResourceSettings] = Field(
         default_factory=dict, description="Settings by resource; when several keys match, later ones win."
     )

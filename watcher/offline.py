@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from watcher.config import Config
 from watcher.detection.engine import Engine
@@ -26,14 +26,12 @@ from watcher.detection.join import Joined
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
 from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from watcher.model import Finding, FindingChange, FindingState, FindingType, ObjectRef, Writer, format_time
+from watcher.model import Finding, FindingChange, FindingState, FindingType, format_time
 from watcher.sinks.report import write_json, write_table
+from watcher.sinks.tally import WriteTally
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
 from watcher.sources.envelopes import Envelope, EnvelopeStats
-
-if TYPE_CHECKING:
-    from watcher.sinks.page import Summary
 
 DEMO_CAPTURE = "demo-capture.jsonl.gz"
 DEMO_RECORD = "demo-capture.json"  # how the demo capture was recorded: the Kubernetes release, the day
@@ -82,38 +80,6 @@ def _demo_origin(data: Traversable) -> str:
         f"recorded from a real kube-apiserver {record['kubernetes']} with its kube-controller-manager and kubectl, "
         f"on {record['recorded']}, while real clients fought"
     )
-
-
-class WriteTally:
-    """Who wrote how much, and to how many objects: the report's summary of what was analysed (`--html`). The watch
-    engine tells it of every write (`on_write`); the analysis, of every write request of audit-only analyses."""
-
-    def __init__(self) -> None:
-        self.by_manager: Counter[str] = Counter()
-        self.objects: set[tuple[str, str | None, str]] = set()
-
-    def __call__(self, ref: ObjectRef, writers: Sequence[Writer]) -> None:
-        self.objects.add((ref.kind or ref.resource, ref.namespace, ref.name))
-        for writer in writers:
-            self.by_manager[writer.manager or "(unattributed)"] += 1
-
-    def request(self, request: Request) -> None:
-        obj = request.object
-        self.objects.add((obj.resource, obj.namespace or None, obj.name))
-        self.by_manager[request.manager or request.user] += 1
-
-    def summary(self, analysis: Analysis, note: str) -> Summary:
-        from watcher.sinks.page import Summary  # noqa: PLC0415 - the template engine only for a report
-
-        return Summary(
-            sources=tuple(Path(f).name if f != "-" else "(standard input)" for f in analysis.files),
-            events=analysis.events,
-            objects=len(self.objects),
-            first=analysis.first,
-            last=analysis.last,
-            writes_by_manager=tuple(self.by_manager.most_common()),
-            note=note,
-        )
 
 
 class Analysis:
@@ -341,7 +307,10 @@ def _write_report(path: Path, analysis: Analysis, findings: list[Finding], error
     notes = [f"{analysis.skipped_invalid:,} invalid events skipped"] if analysis.skipped_invalid else []
     if error is not None:
         notes.append(f"the analysis stopped at {error}: this report covers the events read before it")
-    summary = analysis.tally.summary(analysis, "; ".join(notes))
+    sources = tuple(Path(f).name if f != "-" else "(standard input)" for f in analysis.files)
+    summary = analysis.tally.summary(
+        sources=sources, events=analysis.events, first=analysis.first, last=analysis.last, note="; ".join(notes)
+    )
     now = analysis.last if analysis.last is not None else time.time()
     page = report(findings, summary=summary, now=now)
     partial = path.with_name(f".{path.name}.partial")

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,7 @@ from watcher.sinks.recording import Recording
 from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import OLD_SERVER, SUBRESOURCE_ENTRIES_SINCE, ApiResource, server_version
 from watcher.sources.election import LeaderChange, LeaderElector, identity, lease_namespace
-from watcher.sources.kube import ApiError, ConnectError, Connection, KubeApi, connect
+from watcher.sources.kube import ApiError, ConnectError, Connection, KubeApi, connect, event_loop_factory
 from watcher.sources.watch import State
 
 if TYPE_CHECKING:  # imported when the audit webhook is on (its parsers cost memory)
@@ -696,13 +696,3 @@ def run(
     with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(service.run())
     return EXIT_OK
-
-
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop where it is installed (it is a dependency, except on Windows): its socket reads, TLS and
-    timers cost about a fifth less CPU per watch event than asyncio's own loop. None: asyncio's."""
-    try:
-        import uvloop  # noqa: PLC0415
-    except ImportError:
-        return None
-    return uvloop.new_event_loop

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,9 @@ from watcher.sources.watch import (
 )
 
 log = structlog.get_logger("fightwatch.discovery")
+
+# Which of the discovered resources to watch, and where (cluster-wide or in which namespaces).
+Choose = Callable[[list[ApiResource]], Awaitable[list[Target]]]
 
 
 @dataclass
@@ -66,10 +69,13 @@ class ClusterWatch:
         rng: random.Random | None = None,
         observer: WatchObserver | None = None,
         on_change: Callable[[], None] = lambda: None,
+        choose: Choose | None = None,
     ) -> None:
         """`decode` reads each event (the engine's decoder); `on_invalid` is told of each event it refuses;
         `observer` of each watch's restarts and errors; `on_change` whenever a watch starts, stops or changes state
-        (what `resource_states` returns may have changed)."""
+        (what `resource_states` returns may have changed). `choose` picks the targets of each discovery pass (by
+        default the settings' selection, `discovery.select`; `fightwatch scan` asks the API server what it may
+        watch)."""
         self.discovery = DiscoveryStatus()
         self._api = api
         self._observer = observer
@@ -88,6 +94,7 @@ class ClusterWatch:
         self._watches: dict[tuple[str, str, str | None], tuple[ResourceWatch, asyncio.Task[None]]] = {}
         self._refresh = asyncio.Event()
         self._started = False
+        self._choose = choose or self._select
 
     @property
     def watches(self) -> list[ResourceWatch]:
@@ -177,11 +184,14 @@ class ClusterWatch:
             self._plurals = {(r.group, r.kind): r.plural for r in found.resources}
             self._reconciling = True
             try:
-                await self._reconcile(select(found.resources, self._settings, self._sharding))
+                await self._reconcile(await self._choose(found.resources))
             finally:
                 self._reconciling = False
             self._on_change()
             await self._wait(self._settings.discovery_interval)
+
+    async def _select(self, resources: list[ApiResource]) -> list[Target]:
+        return select(resources, self._settings, self._sharding)
 
     async def stop(self) -> None:
         tasks = [task for _, task in self._watches.values()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,8 @@ class ApiResource:
     kind: str
     namespaced: bool
     storage_hash: str = ""  # the same for every group version served from one storage
+    singular: str = ""
+    short_names: tuple[str, ...] = ()  # kubectl's abbreviations: `cm`, `deploy`
 
     @property
     def name(self) -> str:
@@ -112,6 +114,8 @@ def parse_resource_list(group_version: str, doc: Mapping[str, Any]) -> list[ApiR
                 kind=str(entry.get("kind") or ""),
                 namespaced=bool(entry.get("namespaced")),
                 storage_hash=str(entry.get("storageVersionHash") or ""),
+                singular=str(entry.get("singularName") or ""),
+                short_names=tuple(str(n) for n in entry.get("shortNames") or ()),
             )
         )
     return found
@@ -149,6 +153,33 @@ def matches(resource: ApiResource, selector: str) -> bool:
     if fnmatch.fnmatchcase(resource.name, selector):
         return True
     return "." not in selector and fnmatch.fnmatchcase(resource.plural, selector)
+
+
+def resolve(name: str, resources: Sequence[ApiResource]) -> list[ApiResource]:
+    """The resources `name` means as kubectl reads a resource type: a plural, singular, short name or kind (in any
+    case), optionally `.group` (or a prefix of its group: `deploy.apps`); `kind.version.group` too. Like kubectl, a
+    name served by several groups means the core group's, else each group's. [] where nothing matches."""
+    wanted = name.lower()
+    matched = [r for r in resources if _names(r, wanted)]
+    if not matched:
+        return []
+    core = [r for r in matched if r.group == ""]
+    return core or matched
+
+
+def _names(resource: ApiResource, wanted: str) -> bool:
+    own = {resource.plural, resource.singular, resource.kind.lower(), *resource.short_names} - {""}
+    if wanted in own:
+        return True
+    for known in own:
+        rest = wanted.removeprefix(known + ".")
+        if rest == wanted:
+            continue
+        # `plural.group`, `plural.version.group`, or a shorter form of the group (`hpa.autoscaling`)
+        group = rest.removeprefix(resource.version + ".") if "." in rest else rest
+        if resource.group and (group == resource.group or resource.group.startswith(group + ".")):
+            return True
+    return False
 
 
 def literal_namespaces(settings: WatchSettings) -> list[str] | None:

@@ -10,8 +10,9 @@ deserializing every watched object into generated models would cost more than th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,7 @@ class Connection:
     api_client: ApiClient
     server: str
     source: str
+    namespace: str | None = None  # the context's namespace (kubectl's default), or the service account's
     _refresher: asyncio.Task[None] | None = None
 
     async def close(self) -> None:
@@ -96,7 +98,10 @@ async def connect(
             )
         except (ConfigException, OSError) as exc:
             raise ConnectError(f"in-cluster service account ({service_account_dir}): {exc}") from None
-        return _connection(configuration, f"in-cluster service account ({service_account_dir})", None)
+        connection = _connection(configuration, f"in-cluster service account ({service_account_dir})", None)
+        with contextlib.suppress(OSError):
+            connection.namespace = (service_account_dir / "namespace").read_text().strip() or None
+        return connection
     else:
         kubeconfig_text = str(Path.home() / ".kube" / "config")
         source = f"kubeconfig {kubeconfig_text}"
@@ -112,7 +117,19 @@ async def connect(
         raise ConnectError(f"{source}: cannot use it: {exc}") from None
     if context is not None:
         source += f", context {context}"
-    return _connection(configuration, source, loader)
+    connection = _connection(configuration, source, loader)
+    connection.namespace = _context_namespace(loader)
+    return connection
+
+
+def _context_namespace(loader: Any) -> str | None:
+    """The namespace the kubeconfig's context names (kubectl's default namespace), if any."""
+    current = getattr(loader, "_current_context", None)
+    try:  # (kubernetes-asyncio's ConfigNode, or the plain dict it holds)
+        namespace = current["context"]["namespace"] if current is not None else None
+    except (KeyError, TypeError, ConfigException):
+        return None
+    return str(namespace) if namespace else None
 
 
 def _existing(kubeconfig_text: str, source: str) -> list[Path]:
@@ -213,3 +230,13 @@ def _retry_after(value: str | None) -> float | None:
         return float(value) if value else None
     except ValueError:
         return None
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (it is a dependency, except on Windows): its socket reads, TLS and
+    timers cost about a fifth less CPU per watch event than asyncio's own loop. None: asyncio's."""
+    try:
+        import uvloop  # noqa: PLC0415
+    except ImportError:
+        return None
+    return uvloop.new_event_loop

@@ -280,6 +280,7 @@ class ResourceWatch:
         self._rv: str | None = None
         self._known: dict[str, tuple[str | None, str]] = {}  # uid -> (namespace, name): to see what vanished
         self._path = target.path
+        self._selector = [("labelSelector", settings.label_selector)] if settings.label_selector else []
         self._log = log.bind(resource=target.name)
 
     # ---------------------------------------------------------------------------------------------- the loop
@@ -362,7 +363,7 @@ class ResourceWatch:
         self._set(State.LISTING)
         status = self.status
         seen: set[str] = set()
-        page = [("limit", str(self._settings.page_size))]
+        page = [("limit", str(self._settings.page_size)), *self._selector]
         token = ""
         while True:
             query = [*page, ("continue", token)] if token else page
@@ -399,6 +400,7 @@ class ResourceWatch:
             ("resourceVersion", self._rv or ""),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(server_timeout)),
+            *self._selector,
         ]
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=settings.request_timeout, sock_read=server_timeout + settings.read_timeout
