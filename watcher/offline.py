@@ -10,6 +10,7 @@ import gc
 import json
 import signal
 import sys
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
@@ -27,7 +28,7 @@ from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
 from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from watcher.model import Finding, FindingChange, FindingState, FindingType, ObjectRef, Writer, format_time
-from watcher.sinks.report import write_json, write_table
+from watcher.sinks.report import table_width, write_json, write_table, write_yaml
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
 from watcher.sources.envelopes import Envelope, EnvelopeStats
@@ -56,9 +57,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if args.command == "demo":
             data = resources.files("watcher") / "data"
             files = [str(stack.enter_context(resources.as_file(data / DEMO_CAPTURE)))]
-            print(
-                f"Replaying the bundled demo capture ({Path(files[0]).name}), {_demo_origin(data)}.\n", file=sys.stderr
-            )
+            banner = f"Replaying the bundled demo capture ({Path(files[0]).name}), {_demo_origin(data)}."
+            width = table_width(sys.stderr)
+            print((banner if width is None else textwrap.fill(banner, max(width, 20))) + "\n", file=sys.stderr)
         else:
             files = args.files
         return _analyse(
@@ -305,8 +306,11 @@ def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
     if args.output == "json":
         write_json(findings, sys.stdout.buffer, incidents=args.incidents)
         sys.stdout.flush()
+    elif args.output == "yaml":
+        write_yaml(findings, sys.stdout, incidents=args.incidents)
     else:
-        write_table(findings, sys.stdout, totals=analysis.totals(), empty=analysis.nothing_found())
+        width = table_width(sys.stdout, wide=args.output == "wide")
+        write_table(findings, sys.stdout, totals=analysis.totals(), empty=analysis.nothing_found(), width=width)
     if args.html is not None and not _write_report(args.html, analysis, findings, error):
         return EXIT_ERROR
     for problem in analysis.problems():
