@@ -61,6 +61,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's width is each test's to choose (`COLUMNS=80`), not the environment's: GNU readline exports
+    COLUMNS when it is imported (as a plugin of pytest's does), into the C environment os.environ does not show,
+    and every command started would cut its table to it."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    os.unsetenv("COLUMNS")
+
+
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """etcd + kube-apiserver for the whole session; logs stay in its workdir (pytest's tmp dir)."""

@@ -82,9 +82,11 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
         sub.add_argument(
             "--output",
             "-o",
-            choices=("table", "json"),
+            choices=OUTPUTS,
             default="table",
-            help="table for people (default), json: one finding per line",
+            help="table (default): for people, cut to the terminal's width ($COLUMNS, else the terminal's; whole "
+            "when piped); wide: the table with every cell whole; json: one finding per line; yaml: the same objects, "
+            "one YAML document each",
         )
         sub.add_argument(
             "--fail-on-findings",
@@ -94,8 +96,8 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
         sub.add_argument(
             "--incidents",
             action="store_true",
-            help="with --output json: one line per incident (findings of one pattern on many objects) instead of "
-            "per finding",
+            help="with --output json or yaml: one object per incident (findings of one pattern on many objects) "
+            "instead of per finding",
         )
         sub.add_argument(
             "--html",
@@ -241,6 +243,9 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
         help="append every received event to FILE as JSON Lines (replayable; rotated by size, see record.*)",
     )
     return parser
+
+
+OUTPUTS = ("table", "wide", "json", "yaml")
 
 
 def audit_format_option(parser: argparse.ArgumentParser) -> None:

@@ -10,6 +10,7 @@ import gc
 import json
 import signal
 import sys
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
@@ -27,7 +28,7 @@ from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
 from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from watcher.model import Finding, FindingChange, FindingState, FindingType, format_time
-from watcher.sinks.report import write_json, write_table
+from watcher.sinks.report import table_width, write_findings
 from watcher.sinks.tally import WriteTally
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
@@ -54,9 +55,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if args.command == "demo":
             data = resources.files("watcher") / "data"
             files = [str(stack.enter_context(resources.as_file(data / DEMO_CAPTURE)))]
-            print(
-                f"Replaying the bundled demo capture ({Path(files[0]).name}), {_demo_origin(data)}.\n", file=sys.stderr
-            )
+            banner = f"Replaying the bundled demo capture ({Path(files[0]).name}), {_demo_origin(data)}."
+            width = table_width(sys.stderr)
+            print((banner if width is None else textwrap.fill(banner, max(width, 20))) + "\n", file=sys.stderr)
         else:
             files = args.files
         return _analyse(
@@ -268,11 +269,9 @@ def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
             return EXIT_ERROR
         error = exc
     findings = analysis.findings()
-    if args.output == "json":
-        write_json(findings, sys.stdout.buffer, incidents=args.incidents)
-        sys.stdout.flush()
-    else:
-        write_table(findings, sys.stdout, totals=analysis.totals(), empty=analysis.nothing_found())
+    write_findings(
+        findings, args.output, incidents=args.incidents, totals=analysis.totals(), empty=analysis.nothing_found()
+    )
     if args.html is not None and not _write_report(args.html, analysis, findings, error):
         return EXIT_ERROR
     for problem in analysis.problems():

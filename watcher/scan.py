@@ -38,7 +38,7 @@ from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from watcher.model import ChangeKind, Finding, FindingChange, FindingState, FindingType, format_time
 from watcher.sinks.log import configure_logging
 from watcher.sinks.recording import Recording
-from watcher.sinks.report import write_json, write_table
+from watcher.sinks.report import write_findings
 from watcher.sinks.tally import WriteTally
 from watcher.sinks.terminal import Console, duration, opened_line, status_line
 from watcher.sources.audit import AuditStats, read_audit_logs
@@ -485,12 +485,9 @@ def run(config: Config, options: Options) -> int:
 
 def _result(scan: Scan, options: Options) -> int:
     findings = scan.findings()
-    if options.output == "json":
-        write_json(findings, sys.stdout.buffer, incidents=options.incidents)
-        sys.stdout.flush()
-    else:
-        write_table(findings, sys.stdout, totals=scan.totals(), empty=scan.nothing_found())
-        sys.stdout.flush()
+    write_findings(
+        findings, options.output, incidents=options.incidents, totals=scan.totals(), empty=scan.nothing_found()
+    )
     status = EXIT_OK
     if options.html is not None:
         try:

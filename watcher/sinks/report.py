@@ -1,19 +1,25 @@
-"""Findings for people (a table) and for programs (one JSON object per line, a stable interface).
+"""Findings for people (a table, fitted to the terminal) and for programs (one JSON object per line, or the same
+objects as a YAML stream: a stable interface).
 
 The JSON form is shared with the live watcher's `/api/v1/findings`; its fields are documented in README.md.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import textwrap
-from collections.abc import Iterable
-from typing import IO, Any
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import IO, Any, Final
 
 import orjson
+import yaml
 
 from watcher.detection.incidents import assign, group, incident_id, severity
 from watcher.model import Finding, FindingType, Incident, ObjectRef, WriterCount, format_time
+from watcher.sinks.columns import Cell, Column, lay_out
 
 
 def severity_order(findings: Iterable[Finding]) -> list[Finding]:
@@ -130,48 +136,110 @@ def incident_page(base: str | None, incident: Incident) -> str | None:
 
 def write_json(findings: Iterable[Finding], out: IO[bytes], *, incidents: bool = False) -> None:
     """One JSON object per line: per finding, most severe first; or (`incidents`) per incident."""
+    for document in _documents(findings, incidents=incidents):
+        out.write(orjson.dumps(document) + b"\n")
+
+
+def _documents(findings: Iterable[Finding], *, incidents: bool) -> Iterator[dict[str, Any]]:
     if incidents:
-        for incident in group(findings):
-            out.write(orjson.dumps(incident_json(incident)) + b"\n")
+        yield from (incident_json(incident) for incident in group(findings))
         return
     findings = list(findings)
     incident_of = assign(findings)
     for finding in severity_order(findings):
-        out.write(orjson.dumps(finding_json(finding, incident_of[finding.id])) + b"\n")
+        yield finding_json(finding, incident_of[finding.id])
+
+
+def write_yaml(findings: Iterable[Finding], out: IO[str], *, incidents: bool = False) -> None:
+    """The objects of `write_json`, in its order, as a YAML stream: one document (`---`) per finding or incident."""
+    documents = _documents(findings, incidents=incidents)
+    yaml.dump_all(documents, out, Dumper=_YAML_DUMPER, explicit_start=True, sort_keys=False, allow_unicode=True)
+
+
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # (libyaml's, where PyYAML was built with it)
+
+
+def write_findings(findings: list[Finding], output: str, *, incidents: bool = False, totals: str, empty: str) -> None:
+    """The findings on standard output as `-o` asks: `table` (cut to the terminal), `wide`, `json`, `yaml`."""
+    if output == "json":
+        write_json(findings, sys.stdout.buffer, incidents=incidents)
+    elif output == "yaml":
+        write_yaml(findings, sys.stdout, incidents=incidents)
+    else:
+        width = table_width(sys.stdout, wide=output == "wide")
+        write_table(findings, sys.stdout, totals=totals, empty=empty, width=width)
+    sys.stdout.flush()
+
+
+def table_width(stream: IO[str], *, wide: bool = False) -> int | None:
+    """The width to cut the table to: `$COLUMNS` when set (as `ls`, `ps` and Python's shutil honour it), else the
+    terminal's when `stream` is one; None (every cell whole) for `-o wide` and when the output is piped or
+    redirected, so that grep and files get the whole text (kubectl never cuts its tables)."""
+    if wide:
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
+    except (AttributeError, OSError, ValueError):  # (no file descriptor: a StringIO, a closed stream)
+        return None
 
 
 def write_table(
-    findings: Iterable[Finding], out: IO[str], *, totals: str, empty: str = "No controller fights or hot loops found."
+    findings: Iterable[Finding],
+    out: IO[str],
+    *,
+    totals: str,
+    empty: str = "No controller fights or hot loops found.",
+    width: int | None = None,
 ) -> None:
+    """The findings as a table, then each one's summary and hint, then the `totals`. `width` (`table_width`): no
+    line is longer; None: the table's cells whole, the text wrapped at the terminal's width (else 160)."""
     findings = list(findings)
     incidents = group(findings)
     ordered, incident_of = _by_incident(incidents, findings)
+    wrap = width if width is not None else shutil.get_terminal_size((160, 24)).columns
     if not ordered:
-        out.write(empty + "\n")
+        out.write(_wrap(empty, wrap, indent="") + "\n")
     else:
-        width = shutil.get_terminal_size((160, 24)).columns
         shared = [(n, i) for n, i in enumerate(incidents, 1) if len(i.members) > 1]
         for number, incident in shared:
             follow = len(incident.consequences)
             tail = f"; {follow} finding{'s' * (follow != 1)} follow{'s' * (follow == 1)} from it" if follow else ""
             line = f"Incident {number} ({incident.id}): {incident.summary}{tail}."
-            out.write(_wrap(line, width, indent="   ") + "\n")
+            out.write(_wrap(line, wrap, indent="   ") + "\n")
         if shared:
             out.write("\n")
-        rows = _rows(ordered, incident_of if shared else None)
-        sizes = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            out.write("  ".join(cell.ljust(size) for cell, size in zip(row, sizes, strict=True)).rstrip() + "\n")
+        columns = _COLUMNS if shared else [c for c in _COLUMNS if c.header != "INCIDENT"]
+        for line in lay_out(columns, _rows(ordered, incident_of if shared else None), width):
+            out.write(line + "\n")
         out.write("\n")
         for number, f in enumerate(ordered, 1):
-            out.write(_wrap(f"{number}. {f.summary}.", width, indent="   ") + "\n")
-            out.write(_wrap(f"Hint: {f.hint}", width, indent="   ", first="   ") + "\n")
-    out.write(f"\n{totals}\n")
+            out.write(_wrap(f"{number}. {f.summary}.", wrap, indent="   ") + "\n")
+            out.write(_wrap(f"Hint: {f.hint}", wrap, indent="   ", first="   ") + "\n")
+    out.write("\n" + "\n".join(_wrap(line, wrap, indent="   ") for line in totals.splitlines()) + "\n")
 
 
-def _rows(ordered: list[Finding], incident_of: dict[str, int] | None) -> list[list[str]]:
-    """The table's cells; an INCIDENT column only where some incident has several findings."""
-    rows = [["#", "INCIDENT", "TYPE", "STATE", "OBJECT", "WRITERS", "FIELDS", "HANDOVERS", "RATE/MIN", "SINCE"]]
+# The table's columns, most important first; the long ones are cut, and the last ones dropped, to fit a width.
+_COLUMNS: Final = (
+    Column("#"),
+    Column("INCIDENT", drop=4),
+    Column("TYPE"),
+    Column("STATE"),
+    Column("OBJECT", cut="middle", minimum=32),
+    Column("WRITERS", cut="end", minimum=20),
+    Column("FIELDS", cut="end", minimum=16),
+    Column("HANDOVERS", drop=2),
+    Column("RATE/MIN", drop=3),
+    Column("SINCE", drop=1),
+)
+
+
+def _rows(ordered: list[Finding], incident_of: dict[str, int] | None) -> list[list[Cell]]:
+    """The table's cells, whole, with shorter forms for a narrow terminal: the object without its API group, the
+    writers by manager only; an INCIDENT column only where some incident has several findings."""
+    rows: list[list[Cell]] = []
     for number, f in enumerate(ordered, 1):
         rows.append(
             [
@@ -179,9 +247,12 @@ def _rows(ordered: list[Finding], incident_of: dict[str, int] | None) -> list[li
                 str(incident_of[f.id]) if incident_of is not None else "",
                 f.type.label,
                 f.state.value,
-                f.object.display(),
-                ", ".join(c.writer.display() for c in f.writers),
-                _shorten(", ".join(f.fields) or "-", 60),
+                (f.object.display(), replace(f.object, api_group="").display()),
+                (
+                    ", ".join(c.writer.display() for c in f.writers),
+                    ", ".join(dict.fromkeys(c.writer.manager or "(unattributed)" for c in f.writers)),
+                ),
+                ", ".join(f.fields) or "-",
                 str(f.handovers) if f.type is FindingType.FIGHT else "-",
                 f"{f.writes_per_minute:g}",
                 format_time(f.first_seen),
@@ -203,11 +274,7 @@ def _by_incident(incidents: list[Incident], findings: Iterable[Finding]) -> tupl
     return ordered, numbers
 
 
-def _shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _wrap(text: str, width: int, *, indent: str, first: str = "") -> str:
     return textwrap.fill(
-        text, width=max(width, 60), initial_indent=first, subsequent_indent=indent, break_on_hyphens=False
+        text, width=max(width, 20), initial_indent=first, subsequent_indent=indent, break_on_hyphens=False
     )
