@@ -246,6 +246,7 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
 
 
 OUTPUTS = ("table", "wide", "json", "yaml")
+COMMANDS = ("scan", "replay", "audit", "demo", "run")
 
 
 def audit_format_option(parser: argparse.ArgumentParser) -> None:
@@ -318,8 +319,11 @@ def run() -> None:
 
 def kubectl_plugin() -> None:
     """`kubectl-fightwatch`, run by kubectl as `kubectl fightwatch ...`: a scan unless a command is named."""
-    argv = sys.argv[1:]
-    commands = {"scan", "replay", "audit", "demo", "run"}
-    if not argv or (argv[0] not in commands and argv[0] != "--version"):
-        argv = ["scan", *argv]
-    sys.exit(main(argv, prog="kubectl fightwatch"))
+    sys.exit(main(plugin_argv(sys.argv[1:]), prog="kubectl fightwatch"))
+
+
+def plugin_argv(argv: Sequence[str]) -> list[str]:
+    """`kubectl fightwatch [ARGS]`: `scan` unless ARGS start with a command (or --version)."""
+    if argv and (argv[0] in COMMANDS or argv[0] == "--version"):
+        return list(argv)
+    return ["scan", *argv]

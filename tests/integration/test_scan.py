@@ -27,7 +27,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from harness import scenarios
-from harness.control_plane import ControlPlane, start_control_plane
+from harness.control_plane import ADMIN_USER, ControlPlane, start_control_plane
 from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client
 
 SCANNER, TENANT = "scanner", "tenant"
@@ -163,8 +163,9 @@ async def test_kubectl_fightwatch_finds_a_fight_and_a_hot_loop_and_writes_nothin
     kubeconfig = plane.kubeconfig_for(SCANNER)
     record = tmp_path / "scan.jsonl"
     seen: list[str] = []
+    assert plane.audit_log is not None
     scan = await _start(plane, kubeconfig, "scan", "--for", "60s", "-o", "json", "--fail-on-findings",
-                        "--record", str(record))  # fmt: skip
+                        "--record", str(record), "--audit-follow", str(plane.audit_log))  # fmt: skip
     await _until_ready(scan, seen)
     await asyncio.gather(
         scenarios.fight_update_vs_update_label(admin),
@@ -178,6 +179,11 @@ async def test_kubectl_fightwatch_finds_a_fight_and_a_hot_loop_and_writes_nothin
     assert ("hot_loop", "hot-loop-timestamp", "reconcile-state") in found, result.stderr
     fight = next(f for f in result.findings() if f["type"] == "fight")
     assert {w["manager"] for w in fight["writers"]} >= {"team-a-operator", "team-b-operator"}
+    # joined with the audit events as they were written: the users behind the managers
+    assert {(c["manager"], c["user"]) for c in fight["clients"]} >= {
+        ("team-a-operator", ADMIN_USER),
+        ("team-b-operator", ADMIN_USER),
+    }, fight["clients"]
     assert "found fight" in result.stderr  # told as it opened
     assert ESCAPE not in result.stderr + result.stdout  # off a terminal: plain lines
     # view may not read Secrets or RBAC objects: said, and the rest watched
@@ -242,7 +248,8 @@ async def test_a_tenant_scans_its_namespace_and_is_told_what_it_cannot_watch(
         check=True, capture_output=True,
     )  # fmt: skip
     seen: list[str] = []
-    scan = await _start(plane, kubeconfig, "--for", "40s", "-o", "json")
+    report = tmp_path / "tenant.html"
+    scan = await _start(plane, kubeconfig, "--for", "40s", "-o", "json", "--html", str(report))
     await _until_ready(scan, seen)
     await _fight_in(Kube(admin), TENANT_NS)
     result = await _finish(scan, seen)
@@ -251,6 +258,7 @@ async def test_a_tenant_scans_its_namespace_and_is_told_what_it_cannot_watch(
     found = {(f["type"], f["object"]["namespace"], f["object"]["name"]) for f in result.findings()}
     assert ("fight", TENANT_NS, "shared-settings") in found, result.stderr
     assert f"Watched in namespace {TENANT_NS} only (not cluster-wide)" in result.stderr
+    assert "shared-settings" in report.read_text()
     assert "Not watched" in result.stderr
     assert "nodes" in result.stderr
     assert plane.audit_log is not None

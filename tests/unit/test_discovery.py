@@ -17,6 +17,7 @@ from watcher.sources.discovery import (
     matches,
     parse_resource_list,
     preferred_group_versions,
+    resolve,
     select,
 )
 
@@ -185,3 +186,36 @@ def test_a_shard_outside_the_shards_is_a_config_error() -> None:
         _sharding(shard=2, total_shards=2)
     with pytest.raises(ConfigError, match=r"assign\.configmaps"):
         _sharding(total_shards=2, assign={"configmaps": 3})
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("cm", {"configmaps"}),
+        ("configmap", {"configmaps"}),
+        ("ConfigMap", {"configmaps"}),
+        ("deploy", {"deployments.apps"}),
+        ("deployments.apps", {"deployments.apps"}),
+        ("deployments.v1.apps", {"deployments.apps"}),
+        ("hpa", {"horizontalpodautoscalers.autoscaling"}),
+        ("events", {"events"}),  # (events.k8s.io's, the same storage, is watched as the core group's)
+        ("ev", {"events"}),
+        ("widget", {"widgets.example.com"}),
+        ("nosuchkind", set()),
+        ("deploy.example.com", set()),
+    ],
+)
+def test_resource_types_resolve_as_kubectl_names_them(name: str, expected: set[str]) -> None:
+    """`--resources` of `fightwatch scan`: plurals, singulars, short names and kinds, with or without the group."""
+    assert {r.name for r in resolve(name, _served("v1.37.2"))} == expected
+
+
+def test_a_name_served_by_several_groups_means_the_core_groups() -> None:
+    served = [
+        ApiResource("", "v1", "widgets", "Widget", namespaced=True),
+        ApiResource("example.com", "v1", "widgets", "Widget", namespaced=True),
+        ApiResource("other.io", "v1", "widgets", "Widget", namespaced=True),
+    ]
+    assert [r.name for r in resolve("widgets", served)] == ["widgets"]
+    assert [r.name for r in resolve("widgets", served[1:])] == ["widgets.example.com", "widgets.other.io"]
+    assert [r.name for r in resolve("widget.other", served)] == ["widgets.other.io"]
