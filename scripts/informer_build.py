@@ -1,7 +1,8 @@
-"""The client-go informer of `bench_live.py` (scripts/informer), built with `go build` on first use.
+"""Go programs the benchmarks and tests run, built with `go build` on first use: the client-go informer of
+`bench_live.py` (scripts/informer), and krew (scripts/krew) for tests/deploy/test_krew.py.
 
-The binary is cached by the sha256 of its sources (go.mod, go.sum, main.go) in
-`${FIGHTWATCH_CACHE:-${XDG_CACHE_HOME:-~/.cache}/fightwatch}/informer/DIGEST/informer`, as scripts/control-plane.sh
+A binary is cached by the sha256 of its module's sources (go.mod, go.sum, main.go) in
+`${FIGHTWATCH_CACHE:-${XDG_CACHE_HOME:-~/.cache}/fightwatch}/MODULE/DIGEST/NAME`, as scripts/control-plane.sh
 caches the control plane. It is built in a temporary directory and renamed into place, so that an interrupted build
 leaves no cache entry behind.
 """
@@ -28,20 +29,26 @@ def cache_root() -> Path:
 
 def informer_binary() -> Path:
     """The informer built from the sources as they are now; RuntimeError with go's output if the build fails."""
-    digest = hashlib.sha256(b"\0".join((SOURCE / name).read_bytes() for name in SOURCE_FILES)).hexdigest()
-    cache = cache_root() / "informer"
-    binary = cache / digest[:16] / "informer"
+    return go_binary(SOURCE, ".", "informer", SOURCE_FILES)
+
+
+def go_binary(source: Path, package: str, name: str, files: tuple[str, ...] = ("go.mod", "go.sum")) -> Path:
+    """`package` built in the Go module at `source` (its `files` make the cache key), as `name`; RuntimeError with
+    go's output if the build fails."""
+    digest = hashlib.sha256(b"\0".join((source / f).read_bytes() for f in files)).hexdigest()
+    cache = cache_root() / source.name
+    binary = cache / digest[:16] / name
     if binary.exists():
         return binary
     if shutil.which("go") is None:
-        raise RuntimeError(f"no go on PATH: Go is needed to build the client-go informer ({SOURCE})")
-    print(f"building the client-go informer ({SOURCE}) into {binary.parent}", flush=True)
+        raise RuntimeError(f"no go on PATH: Go is needed to build {package} ({source})")
+    print(f"building {package} ({source}) into {binary.parent}", flush=True)
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".build-") as build:
-        built = Path(build) / "informer"
+        built = Path(build) / name
         done = subprocess.run(
-            ["go", "build", "-trimpath", "-o", str(built), "."],
-            cwd=SOURCE,
+            ["go", "build", "-trimpath", "-o", str(built), package],
+            cwd=source,
             env={**os.environ, "CGO_ENABLED": "0"},  # a static binary, as controller images ship
             capture_output=True,
             text=True,
@@ -49,7 +56,7 @@ def informer_binary() -> Path:
         )
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-LOG_TAIL_LINES:])
-            raise RuntimeError(f"go build of {SOURCE} failed (exit {done.returncode}):\n{tail}")
-        binary.parent.mkdir(exist_ok=True)
+            raise RuntimeError(f"go build of {package} in {source} failed (exit {done.returncode}):\n{tail}")
+        binary.parent.mkdir(parents=True, exist_ok=True)
         built.rename(binary)
     return binary
