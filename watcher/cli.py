@@ -165,7 +165,9 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
     scan.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
     scan.add_argument("--context", help="kubeconfig context (default: the current context)")
     scope = scan.add_mutually_exclusive_group()
-    scope.add_argument("-n", "--namespace", help="only this namespace (and cluster-scoped resources)")
+    scope.add_argument(
+        "-n", "--namespace", help="only the objects of this namespace (no cluster-scoped ones: nodes, CRDs, ...)"
+    )
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace (the default)")
     scan.add_argument(
         "--resources",

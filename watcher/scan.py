@@ -195,6 +195,8 @@ class Scan:
 
     async def _choose(self, resources: list[ApiResource]) -> list[Target]:
         assert self._permissions is not None
+        if self.options.namespace:  # (one namespace's objects: no cluster-scoped ones)
+            resources = [r for r in resources if r.namespaced]
         targets = await self._permissions.choose(resources)
         denied = self._permissions.take_denied()
         if self._watched is None:
@@ -476,6 +478,10 @@ def run(config: Config, options: Options) -> int:
     except ScanError as exc:
         console.close()
         print(f"fightwatch: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:  # (before the watch began: after, Ctrl-C ends the scan with its result)
+        console.close()
+        print("fightwatch: interrupted before the scan began", file=sys.stderr)
         return EXIT_ERROR
     if scan.nothing_watchable:
         print("fightwatch: these credentials may not list and watch any resource: nothing was scanned", file=sys.stderr)

@@ -30,7 +30,7 @@ from harness import scenarios
 from harness.control_plane import ADMIN_USER, ControlPlane, start_control_plane
 from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client
 
-SCANNER, TENANT = "scanner", "tenant"
+SCANNER, TENANT, NOBODY = "scanner", "tenant", "nobody"
 TENANT_NS = "tenant-team"
 POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}
 BIN = Path(sys.executable).parent
@@ -42,7 +42,7 @@ ESCAPE = "\x1b"
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    cp = start_control_plane(tmp_path_factory.mktemp("scan"), audit_policy=POLICY, users=(SCANNER, TENANT))
+    cp = start_control_plane(tmp_path_factory.mktemp("scan"), audit_policy=POLICY, users=(SCANNER, TENANT, NOBODY))
     try:
         cp.start_controller_manager()  # (its clusterrole-aggregation controller fills in `view`'s rules)
         yield cp
@@ -211,12 +211,18 @@ async def test_kubectl_fightwatch_finds_a_fight_and_a_hot_loop_and_writes_nothin
 async def test_exit_statuses(plane: ControlPlane, admin: ApiClient) -> None:
     kubeconfig = plane.kubeconfig_for(SCANNER)
     await Kube(admin).ensure_namespace("quiet")
-    seen: list[str] = []
+    assert plane.audit_log is not None
     quiet = await _start(plane, kubeconfig, "-n", "quiet", "--resources", "cm,deploy", "--for", "2s",
-                         "--fail-on-findings")  # fmt: skip
-    result = await _finish(quiet, seen)
+                         "--fail-on-findings", "--audit", str(plane.audit_log))  # fmt: skip
+    result = await _finish(quiet, [])
     assert result.status == 0, result.stderr
-    assert "No controller fights or hot loops found." in result.stdout
+    assert "No fights, hot loops or conflicts found." in result.stdout
+    audited = next(line for line in result.stdout.splitlines() if line.endswith(" audit events."))
+    assert int(audited.split()[0].replace(",", "")) > 0  # the log was read and joined
+
+    nobody = await _finish(await _start(plane, plane.kubeconfig_for(NOBODY), "--for", "30s"), [])
+    assert nobody.status == 2
+    assert "may not list and watch any resource" in nobody.stderr
 
     unknown = await _finish(await _start(plane, kubeconfig, "--resources", "cm,nosuchkind", "--for", "2s"), [])
     assert unknown.status == 2
