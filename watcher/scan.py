@@ -377,7 +377,7 @@ class Scan:
         watched = len(self._watched or ())
         lines = [
             f"{found} ({active} active).",
-            f"{s.events:,} watch events ({s.writes:,} writes to {self.engine.tracked_objects:,} objects) from "
+            f"{s.events:,} watch events ({s.writes:,} writes) over {self.engine.tracked_objects:,} objects from "
             f"{watched} watch{'es' * (watched != 1)}{span}.",
         ]
         if self.requests is not None:
