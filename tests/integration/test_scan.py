@@ -157,27 +157,61 @@ def _writes_by(log: Path, user: str) -> tuple[list[str], int]:
     return writes, reads
 
 
-async def test_kubectl_fightwatch_finds_a_fight_and_a_hot_loop_and_writes_nothing(
-    plane: ControlPlane, admin: ApiClient, tmp_path: Path
-) -> None:
-    kubeconfig = plane.kubeconfig_for(SCANNER)
-    record = tmp_path / "scan.jsonl"
-    seen: list[str] = []
+@dataclass
+class Scans:
+    """The two scans of one minute: `scanner`'s cluster-wide one (capture in `record`) and `tenant`'s."""
+
+    cluster: Scanned
+    tenant: Scanned
+    record: Path
+    report: Path
+
+
+@pytest.fixture(scope="module")
+async def scans(plane: ControlPlane, admin: ApiClient, tmp_path_factory: pytest.TempPathFactory) -> Scans:
+    """Both scans at once, through the real kubectl, while a fight and a hot loop run cluster-wide and a fight runs
+    in the tenant's namespace."""
+    out = tmp_path_factory.mktemp("scans")
+    record, report = out / "scan.jsonl", out / "tenant.html"
+    tenant_kubeconfig = plane.kubeconfig_for(TENANT)
+    await asyncio.to_thread(  # as a tenant's kubeconfig names it: the context's namespace
+        subprocess.run,
+        [str(plane.kubectl), "config", "set-context", "--current", f"--namespace={TENANT_NS}",
+         f"--kubeconfig={tenant_kubeconfig}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
     assert plane.audit_log is not None
-    scan = await _start(plane, kubeconfig, "scan", "--for", "60s", "-o", "json", "--fail-on-findings",
-                        "--record", str(record), "--audit-follow", str(plane.audit_log))  # fmt: skip
-    await _until_ready(scan, seen)
+    cluster_seen: list[str] = []
+    tenant_seen: list[str] = []
+    cluster = await _start(
+        plane, plane.kubeconfig_for(SCANNER), "scan", "--for", "60s", "-o", "json", "--fail-on-findings",
+        "--record", str(record), "--audit-follow", str(plane.audit_log),
+    )  # fmt: skip
+    tenant = await _start(plane, tenant_kubeconfig, "--for", "60s", "-o", "json", "--html", str(report))
+    await asyncio.gather(_until_ready(cluster, cluster_seen), _until_ready(tenant, tenant_seen))
     await asyncio.gather(
         scenarios.fight_update_vs_update_label(admin),
         scenarios.hot_loop_timestamp(admin),
+        _fight_in(Kube(admin), TENANT_NS),
     )
-    result = await _finish(scan, seen)
+    cluster_result, tenant_result = await asyncio.gather(_finish(cluster, cluster_seen), _finish(tenant, tenant_seen))
+    return Scans(cluster_result, tenant_result, record, report)
 
+
+def _found(scanned: Scanned) -> set[tuple[str, str, str]]:
+    return {(f["type"], f["object"]["namespace"], f["object"]["name"]) for f in scanned.findings()}
+
+
+async def test_kubectl_fightwatch_finds_a_fight_and_a_hot_loop_and_writes_nothing(
+    plane: ControlPlane, scans: Scans
+) -> None:
+    result = scans.cluster
     assert result.status == 3, result.stderr  # --fail-on-findings, and something was found
-    found = {(f["type"], f["object"]["namespace"], f["object"]["name"]) for f in result.findings()}
+    found = _found(result)
     assert ("fight", "fight-update-vs-update-label", "settings") in found, result.stderr
     assert ("hot_loop", "hot-loop-timestamp", "reconcile-state") in found, result.stderr
-    fight = next(f for f in result.findings() if f["type"] == "fight")
+    assert ("fight", TENANT_NS, "shared-settings") in found, result.stderr
+    fight = next(f for f in result.findings() if f["object"]["name"] == "settings")
     assert {w["manager"] for w in fight["writers"]} >= {"team-a-operator", "team-b-operator"}
     # joined with the audit events as they were written: the users behind the managers
     assert {(c["manager"], c["user"]) for c in fight["clients"]} >= {
@@ -195,17 +229,33 @@ async def test_kubectl_fightwatch_finds_a_fight_and_a_hot_loop_and_writes_nothin
     assert reads > 0  # (it did watch, as SCANNER)
     assert writes == []
 
+
+async def test_the_capture_replays_to_the_same_findings(scans: Scans) -> None:
     replayed = await asyncio.to_thread(
         subprocess.run,
-        [str(BIN / "fightwatch"), "replay", str(record), "-o", "json"],
+        [str(BIN / "fightwatch"), "replay", str(scans.record), "-o", "json"],
         capture_output=True,
         text=True,
         check=True,
     )
     again = {(f["type"], f["object"]["namespace"], f["object"]["name"]) for line in replayed.stdout.splitlines()
              if (f := orjson.loads(line))}  # fmt: skip
-    assert again >= {("fight", "fight-update-vs-update-label", "settings"),
-                     ("hot_loop", "hot-loop-timestamp", "reconcile-state")}  # fmt: skip
+    watched = {f for f in _found(scans.cluster) if f[0] in ("fight", "hot_loop")}  # (not those of audit events)
+    assert again == watched
+
+
+async def test_a_tenant_scans_its_namespace_and_is_told_what_it_cannot_watch(plane: ControlPlane, scans: Scans) -> None:
+    result = scans.tenant
+    assert result.status == 0, result.stderr
+    assert _found(result) == {("fight", TENANT_NS, "shared-settings")}, result.stderr  # its namespace's only
+    assert f"Watched in namespace {TENANT_NS} only (not cluster-wide)" in result.stderr
+    assert "Not watched" in result.stderr
+    assert "nodes" in result.stderr  # cluster-scoped: nowhere to fall back
+    assert "shared-settings" in scans.report.read_text()
+    assert plane.audit_log is not None
+    writes, reads = _writes_by(plane.audit_log, TENANT)
+    assert reads > 0
+    assert writes == []
 
 
 async def test_exit_statuses(plane: ControlPlane, admin: ApiClient) -> None:
@@ -241,36 +291,6 @@ async def _fight_in(kube: Kube, namespace: str, rounds: int = 4) -> None:
 
             await kube.read_modify_write(path, label, manager=f"{team}-operator")
             await asyncio.sleep(scenarios.STEP)  # the writers' pace (the fight's timing, not a wait for readiness)
-
-
-async def test_a_tenant_scans_its_namespace_and_is_told_what_it_cannot_watch(
-    plane: ControlPlane, admin: ApiClient, tmp_path: Path
-) -> None:
-    kubeconfig = plane.kubeconfig_for(TENANT)
-    await asyncio.to_thread(  # as a tenant's kubeconfig names it: the context's namespace
-        subprocess.run,
-        [str(plane.kubectl), "config", "set-context", "--current", f"--namespace={TENANT_NS}",
-         f"--kubeconfig={kubeconfig}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    seen: list[str] = []
-    report = tmp_path / "tenant.html"
-    scan = await _start(plane, kubeconfig, "--for", "40s", "-o", "json", "--html", str(report))
-    await _until_ready(scan, seen)
-    await _fight_in(Kube(admin), TENANT_NS)
-    result = await _finish(scan, seen)
-
-    assert result.status == 0, result.stderr
-    found = {(f["type"], f["object"]["namespace"], f["object"]["name"]) for f in result.findings()}
-    assert ("fight", TENANT_NS, "shared-settings") in found, result.stderr
-    assert f"Watched in namespace {TENANT_NS} only (not cluster-wide)" in result.stderr
-    assert "shared-settings" in report.read_text()
-    assert "Not watched" in result.stderr
-    assert "nodes" in result.stderr
-    assert plane.audit_log is not None
-    writes, reads = _writes_by(plane.audit_log, TENANT)
-    assert reads > 0
-    assert writes == []
 
 
 def _pty_scan(plane: ControlPlane, kubeconfig: Path, *args: str) -> tuple[subprocess.Popen[bytes], int]:
