@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError
 from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import ApiResource, Target, discover, resolve
-from watcher.sources.kube import ConnectError, KubeApi, connect, event_loop_factory
+from watcher.sources.kube import ApiError, ConnectError, KubeApi, connect, event_loop_factory
 from watcher.sources.permissions import Denied, Permissions, who_am_i
 from watcher.sources.watch import State
 
@@ -117,6 +118,7 @@ class Scan:
         self._recording: Recording | None = None
         self._cluster: ClusterWatch | None = None
         self._permissions: Permissions | None = None
+        self._api: KubeApi | None = None
         self._stop = asyncio.Event()
         self._audit_done = threading.Event()
         self._watched: list[Target] | None = None  # the first discovery pass's targets
@@ -137,7 +139,7 @@ class Scan:
             raise ScanError(f"cannot connect: {exc}") from None
         try:
             self.server = connection.server
-            api = KubeApi(connection.api_client, request_timeout=self.config.watch.request_timeout)
+            api = self._api = KubeApi(connection.api_client, request_timeout=self.config.watch.request_timeout)
             settings = await self._settings(api)
             fallback = () if options.namespace else (connection.namespace or DEFAULT_NAMESPACE,)
             self._permissions = Permissions(api, settings, fallback_namespaces=fallback)
@@ -200,6 +202,8 @@ class Scan:
         targets = await self._permissions.choose(resources)
         denied = self._permissions.take_denied()
         if self._watched is None:
+            if targets and self.options.selector:
+                await self._check_selector(targets[0])
             self._watched = targets
             if denied:
                 self.console.print(not_watched(denied, targets, user=self.user))
@@ -208,6 +212,15 @@ class Scan:
         elif denied:
             self.console.print(not_watched(denied, targets, user=self.user, later=True))
         return targets
+
+    async def _check_selector(self, target: Target) -> None:
+        """A selector the API server refuses stops the scan at start (not every watch, retrying forever)."""
+        assert self._api is not None
+        try:
+            await self._api.get(target.path, query=[("limit", "1"), ("labelSelector", self.options.selector)])
+        except ApiError as exc:
+            if exc.status == HTTPStatus.BAD_REQUEST:
+                raise ScanError(f"-l {self.options.selector}: {exc.message}") from None
 
     async def _watch(self, cluster: ClusterWatch) -> None:
         loop = asyncio.get_running_loop()

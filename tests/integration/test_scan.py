@@ -270,6 +270,10 @@ async def test_exit_statuses(plane: ControlPlane, admin: ApiClient) -> None:
     audited = next(line for line in result.stdout.splitlines() if line.endswith(" audit events."))
     assert int(audited.split()[0].replace(",", "")) > 0  # the log was read and joined
 
+    refused = await _finish(await _start(plane, kubeconfig, "--resources", "cm", "-l", "a=b=c", "--for", "30s"), [])
+    assert refused.status == 2
+    assert "-l a=b=c: found '='" in refused.stderr  # the API server's word, at start
+
     nobody = await _finish(await _start(plane, plane.kubeconfig_for(NOBODY), "--for", "30s"), [])
     assert nobody.status == 2
     assert "may not list and watch any resource" in nobody.stderr
