@@ -300,7 +300,7 @@ def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
 
 def _write_report(path: Path, analysis: Analysis, findings: list[Finding], error: CaptureError | None) -> bool:
     """Write the self-contained HTML report (`--html`): whole or not at all (a temporary file renamed into place)."""
-    from watcher.sinks.page import report  # noqa: PLC0415 - the template engine only for a report
+    from watcher.sinks.page import write_report  # noqa: PLC0415 - the template engine only for a report
 
     assert analysis.tally is not None
     notes = [f"{analysis.skipped_invalid:,} invalid events skipped"] if analysis.skipped_invalid else []
@@ -311,14 +311,10 @@ def _write_report(path: Path, analysis: Analysis, findings: list[Finding], error
         sources=sources, events=analysis.events, first=analysis.first, last=analysis.last, note="; ".join(notes)
     )
     now = analysis.last if analysis.last is not None else time.time()
-    page = report(findings, summary=summary, now=now)
-    partial = path.with_name(f".{path.name}.partial")
     try:
-        partial.write_text(page, encoding="utf-8")
-        partial.replace(path)
+        write_report(path, findings, summary=summary, now=now)
     except OSError as exc:
         print(f"fightwatch: --html {path}: {exc.strerror or exc}", file=sys.stderr)
-        partial.unlink(missing_ok=True)
         return False
     print(f"fightwatch: wrote the report to {path}", file=sys.stderr)
     return True

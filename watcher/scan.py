@@ -414,7 +414,7 @@ class Scan:
 
     def write_report(self, path: Path, findings: list[Finding]) -> None:
         """The self-contained HTML report; whole or not at all. Raises OSError."""
-        from watcher.sinks.page import report  # noqa: PLC0415 - the template engine only for a report
+        from watcher.sinks.page import write_report  # noqa: PLC0415 - the template engine only for a report
 
         assert self.tally is not None
         notes = [f"a scan of {self.server}"]
@@ -427,13 +427,7 @@ class Scan:
             last=self.ended,
             note="; ".join(notes),
         )
-        page = report(findings, summary=summary, now=self.ended or time.time())
-        partial = path.with_name(f".{path.name}.partial")
-        try:
-            partial.write_text(page, encoding="utf-8")
-            partial.replace(path)
-        finally:
-            partial.unlink(missing_ok=True)
+        write_report(path, findings, summary=summary, now=self.ended or time.time())
 
 
 class _AuditEndedError(Exception):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from watcher.detection.incidents import group
@@ -118,6 +119,16 @@ def render_page(
         .get_template("page.html.j2")
         .render(fragment=fragment, title=title, nonce=nonce, live=live, policy=policy)
     )
+
+
+def write_report(path: Path, findings: Sequence[Finding], *, summary: Summary, now: float) -> None:
+    """`report` written to `path` whole or not at all (a temporary file renamed into place). Raises OSError."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(report(findings, summary=summary, now=now), encoding="utf-8")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def report(findings: Sequence[Finding], *, summary: Summary, now: float) -> str:
