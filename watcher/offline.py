@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from watcher.config import Config
+from watcher.detection.detector import Detector
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent
 from watcher.detection.join import Joined
@@ -107,6 +108,7 @@ class Analysis:
         self.watch = watch
         self.requests = RequestEngine(config.detection) if requests else None
         self.joined = Joined(watch, self.requests) if watch is not None and self.requests is not None else None
+        self.detector: Detector | None = self.joined or watch  # every watch event goes here
         self.read = ReadStats()
         self.audit = AuditStats()
         self.first: float | None = None
@@ -126,11 +128,9 @@ class Analysis:
         return self.read.skipped_invalid + self.audit.read.skipped_invalid
 
     def findings(self) -> list[Finding]:
-        if self.joined is not None:
-            return self.joined.active() + self.joined.resolved()
-        engine = self.watch or self.requests
-        assert engine is not None
-        return engine.active() + engine.resolved()
+        found = self.detector or self.requests
+        assert found is not None
+        return found.findings()
 
     def run(self, *, skip_invalid: bool) -> None:
         """Feed everything to the engines, keeping the times of the first and the last event analysed. A
@@ -156,12 +156,10 @@ class Analysis:
             items.close()
 
     def _event(self, event: ObjectEvent, *, skip_invalid: bool) -> None:
+        assert self.detector is not None
         assert self.watch is not None
         try:
-            if self.joined is not None:
-                self.joined.process_event(event)
-            else:
-                self.watch.process(event)
+            self.detector.process(event)
         except ValueError as exc:  # values the engine cannot read, found while analysing
             if not skip_invalid:
                 raise CaptureError(self.read.source, self.read.line, str(exc)) from None

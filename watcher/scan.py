@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from watcher.config import Config, LogSettings, WatchSettings
+from watcher.detection.detector import Detector
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent
 from watcher.detection.join import Joined
@@ -107,7 +108,8 @@ class Scan:
         self.engine = Engine(config.detection, attribution=implementation(options.engine), on_write=self.tally)
         auditing = bool(options.audit or options.audit_follow)
         self.requests = RequestEngine(config.detection) if auditing else None
-        self.joined = Joined(self.engine, self.requests) if self.requests is not None else None
+        self.joined = Joined(self.engine, self.requests) if self.requests is not None else None  # (audit requests)
+        self.detector: Detector = self.joined or self.engine  # every watch event goes here
         self.audit_stats = AuditStats()
         self.audit_error: CaptureError | None = None
         self.invalid_events = 0
@@ -294,7 +296,7 @@ class Scan:
         if self._recording is not None:
             self._recording.write(event, secret=resource.group == "" and resource.plural == "secrets")
         try:
-            changes = self.joined.process_event(event) if self.joined is not None else self.engine.process(event)
+            changes = self.detector.process(event)
         except ValueError as exc:
             self._invalid(resource, exc, namespace=event.namespace, name=event.name)
             return
@@ -319,7 +321,7 @@ class Scan:
 
     def _advance(self) -> None:
         now = time.time()
-        self._tell(self.joined.advance(now) if self.joined is not None else self.engine.advance(now))
+        self._tell(self.detector.advance(now))
 
     def _open_recording(self) -> None:
         path = self.options.record
@@ -372,9 +374,7 @@ class Scan:
     # ---------------------------------------------------------------------------------------------- result
 
     def findings(self) -> list[Finding]:
-        if self.joined is not None:
-            return self.joined.active() + self.joined.resolved()
-        return self.engine.active() + self.engine.resolved()
+        return self.detector.findings()
 
     def totals(self) -> str:
         findings = self.findings()

@@ -30,6 +30,7 @@ import structlog
 
 from watcher import __version__
 from watcher.config import Config
+from watcher.detection.detector import Detector
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent
 from watcher.detection.incidents import group
@@ -96,7 +97,7 @@ class Service:
         self.engine = Engine(config.detection, attribution=attribution, on_write=self.metrics.count_write)
         # With the audit webhook: API requests analysed too, and joined with the watch (detection/join.py).
         self.requests: RequestEngine | None = None
-        self.joined: Joined | None = None
+        self.joined: Joined | None = None  # (the audit requests' entry point, `process_request`)
         self.receiver: AuditReceiver | None = None
         if config.audit_webhook.enabled:
             from watcher.sources.audit_webhook import AuditReceiver  # noqa: PLC0415
@@ -104,6 +105,7 @@ class Service:
             self.receiver = AuditReceiver(config.audit_webhook)  # (reads the token file: fails early)
             self.requests = RequestEngine(config.detection, on_conflict=self.metrics.count_conflict)
             self.joined = Joined(self.engine, self.requests, resource=self._resource)
+        self.detector: Detector = self.joined or self.engine  # every watch event goes here
         self.metrics.active = self.active  # scrapes read the findings as of the last write
         self.metrics.read_at_scrape(self._samples)
         self.invalid_events = 0
@@ -206,7 +208,7 @@ class Service:
         created only if missing, Alertmanager gets its active set again), and findings that opened or resolved
         after `since` (when no leader was known to deliver) as opened or resolved, which webhooks post. `since`
         None: no leader was ever seen, everything may be new."""
-        resolved = self.joined.resolved() if self.joined is not None else self.engine.resolved()
+        resolved = self.detector.resolved()
         changes = [
             FindingChange(ChangeKind.RESOLVED, finding, catch_up=True)
             for finding in resolved
@@ -371,7 +373,7 @@ class Service:
         if self._recording is not None:
             self._recording.write(event, secret=resource.group == "" and resource.plural == "secrets")
         try:
-            changes = self.joined.process_event(event) if self.joined is not None else self.engine.process(event)
+            changes = self.detector.process(event)
         except ValueError as exc:  # values the engine cannot read (labels that are not strings, ...): this event only
             changes = []
             self._invalid(resource, exc, namespace=event.namespace, name=event.name)
@@ -410,7 +412,7 @@ class Service:
 
     def _advance(self) -> None:
         now = time.time()
-        self._hand_over(self.joined.advance(now) if self.joined is not None else self.engine.advance(now))
+        self._hand_over(self.detector.advance(now))
 
     async def _analyse_requests(self, receiver: AuditReceiver) -> None:
         """Take the requests the audit webhook queued, a slice at a time (the event loop serves the watches and
@@ -501,19 +503,17 @@ class Service:
     # ------------------------------------------------------------------------------------------- endpoints
 
     def active(self) -> list[Finding]:
-        return self.joined.active() if self.joined is not None else self.engine.active()
+        return self.detector.active()
 
     def findings(self) -> list[Finding]:
-        if self.joined is not None:
-            return self.joined.active() + self.joined.resolved()
-        return self.engine.active() + self.engine.resolved()
+        return self.detector.findings()
 
     def incident_of(self, finding: Finding) -> Incident | None:
         """The incident a finding is part of, among the active findings, when it has others too (grouped once a
         second at most: a burst of findings opening at once is grouped once)."""
         now = int(time.monotonic())
         if self._incidents[0] != now:
-            findings = self.joined.active() if self.joined is not None else self.engine.active()
+            findings = self.detector.active()
             shared = (i for i in group(findings) if len(i.findings) > 1)
             self._incidents = (now, {f: i for i in shared for f in i.members})
         return self._incidents[1].get(finding.id)

@@ -38,7 +38,7 @@ def joined(name: str, level: str = "metadata", recording: Path = CURRENT) -> Joi
         if isinstance(item, Request):
             both.process_request(item)
         else:
-            both.process_event(item)
+            both.process(item)
     return both
 
 

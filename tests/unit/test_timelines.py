@@ -153,7 +153,7 @@ def _joined(name: str) -> list[Finding]:
         if isinstance(item, Request):
             joined.process_request(item)
         else:
-            joined.process_event(item)
+            joined.process(item)
     return joined.active() + joined.resolved()
 
 

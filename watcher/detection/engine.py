@@ -212,6 +212,10 @@ class Engine:
     def resolved(self) -> list[Finding]:
         return list(self._resolved)
 
+    def findings(self) -> list[Finding]:
+        """Active, then resolved."""
+        return self.active() + self.resolved()
+
     # ------------------------------------------------------------------------------------------- the steps
 
     def _deleted(self, key: int, state: ObjectState | None, now: float) -> list[FindingChange]:

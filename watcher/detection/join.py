@@ -69,7 +69,8 @@ class Joined:
     def key(self, ref: ObjectRef) -> ObjectKey:
         return (ref.group, self._resource(ref), ref.namespace or "", ref.name)
 
-    def process_event(self, event: ObjectEvent) -> list[FindingChange]:
+    def process(self, event: ObjectEvent) -> list[FindingChange]:
+        """A watch event, to the watch engine; its findings told what the audit requests know."""
         writes = self.watch.stats.writes
         changes = self.watch.process(event)
         if self.watch.stats.writes != writes:
@@ -85,6 +86,7 @@ class Joined:
         return [self._told(c) for c in changes]
 
     def process_request(self, request: Request) -> list[FindingChange]:
+        """An audit request, to the request engine; the watch's findings told of its conflicts."""
         changes = [self._linked(c) for c in self.requests.process(request)]
         if request.is_write and request.succeeded and request.manager:
             self._note_shared(request)
@@ -120,6 +122,10 @@ class Joined:
 
     def resolved(self) -> list[Finding]:
         return list(self._resolved) + [self.named(f) for f in self.requests.resolved()]
+
+    def findings(self) -> list[Finding]:
+        """Active, then resolved."""
+        return self.active() + self.resolved()
 
     def named(self, finding: Finding) -> Finding:
         """A finding over requests with the object's kind, apiVersion and uid, where the watch saw it, and, for a

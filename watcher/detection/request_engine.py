@@ -219,6 +219,10 @@ class RequestEngine:
     def resolved(self) -> list[Finding]:
         return list(self._resolved)
 
+    def findings(self) -> list[Finding]:
+        """Active, then resolved."""
+        return self.active() + self.resolved()
+
     def conflicted(self, key: ObjectKey) -> bool:
         """Whether writes to the object were rejected with 409 (while it is tracked)."""
         state = self._objects.get(key)
