@@ -6,12 +6,13 @@
 #   .venv/bin/python scripts/bench_live.py --fightwatch fightwatch=$(scripts/runtime-venv.sh):auto:metadata
 #
 # Prints the interpreter's path. The versions are those of .venv (pip freeze as constraints), so both run the same
-# libraries; the venv is cached under ~/.cache/fightwatch/runtime-venv/<digest of pyproject.toml and the versions>.
+# libraries; the venv is cached under ~/.cache/fightwatch/runtime-venv/<digest of the checkout's path, pyproject.toml
+# and the versions> (each checkout, a worktree too, its own: the venv runs the checkout it was made for).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dev=${VENV:-$repo/.venv}
 constraints=$("$dev/bin/pip" freeze --exclude-editable)
-digest=$( { cat "$repo/pyproject.toml"; echo "$constraints"; } | sha256sum | cut -c1-16)
+digest=$( { echo "$repo"; cat "$repo/pyproject.toml"; echo "$constraints"; } | sha256sum | cut -c1-16)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/fightwatch/runtime-venv
 target=$cache/$digest
 if [[ ! -x $target/bin/python ]]; then

@@ -49,6 +49,7 @@ from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import ApiResource, Target, discover, resolve
 from watcher.sources.kube import ApiError, ConnectError, KubeApi, connect, event_loop_factory
 from watcher.sources.permissions import Denied, Permissions, who_am_i
+from watcher.sources.tls_records import read_by_record
 from watcher.sources.watch import State
 
 TICK = 1.0  # seconds between two status lines (and engine clock advances)
@@ -479,6 +480,7 @@ def run(config: Config, options: Options) -> int:
     except ImportError:
         print("fightwatch: --engine native: the native engine is not built in this installation", file=sys.stderr)
         return EXIT_ERROR
+    read_by_record()  # (as `run`: a watch event is a TLS record, and 256 KiB read for each fragments the heap)
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(scan.run())

@@ -54,6 +54,7 @@ from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import OLD_SERVER, SUBRESOURCE_ENTRIES_SINCE, ApiResource, server_version
 from watcher.sources.election import LeaderChange, LeaderElector, identity, lease_namespace
 from watcher.sources.kube import ApiError, ConnectError, Connection, KubeApi, connect, event_loop_factory
+from watcher.sources.tls_records import read_by_record
 from watcher.sources.watch import State
 
 if TYPE_CHECKING:  # imported when the audit webhook is on (its parsers cost memory)
@@ -693,6 +694,7 @@ def run(
         service = Service(config, kubeconfig=kubeconfig, context=context, record=record, engine=engine)
     except ImportError:
         return _cannot_start("cannot start the native engine", error="it is not built in this installation")
+    read_by_record()  # (a watch event is a TLS record: 256 KiB allocated for each fragmented the heap)
     with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(service.run())
     return EXIT_OK

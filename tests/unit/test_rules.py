@@ -196,3 +196,13 @@ def test_a_pause_of_two_time_constants_starts_a_new_streak() -> None:
     change = write(at + 0.1)
     assert change is not None
     assert change.kind is ChangeKind.OPENED  # type: ignore[attr-defined]
+
+
+def test_an_object_keeps_one_rate_per_writer_in_the_order_they_first_wrote() -> None:
+    attribution, state, event = _object()
+    rule = HotLoopRule(DETECTION)
+    for n, writers in enumerate(([B], [A, B], [B], [C, A], [A]), start=1):
+        rule.observe(state, writers, _write(state, float(n), writers, []), event, attribution)  # type: ignore[arg-type]
+    assert state.rates is not None
+    assert [(r.writer, r.streak) for r in state.rates] == [(B, 3), (A, 3), (C, 1)]
+    assert [r.start_seq for r in state.rates] == [1, 2, 4]  # (the write each streak began with)

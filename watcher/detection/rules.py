@@ -25,7 +25,7 @@ from watcher.detection.attribution import Attribution, Write
 from watcher.detection.events import ObjectEvent, event_object, object_ref
 from watcher.detection.findings import absorb, notable, snapshot
 from watcher.detection.handovers import Handover, HandoverLog
-from watcher.detection.state import ObjectState, OpenFinding, Rate
+from watcher.detection.state import ObjectState, OpenFinding, WriterRate, rate_of
 from watcher.detection.timeline import Record, new_record
 from watcher.model import HANDOVER, ChangeKind, FindingChange, FindingState, FindingType, Writer
 
@@ -123,21 +123,21 @@ class HotLoopRule:
     ) -> FindingChange | None:
         """Count a timed write of `writers` (ignored ones already left out) and open or grow the hot loop;
         `attribution` tells which fields a writer owns (asked only when a hot loop needs it)."""
-        rates, hot = self._rates(state, writers, write)
+        mine, hot = self._rates(state, writers, write)
         finding = state.hot
         if finding is None:
             if not hot:
                 return None
-            finding = state.hot = self._open(rates, hot, writers, write=write, event=event)
+            finding = state.hot = self._open(state.rates or (), hot, writers, write=write, event=event)
             before = None
         else:
             before = (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)
-        for writer in writers:
+        for writer, rate in zip(writers, mine, strict=True):
             count = finding.writer_writes.get(writer)
             if count is not None:
                 finding.writer_writes[writer] = count + 1
-            elif writer in hot or rates[writer].streak >= 2:
-                finding.writer_writes[writer] = rates[writer].streak
+            elif rate in hot or rate.streak >= 2:
+                finding.writer_writes[writer] = rate.streak
         if hot:
             finding.last_seen = write.at
         _note_evidence(finding, state, write, event=event, attribution=attribution)
@@ -150,13 +150,19 @@ class HotLoopRule:
         return FindingChange(kind, snapshot(finding, state, FindingState.ACTIVE, None))
 
     def _open(
-        self, rates: dict[Writer, Rate], hot: list[Writer], writers: list[Writer], *, write: Write, event: ObjectEvent
+        self,
+        rates: tuple[WriterRate, ...],
+        hot: list[WriterRate],
+        writers: list[Writer],
+        *,
+        write: Write,
+        event: ObjectEvent,
     ) -> OpenFinding:
         """A hot loop opening at this write: named after the write that began the streak, not the one that crossed
         the threshold (the crossing depends on each replica's receive times, the streak's start, after a gap of two
         time constants, not). Its writers are the hot ones and those writing the object along with them (what drives
         the loop), each with the writes of its streak up to this write (which `observe` counts)."""
-        first = min((rates[w] for w in hot), key=lambda r: r.start_seq)
+        first = min(hot, key=lambda r: r.start_seq)
         finding = OpenFinding(
             FindingType.HOT_LOOP,
             object_ref(event),
@@ -166,10 +172,10 @@ class HotLoopRule:
             version=first.start_version or write.version,
         )
         horizon = write.at - 2 * self._tau
-        along = [w for w, r in rates.items() if w not in hot and r.streak >= 2 and r.last >= horizon]
+        along = [r for r in rates if r not in hot and r.streak >= 2 and r.last >= horizon]
         finding.record = record = new_record(self._timeline, self._resolve)
-        for writer in (*hot, *along):
-            rate = rates[writer]
+        for rate in (*hot, *along):
+            writer = rate.writer
             earlier = rate.streak - (writer in writers)
             finding.writer_writes[writer] = earlier
             if record is not None:  # the streaks up to this write (which the engine records, as every write)
@@ -180,22 +186,24 @@ class HotLoopRule:
 
     def _rates(
         self, state: ObjectState, writers: list[Writer], write: Write
-    ) -> tuple[dict[Writer, Rate], list[Writer]]:
-        """Feed each writer's decaying rate; return the rates and the writers that are hot now."""
+    ) -> tuple[list[WriterRate], list[WriterRate]]:
+        """Feed each writer's decaying rate; return their rates (in the order of `writers`) and those hot now."""
         at = write.at
-        rates = state.rates
-        if rates is None:
-            rates = state.rates = {}
-        hot: list[Writer] = []
+        rates = state.rates or ()
+        mine: list[WriterRate] = []
+        hot: list[WriterRate] = []
         for writer in writers:
-            rate = rates.get(writer)
+            rate = rate_of(rates, writer)
             if rate is None:
-                rate = rates[writer] = Rate()
+                rate = WriterRate(writer)
+                rates = (*rates, rate)
             if rate.add(at, self._tau):  # a new streak
                 rate.start_seq, rate.start_version = state.seq, write.version
+            mine.append(rate)
             if rate.rate >= self._min_rate and rate.streak >= self._min_writes:
-                hot.append(writer)
-        return rates, hot
+                hot.append(rate)
+        state.rates = rates
+        return mine, hot
 
 
 def _fight_record(

@@ -41,6 +41,24 @@ class Rate:
         return new
 
 
+class WriterRate(Rate):
+    """A writer's rate of writes to one object (the hot-loop rule's), naming its writer."""
+
+    __slots__ = ("writer",)
+
+    def __init__(self, writer: Writer) -> None:
+        super().__init__()
+        self.writer = writer
+
+
+def rate_of(rates: tuple[WriterRate, ...], writer: Writer) -> WriterRate | None:
+    """The rate of `writer` among an object's rates, if it has one."""
+    for rate in rates:
+        if rate.writer == writer:
+            return rate
+    return None
+
+
 class OpenFinding:
     """A finding while it is tracked (active), mutable; `findings.snapshot` makes the immutable `Finding`."""
 
@@ -114,7 +132,9 @@ class ObjectState:
         self.rules = rules
         self.seq = 0  # writes seen: the engine counts them, handovers and findings name writes by it
         self.history: HandoverLog | None = None  # bounded by `history` and the window
-        self.rates: dict[Writer, Rate] | None = None
+        # Its writers' write rates, in the order they first wrote, while any is recent: a tuple, since an object has
+        # one writer or a few (a dict of one costs four times a tuple of one, and most of the objects have a rate).
+        self.rates: tuple[WriterRate, ...] | None = None
         self.fight: OpenFinding | None = None
         self.hot: OpenFinding | None = None
         self.last_write = 0.0
