@@ -1,6 +1,6 @@
 """Every metric family fightwatch exposes, declared once: name, type, help, labels (and histogram buckets).
 
-`metrics.Metrics` builds the prometheus-client objects from this table and the README's metric table is
+`metrics.Metrics` builds the prometheus-client objects from this table and the metric table of docs/metrics.md is
 checked against it, so a family cannot be exposed, documented or alerted on under a name declared nowhere.
 Conventions (Prometheus and kube-state-metrics): one `fightwatch_` prefix, base units, `_total` for counters,
 `_info` for metadata gauges that are always 1, lower-case label names, and bounded label sets.

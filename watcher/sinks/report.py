@@ -1,7 +1,7 @@
 """Findings for people (a table, fitted to the terminal) and for programs (one JSON object per line, or the same
 objects as a YAML stream: a stable interface).
 
-The JSON form is shared with the live watcher's `/api/v1/findings`; its fields are documented in README.md.
+The JSON form is shared with the live watcher's `/api/v1/findings`; its fields are documented in docs/output.md.
 """
 
 from __future__ import annotations
