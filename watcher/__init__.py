@@ -1,11 +1,12 @@
 """fightwatch: find Kubernetes controllers that fight over objects, and hot reconcile loops.
 
-Data flows one way (see ../shared/STYLE.md):
+Data flows one way (docs/architecture.md, "Life of a watch event"):
 
-    sources (capture replay, live watch) -> detection.events.ObjectEvent -> detection.Engine
+    sources (live watch, captures, audit logs) -> detection.events.ObjectEvent -> detection.detector.Detector
         -> model.FindingChange -> sinks
 
-`watcher.model` and `watcher.detection` are pure: no I/O, no clock, no client library.
+`watcher.model` and `watcher.detection` are pure: no I/O, no clock, no client library (import-linter contracts in
+pyproject.toml hold every layering rule).
 """
 
 __version__ = "0.1.0"

@@ -187,7 +187,7 @@ DEFAULT_IGNORES: tuple[IgnoreRule, ...] = (
 )
 
 
-DEFAULT_MAX_OBJECTS = 100_000  # at most ~0.5 GB resident, even when every object churns (docs/scaling.md, "Bounded memory")
+DEFAULT_MAX_OBJECTS = 100_000  # at most ~0.5 GB resident, even when every object churns (docs/scaling.md)
 
 
 class DetectionSettings(_Strict):

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
 JSONObject = dict[str, Any]
+ResourceKey = tuple[str, str]
+"""(group, plural) of a resource: ("", "configmaps"), ("apps", "deployments")."""
 
 
 class EventType(enum.StrEnum):

@@ -150,7 +150,7 @@ class Scan:
             self._open_recording()
             self._cluster = ClusterWatch(
                 api,
-                self._deliver,
+                on_event=self._on_event,
                 decode=self.engine.decode,
                 on_invalid=self._invalid,
                 settings=settings,
@@ -293,7 +293,7 @@ class Scan:
 
     # ---------------------------------------------------------------------------------------------- events
 
-    def _deliver(self, event: ObjectEvent, resource: ApiResource) -> None:
+    def _on_event(self, event: ObjectEvent, resource: ApiResource) -> None:
         if self._recording is not None:
             self._recording.write(event, secret=resource.group == "" and resource.plural == "secrets")
         try:

@@ -38,16 +38,16 @@ from watcher.detection.join import Joined, guessed_resource
 from watcher.detection.native import implementation, native_available
 from watcher.detection.request_engine import RequestEngine
 from watcher.exits import EXIT_ERROR, EXIT_OK
-from watcher.model import ChangeKind, Finding, FindingChange, Incident, ObjectRef, format_observed
+from watcher.model import ChangeKind, Finding, FindingChange, Incident, ObjectRef, ResourceKey, format_observed
 from watcher.serving.access import Access, missing_permissions
 from watcher.serving.guard import Guard, KubeGuard, OpenGuard
 from watcher.serving.server import HttpServer
 from watcher.serving.tls import CertificateError, ServingTls
 from watcher.sinks.credentials import CredentialError
 from watcher.sinks.delivery import Delivery
-from watcher.sinks.http import ServedRequests, Sources, make_app
+from watcher.sinks.http import ServedRequests, StateReaders, make_app
 from watcher.sinks.log import configure_logging, log_change
-from watcher.sinks.metrics import Metrics, ResourceKey, Samples, exposition, new_registry
+from watcher.sinks.metrics import Metrics, Samples, exposition, new_registry
 from watcher.sinks.outlets import build_sinks
 from watcher.sinks.recording import Recording
 from watcher.sources.cluster import ClusterWatch
@@ -237,7 +237,7 @@ class Service:
             return _cannot_start("cannot serve TLS", config="serve.tls", error=str(exc))
         tls = self._tls.get("serve.tls")
         server = HttpServer(
-            make_app(self._sources(), guard, self.served, refresh=serve.page_refresh),
+            make_app(self._state_readers(), guard, self.served, refresh=serve.page_refresh),
             address=serve.address,
             port=serve.port,
             tls=tls.context if tls is not None else None,
@@ -305,7 +305,7 @@ class Service:
     async def _serve(self, connection: Connection, api: KubeApi, url: str) -> int:
         cluster = self._cluster = ClusterWatch(
             api,
-            self._deliver,
+            on_event=self._on_event,
             decode=self.engine.decode,
             on_invalid=self._invalid,
             settings=self.config.watch,
@@ -368,7 +368,7 @@ class Service:
 
     # --------------------------------------------------------------------------------------------- events
 
-    def _deliver(self, event: ObjectEvent, resource: ApiResource) -> None:
+    def _on_event(self, event: ObjectEvent, resource: ApiResource) -> None:
         """Every event: recorded first (so a replay sees what the engine saw), then analysed, then counted."""
         started = time.perf_counter()
         if self._recording is not None:
@@ -535,8 +535,8 @@ class Service:
         silent = time.monotonic() - self._heartbeat
         return {"alive": silent < ALIVE_WITHIN, "last_tick_seconds_ago": round(silent, 3)}
 
-    def _sources(self) -> Sources:
-        return Sources(
+    def _state_readers(self) -> StateReaders:
+        return StateReaders(
             findings=self.findings,
             readiness=self.readiness,
             liveness=self.liveness,

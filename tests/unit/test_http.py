@@ -16,7 +16,7 @@ from watcher.detection.join import guessed_resource
 from watcher.model import Finding
 from watcher.serving.access import AccessUnavailableError, Caller, Resource
 from watcher.serving.guard import bearer_token
-from watcher.sinks.http import ServedRequests, Sources, make_app
+from watcher.sinks.http import ServedRequests, StateReaders, make_app
 from watcher.sinks.metrics import Metrics, exposition, new_registry
 from watcher.sinks.report import finding_json
 
@@ -88,7 +88,7 @@ async def client(guard: TableGuard, served: ServedRequests) -> AsyncIterator[Tes
     findings = _findings()
     registry = new_registry()
     Metrics(registry).read_at_scrape(lambda: {"fightwatch_ready": [((), float(State.ready))]})
-    sources = Sources(
+    sources = StateReaders(
         findings=lambda: findings,
         readiness=lambda: {"ready": State.ready, "resources": {"configmaps": {"state": "listing"}}},
         liveness=lambda: {"alive": State.alive, "last_tick_seconds_ago": 0.5},

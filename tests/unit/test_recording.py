@@ -153,8 +153,8 @@ def test_only_secrets_are_redacted_and_the_watcher_says_which_are(tmp_path: Path
     path = tmp_path / "rec.jsonl"
     service._recording = Recording(path, max_bytes=2**30, keep=1)
     event = _secret(service.engine.decode, {LAST_APPLIED: APPLIED})
-    service._deliver(event, SECRETS)
-    service._deliver(event, CONFIGMAPS)  # (the same text, as if it were a ConfigMap's: recorded as it is)
+    service._on_event(event, SECRETS)
+    service._on_event(event, CONFIGMAPS)  # (the same text, as if it were a ConfigMap's: recorded as it is)
     service._recording.close()
     secret, configmap = (orjson.loads(line) for line in path.read_bytes().splitlines())
     assert secret["object"]["metadata"]["annotations"][LAST_APPLIED].startswith("sha256:")

@@ -78,7 +78,7 @@ class Watched:
         self.rw = ResourceWatch(
             Target(resource, full_objects=False),
             api=None,  # type: ignore[arg-type]  # lines only: nothing is requested
-            deliver=lambda event, _: self.delivered.append(event),
+            on_event=lambda event, _: self.delivered.append(event),
             decode=decode,
             on_invalid=lambda resource, error: self.invalid.append((resource, error)),
             settings=settings,

@@ -64,8 +64,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @dataclass(frozen=True)
-class Sources:
-    """Where the endpoints read from."""
+class StateReaders:
+    """How the endpoints read the service's state: each a function, called per request."""
 
     findings: Callable[[], list[Finding]]
     readiness: Callable[[], dict[str, Any]]  # has "ready": bool
@@ -82,7 +82,7 @@ class ServedRequests:
 
 
 def make_app(
-    sources: Sources, guard: Guard, served: ServedRequests | None = None, *, refresh: float = 30.0
+    state: StateReaders, guard: Guard, served: ServedRequests | None = None, *, refresh: float = 30.0
 ) -> web.Application:
     """The endpoints; `refresh`: how often the page fetches the findings again (seconds)."""
     counts = (served or ServedRequests()).counts
@@ -100,7 +100,7 @@ def make_app(
         return response
 
     app = web.Application(middlewares=[count])
-    endpoints = Endpoints(sources, guard, refresh=refresh)
+    endpoints = Endpoints(state, guard, refresh=refresh)
     app.router.add_get("/healthz", endpoints.healthz)
     app.router.add_get("/readyz", endpoints.readyz)
     app.router.add_get("/metrics", endpoints.protected(endpoints.metrics))
@@ -112,10 +112,10 @@ def make_app(
 
 
 class Endpoints:
-    """The handlers, over the sources they read and the guard that admits callers."""
+    """The handlers, over the service state they read and the guard that admits callers."""
 
-    def __init__(self, sources: Sources, guard: Guard, *, refresh: float) -> None:
-        self.sources = sources
+    def __init__(self, state: StateReaders, guard: Guard, *, refresh: float) -> None:
+        self.state = state
         self.guard = guard
         self.live = page.LivePage(fragment_url=f"{PAGE_PATH.lstrip('/')}?fragment=1", refresh_seconds=refresh)
 
@@ -148,19 +148,19 @@ class Endpoints:
             return False
 
     async def healthz(self, request: web.Request) -> web.Response:
-        report = self.sources.liveness()
+        report = self.state.liveness()
         body = report if await self._details(request) else {"alive": report["alive"]}
         return _json(body, status=200 if report["alive"] else 503)
 
     async def readyz(self, request: web.Request) -> web.Response:
-        report = self.sources.readiness()
+        report = self.state.readiness()
         body = report if await self._details(request) else {"ready": report["ready"]}
         return _json(body, status=200 if report["ready"] else 503)
 
     async def metrics(self, request: web.Request, caller: Caller) -> web.Response:
         if not await self.guard.allowed(caller, Resource("get", path=request.path)):
             return _forbidden(caller, request.path)
-        body, content_type = self.sources.metrics(request.headers.get("Accept"))
+        body, content_type = self.state.metrics(request.headers.get("Accept"))
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def _visible(self, request: web.Request, caller: Caller) -> list[Finding]:
@@ -171,9 +171,9 @@ class Endpoints:
         except ValueError as exc:
             raise web.HTTPBadRequest(text=orjson.dumps({"error": str(exc)}).decode(), content_type=_JSON) from None
         incidents = wanted.pop("incident", None)
-        chosen = [f for f in self.sources.findings() if keep(f, wanted)]
+        chosen = [f for f in self.state.findings() if keep(f, wanted)]
         if not await self.guard.allowed(caller, EVERY_FINDING):
-            chosen = await readable(chosen, caller, self.guard.allowed, self.sources.resource)
+            chosen = await readable(chosen, caller, self.guard.allowed, self.state.resource)
         if incidents is not None:  # (of the findings the caller may see: a consequence is in its root's incident)
             incident_of = assign(chosen)
             chosen = [f for f in chosen if incident_of[f.id] in incidents]

@@ -37,7 +37,16 @@ from prometheus_client.exposition import choose_encoder
 
 from watcher.config import MetricsSettings
 from watcher.detection.incidents import group, incident_id
-from watcher.model import ChangeKind, Finding, FindingChange, FindingState, FindingType, ObjectRef, Writer
+from watcher.model import (
+    ChangeKind,
+    Finding,
+    FindingChange,
+    FindingState,
+    FindingType,
+    ObjectRef,
+    ResourceKey,
+    Writer,
+)
 from watcher.sinks.metric_families import BY_NAME, FAMILIES, Family
 from watcher.sinks.report import severity_order
 
@@ -45,8 +54,6 @@ from watcher.sinks.report import severity_order
 # (`fightwatch_findings_created`). Process-wide in prometheus-client, and set before any metric is made.
 disable_created_metrics()  # type: ignore[no-untyped-call]  # (untyped in prometheus-client)
 
-ResourceKey = tuple[str, str]
-"""(group, plural) of a watched resource: ("", "configmaps"), ("apps", "deployments")."""
 
 Samples = Mapping[str, Iterable[tuple[Sequence[str], float]]]
 """Family name -> (label values, value) pairs: what a `read_at_scrape` reader returns."""

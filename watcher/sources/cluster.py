@@ -21,14 +21,14 @@ import structlog
 
 from watcher.config import ShardingSettings, WatchSettings
 from watcher.detection.attribution import Decoder
+from watcher.model import ResourceKey
 from watcher.sources.discovery import ApiResource, Target, discover, select
 from watcher.sources.kube import KubeApi
 from watcher.sources.watch import (
-    Deliver,
     Failure,
     Invalid,
     NamespaceFilter,
-    ResourceKey,
+    OnEvent,
     ResourceWatch,
     RetryPolicy,
     State,
@@ -60,8 +60,8 @@ class ClusterWatch:
     def __init__(
         self,
         api: KubeApi,
-        deliver: Deliver,
         *,
+        on_event: OnEvent,
         decode: Decoder,
         on_invalid: Invalid | None = None,
         settings: WatchSettings,
@@ -71,7 +71,8 @@ class ClusterWatch:
         on_change: Callable[[], None] = lambda: None,
         choose: Choose | None = None,
     ) -> None:
-        """`decode` reads each event (the engine's decoder); `on_invalid` is told of each event it refuses;
+        """`on_event` gets every event of every watch, each watch's in order; `decode` reads each event (the
+        engine's decoder); `on_invalid` is told of each event it refuses;
         `observer` of each watch's restarts and errors; `on_change` whenever a watch starts, stops or changes state
         (what `resource_states` returns may have changed). `choose` picks the targets of each discovery pass (by
         default the settings' selection, `discovery.select`; `fightwatch scan` asks the API server what it may
@@ -81,7 +82,7 @@ class ClusterWatch:
         self._observer = observer
         self._on_change = on_change
         self._reconciling = False  # (the set of watches is half-changed: tell on_change once it is done)
-        self._deliver = deliver
+        self._on_event = on_event
         self._decode = decode
         self._on_invalid = on_invalid
         self._settings = settings
@@ -228,7 +229,7 @@ class ClusterWatch:
             watch = ResourceWatch(
                 target,
                 self._api,
-                self._deliver,
+                on_event=self._on_event,
                 decode=self._decode,
                 on_invalid=self._on_invalid,
                 settings=self._settings,

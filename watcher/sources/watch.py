@@ -37,7 +37,7 @@ import structlog
 from watcher.config import WatchSettings
 from watcher.detection.attribution import Decoder
 from watcher.detection.events import DecodeError, EventError, ObjectEvent, encode
-from watcher.model import EventType, JSONObject, observed_time
+from watcher.model import EventType, JSONObject, ResourceKey, observed_time
 from watcher.sources.discovery import ApiResource, Target
 from watcher.sources.kube import ApiError, KubeApi
 
@@ -46,10 +46,8 @@ ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 ACCEPT_FULL = "application/json"
 MAX_EVENT_BYTES = 64 * 2**20  # etcd stores at most 1.5 MiB per object: a longer line is a broken stream
 
-Deliver = Callable[[ObjectEvent, ApiResource], None]
+OnEvent = Callable[[ObjectEvent, ApiResource], None]  # each event of a watch, in order
 Invalid = Callable[[ApiResource, EventError], None]  # an event the decoder refused (it is skipped)
-ResourceKey = tuple[str, str]
-"""(group, plural): ("", "configmaps"), ("apps", "deployments")."""
 
 log = structlog.get_logger("fightwatch.watch")
 
@@ -239,14 +237,14 @@ class ResourceStatus:
 
 
 class ResourceWatch:
-    """List and watch one resource for as long as `run` runs; deliver its events in order."""
+    """List and watch one resource for as long as `run` runs; hand its events to `on_event`, in order."""
 
     def __init__(
         self,
         target: Target,
         api: KubeApi,
-        deliver: Deliver,
         *,
+        on_event: OnEvent,
         decode: Decoder,
         on_invalid: Invalid | None = None,
         settings: WatchSettings,
@@ -264,7 +262,7 @@ class ResourceWatch:
         self._observer = observer or Unobserved()
         self._start_reason = "initial"
         self._api = api
-        self._deliver = deliver
+        self._on_event = on_event
         self._decode = decode
         self._on_invalid = on_invalid or _ignored
         self._settings = settings
@@ -308,7 +306,7 @@ class ResourceWatch:
         self._start_reason = "discovery"
 
     def forget(self) -> int:
-        """Deliver a DELETED event for every object this watch knows (the resource is no longer watched)."""
+        """Hand a DELETED event over for every object this watch knows (the resource is no longer watched)."""
         now = observed_time(time.time())
         uids = list(self._known)
         for uid in uids:
@@ -485,7 +483,7 @@ class ResourceWatch:
         elif event.type == "ADDED" or uid not in self._known:
             # (namespaces interned: thousands of objects share each, and this index holds every watched object)
             self._known[uid] = (sys.intern(namespace) if namespace else None, event.name)
-        self._deliver(event, self.resource)
+        self._on_event(event, self.resource)
 
     def _vanished(self, uid: str, now: float) -> None:
         namespace, name = self._known.pop(uid)
@@ -495,7 +493,7 @@ class ResourceWatch:
         obj = {"apiVersion": self._api_version, "kind": self._kind, "metadata": metadata}
         event = self._event(encode(EventType.DELETED, obj), now)
         if event is not None:
-            self._deliver(event, self.resource)
+            self._on_event(event, self.resource)
 
 
 async def _gathered(response: aiohttp.ClientResponse, seconds: float) -> None:
