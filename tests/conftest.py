@@ -6,6 +6,7 @@ marked ``integration`` automatically, so ``pytest -m "not integration"`` runs wi
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -68,6 +69,20 @@ def _no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     and every command started would cut its table to it."""
     monkeypatch.delenv("COLUMNS", raising=False)
     os.unsetenv("COLUMNS")
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The native engine's state (`watcher._native.Front`, a PyO3 class bound to the thread that made it) must be
+    dropped on that thread. A test that builds a `Service` or a `Scan` leaves it in reference cycles (bound methods
+    given to its parts), which the collector may reach on a worker thread: aiohttp reads ~/.netrc in one, and the
+    integration tests' clients make many. So the cycles are collected here, on the main thread, after each test that
+    runs such clients and before the first of them (in `run` and `scan` the engine lives until the process exits)."""
+    if _threaded(item) or (nextitem is not None and _threaded(nextitem)):
+        gc.collect()
+
+
+def _threaded(item: pytest.Item) -> bool:
+    return not item.nodeid.startswith("tests/unit/")
 
 
 @pytest.fixture(scope="session")
