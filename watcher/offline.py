@@ -12,13 +12,11 @@ import signal
 import sys
 import textwrap
 import time
-from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from contextlib import ExitStack
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Final
 
 from watcher.config import Config
 from watcher.detection.detector import Detector
@@ -28,8 +26,8 @@ from watcher.detection.join import Joined
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
 from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from watcher.model import Finding, FindingChange, FindingState, FindingType, format_time
-from watcher.sinks.report import table_width, write_findings
+from watcher.model import Finding, FindingChange, format_time
+from watcher.sinks.report import counted, table_width, write_findings
 from watcher.sinks.tally import WriteTally
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
@@ -206,17 +204,12 @@ class Analysis:
         return self.read.problems + self.audit.read.problems
 
     def totals(self) -> str:
-        findings = self.findings()
-        counts = Counter(f.type for f in findings)
-        active = sum(f.state is FindingState.ACTIVE for f in findings)
-        kinds = [FindingType.FIGHT, FindingType.HOT_LOOP] if self.watch is not None else []
-        kinds += list(REQUEST_TYPES) if self.requests is not None else []
-        found = ", ".join(k.counted(counts[k]) for k in kinds)
+        found = counted(self.findings(), watch=self.watch is not None, requests=self.requests is not None)
         timed = self.first is not None and self.last is not None and self.first > 0
         span = (
             f" from {format_time(self.first)} to {format_time(self.last)}" if timed and self.first and self.last else ""
         )
-        lines = [f"{found} ({active} active).", f"{self.events:,} events{span}."]
+        lines = [found, f"{self.events:,} events{span}."]
         if self.watch is not None:
             lines += _watch_totals(self.watch, self.read)
         if self.requests is not None:
@@ -224,9 +217,6 @@ class Analysis:
         if self.skipped_invalid:
             lines.append(f"{self.skipped_invalid:,} invalid events skipped.")
         return "\n".join(lines)
-
-
-REQUEST_TYPES: Final = (FindingType.CONFLICT_STORM, FindingType.APPLY_CONFLICT, FindingType.NOOP_WRITES)
 
 
 def _time(item: ObjectEvent | Request) -> float:

@@ -37,10 +37,10 @@ from watcher.detection.native import implementation
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
 from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from watcher.model import ChangeKind, Finding, FindingChange, FindingState, FindingType, format_time
+from watcher.model import ChangeKind, Finding, FindingChange, format_time
 from watcher.sinks.log import configure_logging
 from watcher.sinks.recording import Recording
-from watcher.sinks.report import write_findings
+from watcher.sinks.report import counted, write_findings
 from watcher.sinks.tally import WriteTally
 from watcher.sinks.terminal import Console, duration, opened_line, status_line
 from watcher.sources.audit import AuditStats, read_audit_logs
@@ -378,19 +378,13 @@ class Scan:
         return self.detector.findings()
 
     def totals(self) -> str:
-        findings = self.findings()
-        kinds = [FindingType.FIGHT, FindingType.HOT_LOOP]
-        if self.requests is not None:
-            kinds += [FindingType.CONFLICT_STORM, FindingType.APPLY_CONFLICT, FindingType.NOOP_WRITES]
-        found = ", ".join(k.counted(sum(f.type is k for f in findings)) for k in kinds)
-        active = sum(f.state is FindingState.ACTIVE for f in findings)
         s = self.engine.stats
         span = ""
         if self.started is not None and self.ended is not None:
             span = f" from {format_time(self.started)} to {format_time(self.ended)}"
         watched = len(self._watched or ())
         lines = [
-            f"{found} ({active} active).",
+            counted(self.findings(), watch=True, requests=self.requests is not None),
             f"{s.events:,} watch events ({s.writes:,} writes) over {self.engine.tracked_objects:,} objects from "
             f"{watched} watch{'es' * (watched != 1)}{span}.",
         ]

@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import IO, Any, Final
@@ -18,7 +19,7 @@ import orjson
 import yaml
 
 from watcher.detection.incidents import assign, group, incident_id, severity
-from watcher.model import Finding, FindingType, Incident, ObjectRef, WriterCount, format_time
+from watcher.model import Finding, FindingState, FindingType, Incident, ObjectRef, WriterCount, format_time
 from watcher.sinks.columns import Cell, Column, lay_out
 
 
@@ -157,6 +158,20 @@ def write_yaml(findings: Iterable[Finding], out: IO[str], *, incidents: bool = F
 
 
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # (libyaml's, where PyYAML was built with it)
+
+
+WATCH_TYPES: Final = (FindingType.FIGHT, FindingType.HOT_LOOP)
+REQUEST_TYPES: Final = (FindingType.CONFLICT_STORM, FindingType.APPLY_CONFLICT, FindingType.NOOP_WRITES)
+
+
+def counted(findings: Iterable[Finding], *, watch: bool, requests: bool) -> str:
+    """The totals' first line: `2 fights, 0 hot loops (1 active).`, by every type the analysis could find (the
+    watch's, the audit requests')."""
+    findings = list(findings)
+    counts = Counter(f.type for f in findings)
+    kinds = [*(WATCH_TYPES if watch else ()), *(REQUEST_TYPES if requests else ())]
+    active = sum(f.state is FindingState.ACTIVE for f in findings)
+    return f"{', '.join(k.counted(counts[k]) for k in kinds)} ({active} active)."
 
 
 def write_findings(findings: list[Finding], output: str, *, incidents: bool = False, totals: str, empty: str) -> None:
