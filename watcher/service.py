@@ -8,11 +8,10 @@ last changes over, gives delivery a few seconds to drain, flushes the recording 
 as they are read, one at a time, so the engine sees each resource's events in order; delivery never blocks
 that (bounded queues per sink).
 
-With leader election every replica watches, detects and serves its endpoints, and only the Lease holder
-delivers: delivery starts paused, resumes when this replica starts leading (with a catch-up of what the previous
-leader may not have delivered, see `_catch_up`) and pauses the moment it stops. On SIGTERM the leader drains its
-delivery first and then releases the Lease, so a standby takes over at once. With sharding (`sharding.shard` of
-`total_shards`) this process watches only its share of the resources; each shard elects its own leader.
+With leader election every replica watches, detects and serves its endpoints, and only the Lease holder delivers
+(`watcher.leadership`). On SIGTERM the leader drains its delivery first and then releases the Lease, so a standby
+takes over at once. With sharding (`sharding.shard` of `total_shards`) this process watches only its share of the
+resources.
 """
 
 from __future__ import annotations
@@ -38,7 +37,8 @@ from watcher.detection.join import Joined, guessed_resource
 from watcher.detection.native import implementation, native_available
 from watcher.detection.request_engine import RequestEngine
 from watcher.exits import EXIT_ERROR, EXIT_OK
-from watcher.model import ChangeKind, Finding, FindingChange, Incident, ObjectRef, ResourceKey, format_observed
+from watcher.leadership import leader_elector
+from watcher.model import Finding, FindingChange, Incident, ObjectRef, ResourceKey
 from watcher.serving.access import Access, missing_permissions
 from watcher.serving.guard import Guard, KubeGuard, OpenGuard
 from watcher.serving.server import HttpServer
@@ -52,7 +52,7 @@ from watcher.sinks.outlets import build_sinks
 from watcher.sinks.recording import Recording
 from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import OLD_SERVER, SUBRESOURCE_ENTRIES_SINCE, ApiResource, server_version
-from watcher.sources.election import LeaderChange, LeaderElector, identity, lease_namespace
+from watcher.sources.election import LeaderElector
 from watcher.sources.kube import ApiError, ConnectError, Connection, KubeApi, connect, event_loop_factory
 from watcher.sources.tls_records import read_by_record
 from watcher.sources.watch import State
@@ -149,7 +149,11 @@ class Service:
                 delivery = self._delivery = Delivery(sinks, settings.delivery, metrics=self.metrics)
             except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
                 return _cannot_start("cannot deliver", config="delivery", error=str(exc))
-            elector = self._elector = self._make_elector(connection) if settings.leader_election.enabled else None
+            elector = self._elector = (
+                leader_elector(settings, connection, delivery=delivery, metrics=self.metrics, detector=self.detector)
+                if settings.leader_election.enabled
+                else None
+            )
             await delivery.start(paused=elector is not None)
             election = asyncio.create_task(elector.run(), name="leader election") if elector is not None else None
             try:
@@ -174,51 +178,6 @@ class Service:
             await connection.close()
             if self._recording is not None:
                 self._recording.close()
-
-    def _make_elector(self, connection: Connection) -> LeaderElector:
-        settings = self.config.leader_election
-        sharding = self.config.sharding
-        name = settings.lease_name
-        if sharding.total_shards > 1:
-            name = f"{name}-shard-{sharding.shard}"
-        self.metrics.set_leader(False)
-        return LeaderElector(
-            connection.api_client,
-            settings,
-            lease_name=name,
-            namespace=lease_namespace(settings, self.config.kube.service_account_dir),
-            identity=identity(settings),
-            on_change=self._leadership,
-        )
-
-    def _leadership(self, change: LeaderChange) -> None:
-        """Deliver while leading, and only then: resume with a catch-up, pause the moment leadership ends."""
-        self.metrics.set_leader(change.leading)
-        self.metrics.leader_change("acquired" if change.leading else change.reason)
-        if self._delivery is None:
-            return
-        if not change.leading:
-            self._delivery.pause()
-            return
-        catch_up = self._catch_up(change.since)
-        log.info("delivering", catch_up=len(catch_up), since=format_observed(change.since) if change.since else None)
-        self._delivery.resume(catch_up)
-
-    def _catch_up(self, since: float | None) -> list[FindingChange]:
-        """What a new leader tells delivery first: every active finding (sinks make it idempotent: the Event is
-        created only if missing, Alertmanager gets its active set again), and findings that opened or resolved
-        after `since` (when no leader was known to deliver) as opened or resolved, which webhooks post. `since`
-        None: no leader was ever seen, everything may be new."""
-        resolved = self.detector.resolved()
-        changes = [
-            FindingChange(ChangeKind.RESOLVED, finding, catch_up=True)
-            for finding in resolved
-            if since is None or (finding.resolved_at or 0.0) >= since
-        ]
-        for finding in self.active():
-            new = since is None or finding.detected_at >= since
-            changes.append(FindingChange(ChangeKind.OPENED if new else ChangeKind.UPDATED, finding, catch_up=True))
-        return changes
 
     async def _listen(self, connection: Connection) -> int:
         settings = self.config

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from tests.unit.captures import events
 from watcher.config import Config, DeliverySettings
 from watcher.detection.engine import Engine
-from watcher.model import ChangeKind, FindingChange
+from watcher.model import FindingChange
 from watcher.sinks.delivery import Delivery, DeliveryError
 from watcher.sinks.metrics import Metrics
 
@@ -213,29 +213,6 @@ async def test_pausing_stops_at_once_and_counts_what_was_queued() -> None:
 def test_sink_names_are_unique() -> None:
     with pytest.raises(ValueError, match="same name"):
         Delivery([FakeSink("x"), FakeSink("x")], _settings())
-
-
-def test_a_new_leader_catches_up_on_what_a_previous_leader_may_not_have_told() -> None:
-    """Every active finding again (opened if it opened after `since`), and what resolved after `since`."""
-    from watcher.service import Service  # noqa: PLC0415 - the composition root, only for its catch-up
-
-    service = Service(Config(), kubeconfig=None, context=None, record=None)
-    for name in ("fight-data", "fight-three-writers", "hot-loop-timestamp"):
-        for event in events(name, service.engine.decode):
-            service.engine.process(event)
-    active = service.engine.active()
-    first = min(f.detected_at for f in active)
-    service.engine.advance(first + 1)
-    everything = service._catch_up(None)  # no leader was ever seen
-    assert {c.kind for c in everything} == {ChangeKind.OPENED}
-    assert all(c.catch_up for c in everything)
-    later = service._catch_up(max(f.detected_at for f in active) + 1)  # all found before the last leader stopped
-    assert [c.kind for c in later] == [ChangeKind.UPDATED] * len(active)
-    closed = service.engine.advance(max(f.last_seen for f in active) + 3600)  # all resolve while nobody leads
-    assert len(closed) == len(active)
-    after = service._catch_up(max(f.last_seen for f in active))
-    assert [c.kind for c in after] == [ChangeKind.RESOLVED] * len(active)
-    assert service._catch_up(max(f.resolved_at or 0 for f in service.engine.resolved()) + 1) == []
 
 
 async def test_a_finding_that_follows_from_another_is_not_delivered() -> None:
