@@ -11,7 +11,7 @@ that (bounded queues per sink).
 With leader election every replica watches, detects and serves its endpoints, and only the Lease holder delivers
 (`watcher.leadership`). On SIGTERM the leader drains its delivery first and then releases the Lease, so a standby
 takes over at once. With sharding (`sharding.shard` of `total_shards`) this process watches only its share of the
-resources.
+resources. The endpoints' TLS and guard are `serving.security`'s.
 """
 
 from __future__ import annotations
@@ -39,10 +39,9 @@ from watcher.detection.request_engine import RequestEngine
 from watcher.exits import EXIT_ERROR, EXIT_OK
 from watcher.leadership import leader_elector
 from watcher.model import Finding, FindingChange, Incident, ObjectRef, ResourceKey
-from watcher.serving.access import Access, missing_permissions
-from watcher.serving.guard import Guard, KubeGuard, OpenGuard
+from watcher.serving.security import ServingSecurity
 from watcher.serving.server import HttpServer
-from watcher.serving.tls import CertificateError, ServingTls
+from watcher.serving.tls import CertificateError
 from watcher.sinks.credentials import CredentialError
 from watcher.sinks.delivery import Delivery
 from watcher.sinks.http import ServedRequests, StateReaders, make_app
@@ -123,9 +122,7 @@ class Service:
         self._audit_url: str | None = None
         self.served = ServedRequests()
         self._incidents: tuple[int, dict[str, Incident]] = (-1, {})  # (second, finding id -> incident)
-        self.access: Access | None = None  # (None: serve.insecure_http)
-        self._tls: dict[str, ServingTls] = {}  # by the config key it comes from: serve.tls, audit_webhook
-        self._logged: dict[str, str] = {}  # the last error logged of each (certificate reloads, access reviews)
+        self._security: ServingSecurity | None = None  # (TLS, the guard: set up when serving starts)
 
     async def run(self) -> int:
         settings = self.config
@@ -191,15 +188,14 @@ class Service:
         api = KubeApi(connection.api_client, request_timeout=settings.watch.request_timeout)
         serve = settings.serve
         try:
-            guard = self._guard(api)
+            security = self._security = ServingSecurity(serve, api.create)
         except CertificateError as exc:
             return _cannot_start("cannot serve TLS", config="serve.tls", error=str(exc))
-        tls = self._tls.get("serve.tls")
         server = HttpServer(
-            make_app(self._state_readers(), guard, self.served, refresh=serve.page_refresh),
+            make_app(self._state_readers(), security.guard, self.served, refresh=serve.page_refresh),
             address=serve.address,
             port=serve.port,
-            tls=tls.context if tls is not None else None,
+            tls=security.context,
         )
         try:
             url = await server.start()
@@ -210,7 +206,8 @@ class Service:
         if self.receiver is not None:
             hook = settings.audit_webhook
             try:
-                hook_tls = self._tls["audit_webhook"] = self.receiver.tls()
+                hook_tls = self.receiver.tls()
+                security.add("audit_webhook", hook_tls)
                 audit_server = HttpServer(
                     self.receiver.app(), address=hook.address, port=hook.port, tls=hook_tls.context
                 )
@@ -222,46 +219,13 @@ class Service:
                     "cannot receive audit events", address=where, config="audit_webhook", error=str(exc)
                 )
         try:
-            return await self._serve(connection, api, url)
+            return await self._serve(connection, api, url, security)
         finally:
             await server.stop()
             if audit_server is not None:
                 await audit_server.stop()
 
-    def _guard(self, api: KubeApi) -> Guard:
-        """Who may read the endpoints: callers the API server authenticates and authorizes, over TLS; everyone,
-        over plain HTTP, in the development mode. Raises CertificateError."""
-        serve = self.config.serve
-        if serve.insecure_http:
-            log.warning(
-                "serving plain HTTP without authentication or authorization: development only",
-                config="serve.insecure_http",
-            )
-            return OpenGuard()
-        tls = self._tls["serve.tls"] = ServingTls(
-            cert_file=serve.tls.cert_file,
-            key_file=serve.tls.key_file,
-            client_ca_file=serve.tls.client_ca_file,
-            min_version=serve.tls.min_version,
-        )
-        if tls.certificate.self_signed:
-            log.warning(
-                "serving a self-signed certificate",
-                fingerprint=tls.certificate.fingerprint,
-                hint="give serve.tls.cert_file and key_file (the chart does) so that clients can verify it",
-            )
-        auth = serve.auth
-        self.access = Access(
-            api.create,
-            audiences=auth.audiences,
-            allowed_ttl=auth.allowed_ttl,
-            denied_ttl=auth.denied_ttl,
-            size=auth.cache_size,
-            max_stale=auth.max_stale,
-        )
-        return KubeGuard(self.access, certificates=tls.verifies_clients)
-
-    async def _serve(self, connection: Connection, api: KubeApi, url: str) -> int:
+    async def _serve(self, connection: Connection, api: KubeApi, url: str, security: ServingSecurity) -> int:
         cluster = self._cluster = ClusterWatch(
             api,
             on_event=self._on_event,
@@ -283,7 +247,7 @@ class Service:
             server=connection.server,
             credentials=connection.source,
             listening=url,
-            tls=_certificate(self._tls.get("serve.tls")),
+            tls=security.certificate(),
             audit_webhook=self._audit_url,
             recording=str(self._record_path) if self._record_path else None,
             delivery=[sink.name for sink in self._delivery.sinks] if self._delivery else [],
@@ -297,7 +261,7 @@ class Service:
         ]
         if self.receiver is not None:
             tasks.append(asyncio.create_task(self._analyse_requests(self.receiver), name="audit"))
-        checked = asyncio.create_task(self._check_review_permissions(api)) if self.access is not None else None
+        checked = asyncio.create_task(security.check_review_permissions()) if security.access is not None else None
         versioned = asyncio.create_task(_note_server_version(api))
         stopped = asyncio.create_task(stop.wait())
         crashed: list[asyncio.Task[Any]] = []
@@ -399,56 +363,11 @@ class Service:
             self._lag = max(0.0, loop.time() - due)
             self._heartbeat = time.monotonic()
             self._advance()
-            self._check_serving()
+            if self._security is not None:
+                self._security.check()
             self.metrics.set_tracked(self.engine.tracked_objects)
             if self._recording is not None:
                 self._recording.flush()
-
-    async def _check_review_permissions(self, api: KubeApi) -> None:
-        """Say at start, not at the first caller, when fightwatch may not have callers reviewed."""
-        try:
-            missing = await missing_permissions(api.create)
-        except Exception as exc:  # (the API server unreachable: the watches say so, and reviews will)
-            log.info("review permissions not checked", error=str(exc)[:300])
-            return
-        if missing:
-            log.warning(
-                "callers cannot be reviewed: every request to /metrics and /api/v1/findings will answer 503",
-                missing=missing,
-                hint="grant fightwatch's service account create on tokenreviews and subjectaccessreviews "
-                "(the chart's RBAC does)",
-            )
-
-    def _check_serving(self) -> None:
-        """Serve certificates rotated on disk; say when a rotation or access reviews start or stop failing (once)."""
-        for key, tls in self._tls.items():
-            if tls.refresh():
-                log.info("serving certificate loaded", config=key, certificate=_certificate(tls))
-            self._note(
-                key,
-                tls.last_error,
-                failing="serving certificate not loaded: the previous one is served still",
-                recovered="serving certificate loadable again",
-                config=key,
-            )
-        if self.access is not None:
-            self._note(
-                "access",
-                self.access.stats.last_error,
-                failing="cannot review access",
-                recovered="access reviews work again",
-                hint="fightwatch needs create on tokenreviews and subjectaccessreviews (the chart's RBAC grants it); "
-                "callers with cached answers are served meanwhile",
-            )
-
-    def _note(self, key: str, error: str, *, failing: str, recovered: str, **context: Any) -> None:
-        if error == self._logged.get(key, ""):
-            return
-        self._logged[key] = error
-        if error:
-            log.warning(failing, error=error, **context)
-        else:
-            log.info(recovered)
 
     def _note_resources(self) -> None:
         """Tell the metrics which resources are watched and which forbidden (a watch started, stopped or changed
@@ -564,19 +483,21 @@ class Service:
         return samples
 
     def _serving_samples(self) -> dict[str, Iterable[tuple[Sequence[str], float]]]:
+        security = self._security
+        tls = security.tls if security is not None else {}
         samples: dict[str, Iterable[tuple[Sequence[str], float]]] = {
             "fightwatch_http_requests": [(k, float(n)) for k, n in self.served.counts.items()],
             "fightwatch_serving_certificate_expiry_timestamp_seconds": [
-                ((key,), tls.certificate.not_after.timestamp()) for key, tls in self._tls.items()
+                ((key,), t.certificate.not_after.timestamp()) for key, t in tls.items()
             ],
             "fightwatch_serving_certificate_reloads": [
                 sample
-                for key, tls in self._tls.items()
-                for sample in (((key, "loaded"), float(tls.reloads)), ((key, "error"), float(tls.reload_errors)))
+                for key, t in tls.items()
+                for sample in (((key, "loaded"), float(t.reloads)), ((key, "error"), float(t.reload_errors)))
             ],
         }
-        if self.access is not None:
-            a = self.access.stats
+        if security is not None and security.access is not None:
+            a = security.access.stats
             samples["fightwatch_access_reviews"] = [(k, float(n)) for k, n in a.reviews.items()]
             samples["fightwatch_access_cached_answers"] = [
                 (("fresh",), float(a.cache_hits)),
@@ -624,14 +545,6 @@ async def _note_server_version(api: KubeApi) -> None:
         log.warning("old API server", server_version=version, detail=OLD_SERVER)
     else:
         log.info("API server", server_version=version)
-
-
-def _certificate(tls: ServingTls | None) -> dict[str, Any] | None:
-    """How a certificate is logged: where it comes from, until when, its fingerprint (never the key)."""
-    if tls is None:
-        return None
-    c = tls.certificate
-    return {"source": c.source, "not_after": c.not_after.isoformat(), "fingerprint": c.fingerprint}
 
 
 def _cannot_start(event: str, **context: Any) -> int:
