@@ -11,7 +11,8 @@ that (bounded queues per sink).
 With leader election every replica watches, detects and serves its endpoints, and only the Lease holder delivers
 (`watcher.leadership`). On SIGTERM the leader drains its delivery first and then releases the Lease, so a standby
 takes over at once. With sharding (`sharding.shard` of `total_shards`) this process watches only its share of the
-resources. The endpoints' TLS and guard are `serving.security`'s.
+resources. The endpoints' TLS and guard are `serving.security`'s; what the parts count as plain numbers reaches
+`/metrics` through `watcher.samples`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,14 @@ from watcher.detection.request_engine import RequestEngine
 from watcher.exits import EXIT_ERROR, EXIT_OK
 from watcher.leadership import leader_elector
 from watcher.model import Finding, FindingChange, Incident, ObjectRef, ResourceKey
+from watcher.samples import (
+    audit_samples,
+    cluster_samples,
+    engine_samples,
+    event_loop_samples,
+    recording_samples,
+    serving_samples,
+)
 from watcher.serving.security import ServingSecurity
 from watcher.serving.server import HttpServer
 from watcher.serving.tls import CertificateError
@@ -54,7 +62,6 @@ from watcher.sources.discovery import OLD_SERVER, SUBRESOURCE_ENTRIES_SINCE, Api
 from watcher.sources.election import LeaderElector
 from watcher.sources.kube import ApiError, ConnectError, Connection, KubeApi, connect, event_loop_factory
 from watcher.sources.tls_records import read_by_record
-from watcher.sources.watch import State
 
 if TYPE_CHECKING:  # imported when the audit webhook is on (its parsers cost memory)
     from watcher.sources.audit_webhook import AuditReceiver
@@ -423,115 +430,18 @@ class Service:
         )
 
     def _samples(self) -> Samples:
-        """The collected families the watcher keeps as plain numbers, read at scrape time."""
-        none: tuple[str, ...] = ()
-        s = self.engine.stats
-        outcomes = {
-            "write": s.writes,
-            "new": s.new_objects,
-            "resynced": s.resynced_objects,
-            "duplicate": s.duplicate_events,
-            "ignored": s.ignored_events,
-            "deleted": s.deleted_objects + s.untracked_deletions,
-            "invalid": self.invalid_events,
+        """Read every part's plain numbers (`watcher.samples`): the collected families' samples at scrape time."""
+        receiver, requests, recording = self.receiver, self.requests, self._recording
+        return {
+            **event_loop_samples(self._lag),
+            **engine_samples(
+                self.engine.stats, invalid=self.invalid_events, max_objects=self.config.detection.max_objects
+            ),
+            **(audit_samples(receiver, requests) if receiver is not None and requests is not None else {}),
+            **serving_samples(self.served, self._security),
+            **(recording_samples(recording) if recording is not None else {}),
+            **cluster_samples(self._cluster),
         }
-        samples: dict[str, Iterable[tuple[Sequence[str], float]]] = {
-            "fightwatch_event_loop_lag_seconds": [(none, self._lag)],
-            "fightwatch_engine_events": [((outcome,), float(n)) for outcome, n in outcomes.items()],
-            "fightwatch_engine_evictions": [
-                (("idle",), float(s.evicted_idle)),
-                (("capacity",), float(s.evicted_capacity)),
-            ],
-        }
-        if self.receiver is not None and self.requests is not None:
-            samples |= _audit_samples(self.receiver, self.requests)
-        samples |= self._serving_samples()
-        if self.config.detection.max_objects is not None:
-            samples["fightwatch_tracked_objects_limit"] = [(none, float(self.config.detection.max_objects))]
-        if self._recording is not None:
-            samples["fightwatch_recording_events"] = [(none, float(self._recording.events))]
-            samples["fightwatch_recording_bytes"] = [(none, float(self._recording.bytes_written))]
-        cluster = self._cluster
-        if cluster is None:
-            return samples | {"fightwatch_ready": [(none, 0.0)]}
-        d = cluster.discovery
-        samples |= {
-            "fightwatch_ready": [(none, float(cluster.ready()))],
-            "fightwatch_discovery_ok": [(none, float(d.ok))],
-            "fightwatch_discovery_passes": [(none, float(d.passes))],
-            "fightwatch_discovery_errors": [(none, float(d.errors))],
-            "fightwatch_discovered_resources": [(none, float(d.resources))],
-        }
-        # One watch per resource, or one per namespace: their numbers add up per resource.
-        states: dict[ResourceKey, dict[str, int]] = {}
-        objects: dict[ResourceKey, int] = {}
-        lists: dict[ResourceKey, int] = {}
-        received: dict[ResourceKey, int] = {}
-        for watch in cluster.watches:
-            key, status = watch.key, watch.status
-            counts = states.setdefault(key, dict.fromkeys((s.value for s in State), 0))
-            counts[status.state.value] += 1
-            objects[key] = objects.get(key, 0) + status.objects
-            lists[key] = lists.get(key, 0) + status.lists
-            received[key] = received.get(key, 0) + status.bytes
-        samples |= {
-            "fightwatch_watches": [((*k, state), float(n)) for k, c in states.items() for state, n in c.items()],
-            "fightwatch_watch_objects": [(k, float(n)) for k, n in objects.items()],
-            "fightwatch_watch_lists": [(k, float(n)) for k, n in lists.items()],
-            "fightwatch_watch_received_bytes": [(k, float(n)) for k, n in received.items()],
-        }
-        return samples
-
-    def _serving_samples(self) -> dict[str, Iterable[tuple[Sequence[str], float]]]:
-        security = self._security
-        tls = security.tls if security is not None else {}
-        samples: dict[str, Iterable[tuple[Sequence[str], float]]] = {
-            "fightwatch_http_requests": [(k, float(n)) for k, n in self.served.counts.items()],
-            "fightwatch_serving_certificate_expiry_timestamp_seconds": [
-                ((key,), t.certificate.not_after.timestamp()) for key, t in tls.items()
-            ],
-            "fightwatch_serving_certificate_reloads": [
-                sample
-                for key, t in tls.items()
-                for sample in (((key, "loaded"), float(t.reloads)), ((key, "error"), float(t.reload_errors)))
-            ],
-        }
-        if security is not None and security.access is not None:
-            a = security.access.stats
-            samples["fightwatch_access_reviews"] = [(k, float(n)) for k, n in a.reviews.items()]
-            samples["fightwatch_access_cached_answers"] = [
-                (("fresh",), float(a.cache_hits)),
-                (("shared",), float(a.shared_answers)),
-                (("stale",), float(a.stale_answers)),
-            ]
-        return samples
-
-
-def _audit_samples(
-    receiver: AuditReceiver, requests: RequestEngine
-) -> dict[str, Iterable[tuple[Sequence[str], float]]]:
-    from watcher.sources.audit_webhook import OUTCOMES  # noqa: PLC0415 - (imported with the receiver)
-
-    r, s = receiver.stats, requests.stats
-    results = {
-        "write": s.writes,
-        "conflict": s.conflicts,
-        "apply_conflict": s.apply_conflicts,
-        "failed": s.failed,
-        "read": s.reads,
-        "ignored": s.ignored + s.without_name + s.dry_run,
-    }
-    return {
-        "fightwatch_audit_batches": [((o,), float(r.batches[o])) for o in OUTCOMES],
-        "fightwatch_audit_requests_received": [
-            (("queued",), float(r.queued)),
-            (("dropped",), float(r.dropped)),
-            (("invalid",), float(r.audit.invalid_items)),
-        ],
-        "fightwatch_audit_requests": [((k,), float(n)) for k, n in results.items()],
-        "fightwatch_noop_writes": [(k, float(n)) for k, n in s.noop_by_resource.items()],
-        "fightwatch_conflicts": [((*k[:2], k[2]), float(n)) for k, n in s.conflicts_by_resource.items()],
-    }
 
 
 async def _note_server_version(api: KubeApi) -> None:
