@@ -22,25 +22,24 @@ import contextlib
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 import structlog
 
 from watcher import __version__
+from watcher.audit_intake import AuditIntake
 from watcher.config import Config
 from watcher.detection.detector import Detector
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent
 from watcher.detection.incidents import group
-from watcher.detection.join import Joined, guessed_resource
+from watcher.detection.join import guessed_resource
 from watcher.detection.native import implementation, native_available
-from watcher.detection.request_engine import RequestEngine
 from watcher.exits import EXIT_ERROR, EXIT_OK
 from watcher.leadership import leader_elector
 from watcher.model import Finding, FindingChange, Incident, ObjectRef, ResourceKey
 from watcher.samples import (
-    audit_samples,
     cluster_samples,
     engine_samples,
     event_loop_samples,
@@ -63,15 +62,11 @@ from watcher.sources.election import LeaderElector
 from watcher.sources.kube import ApiError, ConnectError, Connection, KubeApi, connect, event_loop_factory
 from watcher.sources.tls_records import read_by_record
 
-if TYPE_CHECKING:  # imported when the audit webhook is on (its parsers cost memory)
-    from watcher.sources.audit_webhook import AuditReceiver
-
 TICK = 1.0  # seconds between two engine clock advances (findings resolve), recording flushes, heartbeats
 ALIVE_WITHIN = 30.0  # /healthz fails when the event loop has not ticked for this long
 STOP_DEADLINE = 10.0  # seconds for the watches to stop before giving up on stragglers
 DRAIN_DEADLINE = 5.0  # seconds delivery gets at shutdown to send what is queued (resolutions, last updates)
 LOGGED_INVALID_EVENTS = 10  # invalid events logged one by one; more are only counted
-AUDIT_SLICE = 1_000  # requests from the audit webhook analysed between two yields to the event loop
 
 log = structlog.get_logger("fightwatch")
 
@@ -103,16 +98,18 @@ class Service:
         )
         self.engine = Engine(config.detection, attribution=attribution, on_write=self.metrics.count_write)
         # With the audit webhook: API requests analysed too, and joined with the watch (detection/join.py).
-        self.requests: RequestEngine | None = None
-        self.joined: Joined | None = None  # (the audit requests' entry point, `process_request`)
-        self.receiver: AuditReceiver | None = None
-        if config.audit_webhook.enabled:
-            from watcher.sources.audit_webhook import AuditReceiver  # noqa: PLC0415
-
-            self.receiver = AuditReceiver(config.audit_webhook)  # (reads the token file: fails early)
-            self.requests = RequestEngine(config.detection, on_conflict=self.metrics.count_conflict)
-            self.joined = Joined(self.engine, self.requests, resource=self._resource)
-        self.detector: Detector = self.joined or self.engine  # every watch event goes here
+        self.audit = (
+            AuditIntake(
+                config.audit_webhook,
+                config.detection,
+                self.engine,
+                on_conflict=self.metrics.count_conflict,
+                resource=self._resource,
+            )
+            if config.audit_webhook.enabled
+            else None
+        )
+        self.detector: Detector = self.audit.joined if self.audit is not None else self.engine  # every watch event
         self.metrics.active = self.active  # scrapes read the findings as of the last write
         self.metrics.read_at_scrape(self._samples)
         self.invalid_events = 0
@@ -126,7 +123,6 @@ class Service:
         self._resources: tuple[frozenset[ResourceKey], frozenset[ResourceKey]] | None = None
         self._heartbeat = time.monotonic()
         self._lag = 0.0
-        self._audit_url: str | None = None
         self.served = ServedRequests()
         self._incidents: tuple[int, dict[str, Incident]] = (-1, {})  # (second, finding id -> incident)
         self._security: ServingSecurity | None = None  # (TLS, the guard: set up when serving starts)
@@ -209,28 +205,20 @@ class Service:
         except OSError as exc:
             where = f"{serve.address}:{serve.port}"
             return _cannot_start("cannot listen", address=where, config="serve", error=exc.strerror or str(exc))
-        audit_server = None
-        if self.receiver is not None:
-            hook = settings.audit_webhook
-            try:
-                hook_tls = self.receiver.tls()
-                security.add("audit_webhook", hook_tls)
-                audit_server = HttpServer(
-                    self.receiver.app(), address=hook.address, port=hook.port, tls=hook_tls.context
-                )
-                self._audit_url = await audit_server.start()
-            except (OSError, CertificateError) as exc:
-                await server.stop()
-                where = f"{hook.address}:{hook.port}"
-                return _cannot_start(
-                    "cannot receive audit events", address=where, config="audit_webhook", error=str(exc)
-                )
         try:
+            if self.audit is not None:
+                try:
+                    await self.audit.start(security)
+                except (OSError, CertificateError) as exc:
+                    where = f"{settings.audit_webhook.address}:{settings.audit_webhook.port}"
+                    return _cannot_start(
+                        "cannot receive audit events", address=where, config="audit_webhook", error=str(exc)
+                    )
             return await self._serve(connection, api, url, security)
         finally:
             await server.stop()
-            if audit_server is not None:
-                await audit_server.stop()
+            if self.audit is not None:
+                await self.audit.stop()
 
     async def _serve(self, connection: Connection, api: KubeApi, url: str, security: ServingSecurity) -> int:
         cluster = self._cluster = ClusterWatch(
@@ -255,7 +243,7 @@ class Service:
             credentials=connection.source,
             listening=url,
             tls=security.certificate(),
-            audit_webhook=self._audit_url,
+            audit_webhook=self.audit.url if self.audit is not None else None,
             recording=str(self._record_path) if self._record_path else None,
             delivery=[sink.name for sink in self._delivery.sinks] if self._delivery else [],
             shard=f"{self.config.sharding.shard}/{self.config.sharding.total_shards}",
@@ -266,8 +254,8 @@ class Service:
             asyncio.create_task(cluster.run(), name="discovery"),
             asyncio.create_task(self._tick(), name="tick"),
         ]
-        if self.receiver is not None:
-            tasks.append(asyncio.create_task(self._analyse_requests(self.receiver), name="audit"))
+        if self.audit is not None:
+            tasks.append(asyncio.create_task(self.audit.analyse(self._hand_over), name="audit"))
         checked = asyncio.create_task(security.check_review_permissions()) if security.access is not None else None
         versioned = asyncio.create_task(_note_server_version(api))
         stopped = asyncio.create_task(stop.wait())
@@ -345,18 +333,6 @@ class Service:
         now = time.time()
         self._hand_over(self.detector.advance(now))
 
-    async def _analyse_requests(self, receiver: AuditReceiver) -> None:
-        """Take the requests the audit webhook queued, a slice at a time (the event loop serves the watches and
-        the webhook between two slices)."""
-        assert self.joined is not None
-        while True:
-            await receiver.arrived.wait()
-            receiver.arrived.clear()
-            while batch := receiver.drain(AUDIT_SLICE):
-                for request in batch:
-                    self._hand_over(self.joined.process_request(request))
-                await asyncio.sleep(0)
-
     def _resource(self, ref: ObjectRef) -> str:
         """The resource of an object's kind, as discovery serves it (else the API server's own guess)."""
         plural = self._cluster.plural(ref.group, ref.kind) if self._cluster is not None and ref.kind else None
@@ -431,13 +407,13 @@ class Service:
 
     def _samples(self) -> Samples:
         """Read every part's plain numbers (`watcher.samples`): the collected families' samples at scrape time."""
-        receiver, requests, recording = self.receiver, self.requests, self._recording
+        audit, recording = self.audit, self._recording
         return {
             **event_loop_samples(self._lag),
             **engine_samples(
                 self.engine.stats, invalid=self.invalid_events, max_objects=self.config.detection.max_objects
             ),
-            **(audit_samples(receiver, requests) if receiver is not None and requests is not None else {}),
+            **(audit.samples() if audit is not None else {}),
             **serving_samples(self.served, self._security),
             **(recording_samples(recording) if recording is not None else {}),
             **cluster_samples(self._cluster),
