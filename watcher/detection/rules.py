@@ -228,9 +228,9 @@ def _note_evidence(
     finding: OpenFinding, state: ObjectState, write: Write, *, event: ObjectEvent, attribution: Attribution
 ) -> None:
     """What each writer of the hot loop changes (`writer_fields`), for the summary and the hint: the fields the write
-    changed, each to the writer that owns it (all of them to the one writer there is); for a write that changed
-    nothing visible (a metadata-only watch), the fields its writer owns, once (the status as one `status`). And
-    whether the loop writes timestamps, and reports status."""
+    changed, each to the writer that owns it (all of them to the one writer there is); at a writer's first write that
+    changed nothing visible (a metadata-only watch), the fields it owns (the status as one `status`), whatever its
+    visible writes named before. And whether the loop writes timestamps, and reports status."""
     new: list[str] = []
     changed = write.changed
     for writer in write.writers:
@@ -240,7 +240,8 @@ def _note_evidence(
         if changed:
             owned = attribution.owned(state, event, writer) if len(write.writers) > 1 else None
             mine = [p for p in changed if owned is None or p in owned]
-        elif not fields:
+        elif writer not in finding.quiet_writers:
+            finding.quiet_writers.add(writer)
             owned = attribution.owned(state, event, writer) or frozenset()
             mine = sorted(
                 {p for p in owned if not _is_status(p)} | ({"status"} if any(map(_is_status, owned)) else _NONE)

@@ -75,6 +75,7 @@ class OpenFinding:
         "key",
         "last_seen",
         "owner",
+        "quiet_writers",
         "record",
         "ref",
         "refs",
@@ -99,6 +100,7 @@ class OpenFinding:
         self.fields: set[str] = set()
         self.writer_writes: dict[Writer, int] = {}
         self.writer_fields: dict[Writer, set[str]] = {}  # the fields each writer changed (`rules`, `findings.absorb`)
+        self.quiet_writers: set[Writer] = set()  # (hot loop) writers whose owned fields stand for their quiet writes
         self.by_ownership = False
         self.evidence = ""  # a fight of one field manager: what shows two writers behind it (`rules.FightRule`)
         self.timestamp_values = False
