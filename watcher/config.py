@@ -386,6 +386,11 @@ class WatchSettings(_Strict):
     )
     request_timeout: Seconds = Field(60.0, description="Timeout of one list or discovery request.")
     page_size: int = Field(500, ge=1, description="Objects per page when listing.")
+    watch_list: bool = Field(
+        True,
+        description="Read each resource's current objects as the start of its watch (Kubernetes' WatchList: "
+        "`sendInitialEvents`), where the API server allows it; else, and when false, list them in pages first.",
+    )
     backoff_initial: Seconds = Field(0.5, description="First reconnect delay after an error (then doubling).")
     backoff_max: Seconds = Field(30.0, description="Longest reconnect delay after errors.")
     slow_retry: Seconds = Field(300.0, description="Retry delay of a resource that is forbidden or gone.")

@@ -32,6 +32,7 @@ from watcher.sources.watch import (
     ResourceWatch,
     RetryPolicy,
     State,
+    WatchList,
     WatchObserver,
     classify,
     retry_delay,
@@ -86,6 +87,7 @@ class ClusterWatch:
         self._decode = decode
         self._on_invalid = on_invalid
         self._settings = settings
+        self._watch_list = WatchList(settings.watch_list)  # (one server: a refusal holds for every resource)
         self._sharding = sharding
         self._policy = RetryPolicy.of(settings)
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
@@ -238,6 +240,7 @@ class ClusterWatch:
                 on_state=self._state_changed,
                 rng=self._rng,
                 observer=self._observer,
+                watch_list=self._watch_list,
             )
             previous = handed_over.get(key)
             if previous is not None:
