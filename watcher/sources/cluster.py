@@ -72,12 +72,15 @@ class ClusterWatch:
         on_change: Callable[[], None] = lambda: None,
         choose: Choose | None = None,
     ) -> None:
-        """`on_event` gets every event of every watch, each watch's in order; `decode` reads each event (the
+        """Set up the watches of a cluster, and who is told of their events.
+
+        `on_event` gets every event of every watch, each watch's in order; `decode` reads each event (the
         engine's decoder); `on_invalid` is told of each event it refuses;
         `observer` of each watch's restarts and errors; `on_change` whenever a watch starts, stops or changes state
         (what `resource_states` returns may have changed). `choose` picks the targets of each discovery pass (by
         default the settings' selection, `discovery.select`; `fightwatch scan` asks the API server what it may
-        watch)."""
+        watch).
+        """
         self.discovery = DiscoveryStatus()
         self._api = api
         self._observer = observer
@@ -104,7 +107,7 @@ class ClusterWatch:
         return [watch for watch, _ in self._watches.values()]
 
     def plural(self, group: str, kind: str) -> str | None:
-        """The resource discovery serves `kind` of `group` as (None: not discovered)."""
+        """Return the resource discovery serves `kind` of `group` as (None: not discovered)."""
         return self._plurals.get((group, kind))
 
     def request_refresh(self) -> None:
@@ -122,8 +125,11 @@ class ClusterWatch:
             self._on_change()
 
     def resource_states(self) -> tuple[frozenset[ResourceKey], frozenset[ResourceKey]]:
-        """(watched, forbidden) resources: forbidden when any of its watches is (one per namespace may be), watched
-        when it has a watch otherwise; a resource whose watches all found it gone is neither."""
+        """Return the (watched, forbidden) resources.
+
+        Forbidden when any of its watches is (one per namespace may be), watched when it has a watch otherwise; a
+        resource whose watches all found it gone is neither.
+        """
         watched: set[ResourceKey] = set()
         forbidden: set[ResourceKey] = set()
         for watch in self.watches:

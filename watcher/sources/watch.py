@@ -111,7 +111,7 @@ def retry_delay(
 
 
 def status_failure(code: int) -> Failure:
-    """The failure an HTTP status (of an answer, or of an ERROR event's Status) stands for."""
+    """Return the failure an HTTP status (of an answer, or of an ERROR event's Status) stands for."""
     return {
         410: Failure.EXPIRED,
         401: Failure.UNAUTHORIZED,
@@ -122,7 +122,7 @@ def status_failure(code: int) -> Failure:
 
 
 def error_event(status: JSONObject) -> WatchError:
-    """The failure an ERROR watch event (its object a Status) stands for."""
+    """Return the failure an ERROR watch event (its object a Status) stands for."""
     code = status.get("code")
     failure = status_failure(code) if isinstance(code, int) else Failure.SERVER_ERROR
     return WatchError(
@@ -145,8 +145,11 @@ class WatchError(Exception):
 
     @property
     def error_code(self) -> int | str | None:
-        """How the metrics name it: the HTTP status, `internal` (a bug of ours), `unknown` (an ERROR event
-        without a code), None for no HTTP answer at all."""
+        """How the metrics name this failure.
+
+        The HTTP status, `internal` (a bug of ours), `unknown` (an ERROR event without a code), None for no HTTP answer
+        at all.
+        """
         if self.code is not None:
             return self.code
         if self.failure is Failure.INTERNAL:
@@ -521,7 +524,7 @@ class ResourceWatch:
         self._emit(event)
 
     def _event(self, data: bytes, now: float) -> ObjectEvent | None:
-        """The decoded event of a line (None: a BOOKMARK, handled here, or an invalid event, skipped)."""
+        """Decode the event of a line (None: a BOOKMARK, handled here, or an invalid event, skipped)."""
         try:
             event = self._decode(data, observed_at=now, api_version=self._api_version, kind=self._kind)
         except DecodeError:
@@ -579,8 +582,11 @@ class ResourceWatch:
 
 
 async def _gathered(response: aiohttp.ClientResponse, seconds: float) -> None:
-    """Let a watch's next events gather for `seconds`: its connection is not read meanwhile, so they are received,
-    decrypted (TLS) and parsed in one go, and handed over in one chunk, instead of one wake-up each."""
+    """Let a watch's next events gather for `seconds`.
+
+    Its connection is not read meanwhile, so they are received, decrypted (TLS) and parsed in one go, and handed over in
+    one chunk, instead of one wake-up each.
+    """
     connection = response.connection
     transport = connection.transport if connection is not None else None
     if transport is None or transport.is_closing():
@@ -594,7 +600,7 @@ async def _gathered(response: aiohttp.ClientResponse, seconds: float) -> None:
 
 
 def _ignored(resource: ApiResource, error: EventError) -> None:
-    """The default `on_invalid`: the event is skipped, and told to no one."""
+    """Skip the event and tell no one: the default `on_invalid`."""
 
 
 _FAILURE_EVENTS = {
