@@ -426,6 +426,10 @@ class ControlPlane:
         port = int(self.url.rsplit(":", 1)[1])
         _wait_healthy(proc, port=port, path="/readyz", tls=self.tls_context(), token=self.token)
 
+    def pid(self, name: str) -> int:
+        """Return the process id of a running component (`etcd`, `kube-apiserver`, `kube-controller-manager`)."""
+        return self._process(name).popen.pid
+
     def _process(self, name: str) -> _Process:
         for proc in self._processes:
             if proc.name == name:
@@ -465,7 +469,7 @@ def _write_kubeconfig(path: Path, *, url: str, token: str, ca_file: Path, user: 
 
 
 def _start_once(
-    workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token: str, *, audit_flags: list[str]
+    workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token: str, *, flags: list[str]
 ) -> ControlPlane:
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     etcd_url = f"http://127.0.0.1:{etcd_port}"
@@ -527,7 +531,7 @@ def _start_once(
             # the `kubernetes` Service's endpoint cannot be the loopback --advertise-address: skip it
             "--endpoint-reconciler-type=none",
             "--profiling=false",
-            *audit_flags,
+            *flags,
         ]
         apiserver = _spawn("kube-apiserver", cp._apiserver_argv, workdir)
         cp._processes.append(apiserver)
@@ -545,14 +549,16 @@ def start_control_plane(
     users: Sequence[str] = (),
     audit_webhook: Path | None = None,
     release: str | None = None,
+    apiserver_flags: Sequence[str] = (),
 ) -> ControlPlane:
     """Start etcd + kube-apiserver in workdir and wait until /readyz answers 200 for the admin token.
 
     `audit_policy` (an audit.k8s.io/v1 Policy) turns on the log backend, JSON Lines in `audit_log`; `users` get
     static tokens of their own (`user_tokens`), no groups and no permissions until bound. `audit_webhook` (a
     kubeconfig naming the receiver; with `audit_policy`) adds the webhook backend in batch mode, batches sent at
-    least every second. The PKI is made in `workdir/pki` first (`ca.crt`, and `apiserver.crt`/`.key` serving
-    127.0.0.1), so such a kubeconfig may name its files before they exist."""
+    least every second. `apiserver_flags` go to kube-apiserver after the others (`--feature-gates=...`). The PKI
+    is made in `workdir/pki` first (`ca.crt`, and `apiserver.crt`/`.key` serving 127.0.0.1), so such a kubeconfig
+    may name its files before they exist."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     bin_dir = control_plane_bin_dir(release)
@@ -585,7 +591,7 @@ def start_control_plane(
     attempts = 3  # a port picked free can be taken by someone else before the component binds it
     for attempt in range(1, attempts + 1):
         try:
-            cp = _start_once(workdir, bin_dir, pki, token_file, token, audit_flags=audit_flags)
+            cp = _start_once(workdir, bin_dir, pki, token_file, token, flags=[*audit_flags, *apiserver_flags])
         except RuntimeError as exc:
             if attempt == attempts or "address already in use" not in str(exc):
                 raise

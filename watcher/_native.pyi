@@ -1,5 +1,7 @@
-"""Types of the native engine (`native/`, a Rust extension module built where Rust is there): the native
-implementation of the attribution protocol (see watcher/detection/native.py)."""
+"""Types of the native engine (`native/`, a Rust extension module built where Rust is there).
+
+It is the native implementation of the attribution protocol (see watcher/detection/native.py).
+"""
 
 from watcher.detection.handovers import Handover
 from watcher.model import Writer

@@ -1,6 +1,8 @@
-"""`fightwatch` command line: the arguments and the config, then the command: `run` starts the live watcher
-(`watcher.service`), `replay`, `demo` and `audit` the offline analysis (`watcher.offline`). Each is imported for
-its command only, so that a process holds the libraries of the command it runs. Exit statuses: `watcher.exits`.
+"""`fightwatch` command line: the arguments and the config, then the command.
+
+`run` starts the live watcher (`watcher.service`), `replay`, `demo` and `audit` the offline analysis
+(`watcher.offline`). Each is imported for its command only, so that a process holds the libraries of the command it
+runs. Exit statuses: `watcher.exits`.
 """
 
 from __future__ import annotations
@@ -61,8 +63,11 @@ def _run(args: argparse.Namespace, config: Config) -> int:
 
 
 def build() -> str:
-    """Which build this is: setup.py compiles the per-event modules with mypyc, and builds the native engine
-    (Rust), when it can: `engine: native` where `--engine auto` (the default) runs on it."""
+    """Tell which build this is.
+
+    setup.py compiles the per-event modules with mypyc, and builds the native engine (Rust), when it can:
+    `engine: native` where `--engine auto` (the default) runs on it.
+    """
     from watcher.detection import engine  # noqa: PLC0415 - already imported; read here for its file only
 
     compiled = "pure Python" if engine.__file__.endswith(".py") else "compiled with mypyc"
@@ -275,8 +280,11 @@ def engine_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _with_shard(config: Config, shard: str | None, total: int | None) -> Config:
-    """The config with --shard/--total-shards applied: a number, or a StatefulSet pod name (`fw-fightwatch-3`)
-    whose ordinal modulo the number of shards is the shard (so `shards x replicas` pods make replicas per shard)."""
+    """Apply --shard/--total-shards to the config.
+
+    The shard is a number, or a StatefulSet pod name (`fw-fightwatch-3`) whose ordinal modulo the number of shards is
+    the shard (so `shards x replicas` pods make replicas per shard).
+    """
     sharding = config.sharding.model_dump()
     if total is not None:
         sharding["total_shards"] = total

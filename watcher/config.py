@@ -102,8 +102,11 @@ class HotLoopSettings(_Strict):
 
 
 class ConflictStormSettings(_Strict):
-    """An object whose writes keep failing with 409 Conflict (audit events): a decaying rate of its conflicts, so
-    that the occasional conflict every controller sees (and retries once) is not one."""
+    """An object whose writes keep failing with 409 Conflict (audit events).
+
+    A decaying rate of its conflicts, so that the occasional conflict every controller sees (and retries once) is not
+    one.
+    """
 
     min_conflicts_per_minute: float = Field(6.0, gt=0, description="Decaying conflict rate that counts as a storm.")
     min_conflicts: int = Field(10, ge=1, description="Conflicts in the current streak before a storm is raised.")
@@ -134,8 +137,10 @@ class ResolveSettings(_Strict):
 
 
 class TimelineSettings(_Strict):
-    """The record of writes each open finding keeps for its timeline (the page and `--html`): see
-    docs/detection.md#timelines."""
+    """The record of writes each open finding keeps for its timeline (the page and `--html`).
+
+    See docs/detection.md#timelines.
+    """
 
     marks: int = Field(
         512,
@@ -386,6 +391,11 @@ class WatchSettings(_Strict):
     )
     request_timeout: Seconds = Field(60.0, description="Timeout of one list or discovery request.")
     page_size: int = Field(500, ge=1, description="Objects per page when listing.")
+    watch_list: bool = Field(
+        True,
+        description="Read each resource's current objects as the start of its watch (Kubernetes' WatchList: "
+        "`sendInitialEvents`), where the API server allows it; else, and when false, list them in pages first.",
+    )
     backoff_initial: Seconds = Field(0.5, description="First reconnect delay after an error (then doubling).")
     backoff_max: Seconds = Field(30.0, description="Longest reconnect delay after errors.")
     slow_retry: Seconds = Field(300.0, description="Retry delay of a resource that is forbidden or gone.")
@@ -470,9 +480,11 @@ class KubeSettings(_Strict):
 
 
 class ServeTlsSettings(_Strict):
-    """The serving certificate. Both files are re-read when they change on disk (cert-manager renewing, a mounted
-    Secret updated), without a restart; without them a self-signed certificate is generated at start and its
-    SHA-256 fingerprint logged."""
+    """The serving certificate.
+
+    Both files are re-read when they change on disk (cert-manager renewing, a mounted Secret updated), without a
+    restart; without them a self-signed certificate is generated at start and its SHA-256 fingerprint logged.
+    """
 
     cert_file: Path | None = Field(None, description="Certificate chain (PEM); with key_file.")
     key_file: Path | None = Field(None, description="Its private key (PEM).")
@@ -491,8 +503,10 @@ class ServeTlsSettings(_Strict):
 
 
 class ServeAuthSettings(_Strict):
-    """How callers are authenticated (TokenReview) and authorized (SubjectAccessReview), and how long answers are
-    cached."""
+    """How callers are authenticated and authorized, and how long answers are cached.
+
+    Authenticated by TokenReview, authorized by SubjectAccessReview.
+    """
 
     audiences: tuple[str, ...] = Field(
         (), description="Audiences a token must be issued for (TokenReview spec.audiences); empty: the API server's."
@@ -507,8 +521,11 @@ class ServeAuthSettings(_Strict):
 
 
 class ServeSettings(_Strict):
-    """The endpoints: /metrics, /api/v1/findings, /healthz, /readyz. HTTPS, every caller authenticated and
-    authorized by the API server (docs/security.md), except the probes /healthz and /readyz."""
+    """The endpoints: /metrics, /api/v1/findings, /healthz, /readyz.
+
+    HTTPS, every caller authenticated and authorized by the API server (docs/security.md), except the probes /healthz
+    and /readyz.
+    """
 
     address: str = Field("0.0.0.0", description="Listen address of /metrics, /healthz, /readyz, /api/v1/findings.")  # noqa: S104 - a pod serves on its own IP
     port: int = Field(8080, ge=0, le=65535, description="Listen port; 0 picks a free one (logged).")
@@ -540,8 +557,10 @@ class ServeSettings(_Strict):
 
 
 class AuditWebhookSettings(_Strict):
-    """The receiver of the kube-apiserver's audit webhook backend (docs/audit.md): TLS, and a sender
-    authenticated by a client certificate of `client_ca_file` or the bearer token in `token_file`."""
+    """The receiver of the kube-apiserver's audit webhook backend (docs/audit.md).
+
+    TLS, and a sender authenticated by a client certificate of `client_ca_file` or the bearer token in `token_file`.
+    """
 
     enabled: bool = Field(False, description="Receive audit events (conflicts, no-op writes, users behind managers).")
     address: str = Field("0.0.0.0", description="Listen address of the audit webhook.")  # noqa: S104 - a pod's own IP

@@ -21,8 +21,11 @@ class EventType(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
-    """An object as a finding names it. The watch knows its kind and uid; an API request (audit event) addresses it
-    by resource (and subresource), and knows its kind only where the watch or discovery tells."""
+    """An object as a finding names it.
+
+    The watch knows its kind and uid; an API request (audit event) addresses it by resource (and subresource), and knows
+    its kind only where the watch or discovery tells.
+    """
 
     api_version: str  # "group/version", or "version" for the core group; "" when a request did not say
     kind: str  # "" when only the resource is known
@@ -147,8 +150,11 @@ class Client:
     pod: str = ""  # "namespace/name" of the pod its token is bound to (the audit event's user.extra), else ""
 
     def display(self) -> str:
-        """`labeler (system:serviceaccount:ops:labeler, pod labeler-7d9c5b6f4-x2x8q)`: the pod by name, its namespace
-        being the service account's."""
+        """Name the client: its manager, with its user and pod.
+
+        E.g. `labeler (system:serviceaccount:ops:labeler, pod labeler-7d9c5b6f4-x2x8q)`: the pod by name, its namespace
+        being the service account's.
+        """
         pod = f", pod {self.pod.partition('/')[2]}" if self.pod else ""
         return f"{self.manager or '?'} ({self.user or 'anonymous'}{pod})"
 
@@ -169,9 +175,12 @@ class Mark(NamedTuple):
 
 
 class Bin(NamedTuple):
-    """Earlier writes of one lane, folded into a count over a span of time (a long finding keeps its recent writes
-    one by one and the earlier ones as bins; a hot loop's writes before it was detected are one bin). `lane` -1:
-    writes not told apart by writer (a conflict storm's conflicts before it was detected)."""
+    """Earlier writes of one lane, folded into a count over a span of time.
+
+    A long finding keeps its recent writes one by one and the earlier ones as bins; a hot loop's writes before it was
+    detected are one bin. `lane` -1: writes not told apart by writer (a conflict storm's conflicts before it was
+    detected).
+    """
 
     start: float
     end: float
@@ -183,9 +192,12 @@ class Bin(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Timeline:
-    """A finding's record of writes to its object, for drawing: one lane per writer, a mark per write (the most
-    recent ones), earlier writes folded into bins. `words` holds the marks packed (see `detection.timeline`):
-    a snapshot copies bytes, and only a page that draws it decodes them (`marks`)."""
+    """A finding's record of writes to its object, for drawing.
+
+    One lane per writer, a mark per write (the most recent ones), earlier writes folded into bins. `words` holds the
+    marks packed (see `detection.timeline`): a snapshot copies bytes, and only a page that draws it decodes them
+    (`marks`).
+    """
 
     lanes: tuple[Writer, ...]
     words: bytes
@@ -194,7 +206,7 @@ class Timeline:
     partial: bool = False  # before detection only the writes that handed a field over are known (a fight)
 
     def marks(self) -> list[Mark]:
-        """The marks, oldest first."""
+        """Decode the marks, oldest first."""
         words = array.array("Q")
         words.frombytes(self.words)
         return [Mark((w >> 12) / 1_000_000, (w >> 4) & 0xFF, w & 0xF) for w in words]
@@ -204,8 +216,11 @@ MAX_LANES: Final = 255  # lanes of a timeline; the writers beyond share the last
 
 
 def mark_word(at: float, lane: int, kind: int) -> int:
-    """A mark packed into the 64-bit word `Timeline.words` holds: microseconds since the epoch (52 bits, until the
-    year 2112), the lane (8 bits) and the kind (4 bits). Words order as their times do."""
+    """Pack a mark into the 64-bit word `Timeline.words` holds.
+
+    Microseconds since the epoch (52 bits, until the year 2112), the lane (8 bits) and the kind (4 bits). Words order as
+    their times do.
+    """
     return (max(int(at * 1_000_000), 0) << 12) | (min(lane, MAX_LANES) << 4) | kind
 
 
@@ -239,8 +254,10 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Incident:
-    """Findings of one pattern (type, writers, normalised fields) on any number of objects: one root cause
-    (`detection.incidents`)."""
+    """Findings of one pattern on any number of objects: one root cause (`detection.incidents`).
+
+    The pattern is the type, the writers and the normalised fields.
+    """
 
     id: str
     type: FindingType
@@ -272,8 +289,11 @@ EXAMPLES: Final = 3
 
 @dataclass(frozen=True, slots=True)
 class IncidentChange:
-    """An incident opened, changed (grew, shrank, its findings changed) or resolved, as delivery per incident tells
-    it (`detection.incidents.IncidentBook`); `findings`: its findings now (the last ones, once resolved)."""
+    """An incident opened, changed (grew, shrank, its findings changed) or resolved.
+
+    As delivery per incident tells it (`detection.incidents.IncidentBook`); `findings`: its findings now (the last ones,
+    once resolved).
+    """
 
     kind: ChangeKind
     incident: Incident
@@ -283,8 +303,11 @@ class IncidentChange:
 
 @dataclass(frozen=True, slots=True)
 class FindingChange:
-    """A finding opened, updated or resolved. `catch_up`: told again to delivery by a replica that just became
-    the leader (the previous leader may have delivered it already: sinks make it idempotent or skip it)."""
+    """A finding opened, updated or resolved.
+
+    `catch_up`: told again to delivery by a replica that just became the leader (the previous leader may have delivered
+    it already: sinks make it idempotent or skip it).
+    """
 
     kind: ChangeKind
     finding: Finding
@@ -327,15 +350,19 @@ _PREFIXES: Final[dict[int, str]] = {}
 
 
 def observed_time(seconds: float) -> float:
-    """A receive time cut to the microsecond, as `parse_time(format_observed(...))` reads it back: the live
-    watcher analyses exactly the time it records, so a replay of its recording finds exactly what it found.
+    """Cut a receive time to the microsecond, as `parse_time(format_observed(...))` reads it back.
+
+    The live watcher analyses exactly the time it records, so a replay of its recording finds exactly what it found.
     """
     whole = int(seconds)
     return whole + int((seconds - whole) * 1_000_000) / 1_000_000
 
 
 def format_observed(seconds: float) -> str:
-    """An `observed_time` -> RFC 3339 with microseconds in UTC (`observedAt` of a recorded event)."""
+    """Format an `observed_time` as RFC 3339 with microseconds in UTC.
+
+    That is the `observedAt` of a recorded event.
+    """
     whole = int(seconds)
     prefix = _PREFIXES.get(whole)
     if prefix is None:

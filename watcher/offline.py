@@ -1,6 +1,7 @@
-"""The offline commands, `replay`, `demo` and `audit`: recorded watch events and audit events read, joined and
-analysed, then the table, JSON or report page. The command line (`watcher.cli`) imports this module for them
-only, so that `run` holds none of the readers.
+"""The offline commands, `replay`, `demo` and `audit`.
+
+Recorded watch events and audit events read, joined and analysed, then the table, JSON or report page. The command line
+(`watcher.cli`) imports this module for them only, so that `run` holds none of the readers.
 """
 
 from __future__ import annotations
@@ -96,8 +97,11 @@ class Analysis:
         tally: WriteTally | None = None,
         on_change: Callable[[FindingChange], None] | None = None,
     ) -> None:
-        """`on_change` (with one audit log and no captures) follows the log as it is written (`audit --follow`) and
-        is told of every finding opened, updated or resolved on the way."""
+        """Set up the offline analysis.
+
+        `on_change` (with one audit log and no captures) follows the log as it is written (`audit --follow`) and
+        is told of every finding opened, updated or resolved on the way.
+        """
         self.captures, self.audit_logs = list(captures), list(requests)
         self.envelope = envelope  # of the audit logs: None to tell by each file's first record
         self.on_change = on_change
@@ -131,8 +135,10 @@ class Analysis:
         return found.findings()
 
     def run(self, *, skip_invalid: bool) -> None:
-        """Feed everything to the engines, keeping the times of the first and the last event analysed. A
-        `CaptureError` ends it: a bad event (unless skipped), or a file that broke off."""
+        """Feed everything to the engines, keeping the times of the first and the last event analysed.
+
+        A `CaptureError` ends it: a bad event (unless skipped), or a file that broke off.
+        """
         streams: list[Generator[ObjectEvent | Request, None, None]] = []
         if self.watch is not None and self.captures:
             streams.append(read_captures(self.captures, self.watch.decode, stats=self.read, skip_invalid=skip_invalid))
@@ -225,8 +231,11 @@ def _time(item: ObjectEvent | Request) -> float:
 
 
 def _follow(args: argparse.Namespace, config: Config, tally: WriteTally | None) -> int:
-    """`fightwatch audit --follow LOG`: every finding as it opens, changes and resolves, logged as `run` logs them
-    (on standard output), then on Ctrl-C, SIGTERM or the end of a pipe the summary, as without --follow."""
+    """Run `fightwatch audit --follow LOG`: every finding as it opens, changes and resolves.
+
+    Each is logged as `run` logs them (on standard output), then on Ctrl-C, SIGTERM or the end of a pipe the summary, as
+    without --follow.
+    """
     from watcher.sinks.log import configure_logging, log_change  # noqa: PLC0415 - structlog only when following
 
     if len(args.files) != 1:
@@ -369,7 +378,10 @@ def _backwards(audit: AuditStats) -> list[str]:
 
 
 def _envelope_totals(stats: EnvelopeStats) -> list[str]:
-    """What the envelopes held, where they were not (all) raw: records by envelope, and those without audit events."""
+    """List what the envelopes held, where they were not (all) raw.
+
+    Records by envelope, and those without audit events.
+    """
     if not stats.records or set(stats.records) == {Envelope.RAW}:
         return []
     records = ", ".join(f"{n:,} records of {envelope.label}" for envelope, n in stats.records.most_common())

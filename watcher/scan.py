@@ -177,7 +177,7 @@ class Scan:
         return self._watched is not None and not self._watched
 
     async def _settings(self, api: KubeApi) -> WatchSettings:
-        """The config's watch settings with the command line's resources, namespace and selector."""
+        """Return the config's watch settings with the command line's resources, namespace and selector."""
         options = self.options
         update: dict[str, Any] = {"label_selector": options.selector}
         if options.namespace:
@@ -217,7 +217,10 @@ class Scan:
         return targets
 
     async def _check_selector(self, target: Target) -> None:
-        """A selector the API server refuses stops the scan at start (not every watch, retrying forever)."""
+        """Stop the scan at start on a selector the API server refuses.
+
+        Not every watch, retrying forever.
+        """
         assert self._api is not None
         try:
             await self._api.get(target.path, query=[("limit", "1"), ("labelSelector", self.options.selector)])
@@ -408,7 +411,7 @@ class Scan:
         return f"No {kinds} found."
 
     def write_report(self, path: Path, findings: list[Finding]) -> None:
-        """The self-contained HTML report; whole or not at all. Raises OSError."""
+        """Write the self-contained HTML report; whole or not at all. Raises OSError."""
         from watcher.sinks.page import write_report  # noqa: PLC0415 - the template engine only for a report
 
         assert self.tally is not None
@@ -430,8 +433,10 @@ class _AuditEndedError(Exception):
 
 
 def not_watched(denied: list[Denied], targets: list[Target], *, user: str | None, later: bool = False) -> str:
-    """What these credentials may not watch, and where the scan watches instead (said once, at start; `later`: a
-    resource discovered since)."""
+    """Say what these credentials may not watch, and where the scan watches instead.
+
+    Said once, at start; `later`: a resource discovered since.
+    """
     who = f"user {user}" if user else "these credentials"
     everywhere = sorted(d.resource.name for d in denied if d.namespace is None)
     by_namespace: dict[str, list[str]] = {}
@@ -516,7 +521,7 @@ def _result(scan: Scan, options: Options) -> int:
 
 
 def options_of(args: argparse.Namespace) -> Options:
-    """The scan's options from `fightwatch scan`'s command line."""
+    """Read the scan's options from `fightwatch scan`'s command line."""
     return Options(
         kubeconfig=args.kubeconfig,
         context=args.context,

@@ -6,13 +6,14 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.expectations import RELEASE_BENIGN, RELEASE_FINDINGS, assert_found
-from tests.unit.captures import IMPLEMENTATIONS, RELEASES, analyse, capture, events
+from tests.expectations import RELEASE_BENIGN, RELEASE_FINDINGS, assert_found, status_as_one
+from tests.unit.captures import CAPTURES, IMPLEMENTATIONS, RELEASES, analyse, capture, events
 from tests.unit.captures import event as make_event
 from watcher.config import Config, parse_config
 from watcher.detection.engine import Engine
 from watcher.detection.events import event_object
 from watcher.model import SERVER_MANAGERS, Finding, FindingType
+from watcher.sources.capture import ReadStats, read_capture
 
 SCENARIOS = [(release, scenario) for release in RELEASES for scenario in sorted(RELEASE_FINDINGS[release])]
 BENIGN = [(release, scenario) for release in RELEASES for scenario in RELEASE_BENIGN[release]]
@@ -59,6 +60,26 @@ def test_current_servers_give_each_finding_from_a_metadata_only_watch(scenario: 
     if expected.driver is not None:
         assert found.writers[0].writer.manager == expected.driver
         assert set(found.writers[0].fields) == expected.fields
+    (full,), _ = analyse(scenario, engine=engine)
+    assert status_as_one(found.fields) == status_as_one(full.fields)
+
+
+@pytest.mark.parametrize("engine", IMPLEMENTATIONS)
+def test_a_hot_loop_names_the_status_a_writer_also_writes_where_the_watch_cannot_see_it(engine: str) -> None:
+    """hot-loop-rollout-restart as `fightwatch run` recorded it (metadata only). The deployment controller writes
+    the revision annotation and the status through its status entry: its first write in the loop changed the
+    annotation, the next ones only the status, which the watch does not carry. The loop names both, as on full
+    objects."""
+    analysis = Engine(Config().detection, attribution=engine)
+    recording = CAPTURES / "metadata-only" / "hot-loop-rollout-restart.jsonl"
+    for event in read_capture(str(recording), analysis.decode, stats=ReadStats()):
+        analysis.process(event)
+    (found,) = analysis.active() + analysis.resolved()
+    (controller,) = [c for c in found.writers if c.writer.manager == "kube-controller-manager"]
+    assert "status" in controller.fields
+    assert "metadata.annotations[deployment.kubernetes.io/revision]" in controller.fields
+    (full,), _ = analyse("hot-loop-rollout-restart", engine=engine)
+    assert set(found.fields) == status_as_one(full.fields)
 
 
 @pytest.mark.parametrize("engine", IMPLEMENTATIONS)

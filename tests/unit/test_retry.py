@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import aiohttp
+import orjson
 import pytest
 
 from watcher.sources.kube import ApiError
@@ -12,6 +13,7 @@ from watcher.sources.watch import (
     WatchError,
     classify,
     error_event,
+    refuses_watch_list,
     retry_delay,
     status_failure,
 )
@@ -99,3 +101,40 @@ def test_exceptions_are_classified_with_their_context() -> None:
 def test_failures_as_the_metrics_name_them(error: WatchError, code: int | str | None, reason: str) -> None:
     """fightwatch_watch_errors_total{code} and fightwatch_watch_restarts_total{reason} of each failure."""
     assert (error.error_code, error.restart_reason) == (code, reason)
+
+
+def _status(code: int, reason: str, message: str) -> bytes:
+    return orjson.dumps(
+        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code}
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "message", "refused"),
+    [
+        # kube-apiserver v1.37.2 with --feature-gates=WatchList=false (as 1.27 to 1.31 and 1.33 by default)
+        (
+            422,
+            "Invalid",
+            'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is '
+            "forbidden for watch unless the WatchList feature gate is enabled",
+            True,
+        ),
+        # releases before 1.27 (their ValidateListOptions: resourceVersionMatch forbidden on a watch, and without a
+        # resourceVersion), which know no sendInitialEvents
+        (
+            422,
+            "Invalid",
+            'ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is '
+            "forbidden for watch, resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
+            "resourceVersion is provided]",
+            True,
+        ),
+        (400, "BadRequest", "unable to parse requirement: found '=', expected: identifier", False),
+        (403, "Forbidden", 'configmaps is forbidden: User "x" cannot watch resource "configmaps"', False),
+        (500, "InternalError", "sendInitialEvents: etcd unavailable", False),
+    ],
+)
+def test_a_server_without_watch_list_is_told_by_its_answer(code: int, reason: str, message: str, refused: bool) -> None:
+    error = ApiError(code, "/api/v1/configmaps", _status(code, reason, message))
+    assert refuses_watch_list(error) is refused

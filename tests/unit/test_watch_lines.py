@@ -213,3 +213,61 @@ def test_what_a_watch_knows_becomes_deleted_events_when_it_is_dropped(decode: De
     assert (deleted.kind, event_object(deleted)["kind"]) == ("ConfigMap", "ConfigMap")
     assert deleted.uid == watched.delivered[0].uid
     assert deleted.key == watched.delivered[0].key  # (the engine finds the object by its key)
+
+
+# As kube-apiserver v1.37.2 streams a resource's current objects for `sendInitialEvents=true` (WatchList): each an
+# ADDED event, then the bookmark that ends them.
+INITIAL_ADDED = {
+    "type": "ADDED",
+    "object": {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {
+            "name": "a",
+            "namespace": "default",
+            "uid": "91a275ac-0753-4571-8886-0dbf8dffc2f3",
+            "resourceVersion": "211",
+            "creationTimestamp": "2026-11-27T09:18:19Z",
+            "labels": {"x": "1"},
+            "managedFields": [
+                {
+                    "manager": "filler",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": "2026-11-27T09:18:19Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:x": {}}}},
+                }
+            ],
+        },
+    },
+}
+INITIAL_EVENTS_END = {
+    "type": "BOOKMARK",
+    "object": {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": "215", "annotations": {"k8s.io/initial-events-end": "true"}},
+    },
+}
+
+
+def test_the_initial_state_ends_at_its_bookmark_and_what_it_lacks_is_deleted(decode: Decoder) -> None:
+    """The streamed objects move no version (they come in no order of it); the bookmark ending them does, and an
+    object known before and not among them was deleted meanwhile."""
+    watched = Watched(CONFIGMAPS, decode)
+    watched.rw._on_line(_line(MODIFIED), 0.0)  # known from an earlier watch
+    watched.rw._rv, watched.rw._initial = None, set()  # (as `_open` sets them for a stream of the initial state)
+    watched.rw._on_line(_line(INITIAL_ADDED), 1.0)
+    watched.rw._on_line(_line(BOOKMARK), 1.0)  # (an ordinary bookmark amid them moves nothing either)
+    assert watched.rw._rv is None
+    assert watched.rw.status.lists == 0
+    watched.rw._on_line(_line(INITIAL_EVENTS_END), 1.0)
+    assert watched.rw._rv == "215"
+    assert watched.rw._initial is None
+    assert (watched.rw.status.lists, watched.rw.status.synced, watched.rw.status.state) == (1, True, "watching")
+    assert [(e.type, e.name) for e in watched.delivered] == [("MODIFIED", "a"), ("ADDED", "a"), ("DELETED", "a")]
+    assert watched.delivered[-1].uid == "9b99b1c1-fcd9-40af-8e7e-ac2b049836b7"  # (the other `a`, in namespace x)
+    assert watched.rw.status.objects == 1
+    watched.rw._on_line(_line(BOOKMARK), 2.0)  # once watching, bookmarks move the version again
+    assert watched.rw._rv == "250"

@@ -1,11 +1,11 @@
-"""Write attribution, the protocol: who wrote, and which fields changed hands or value, from one version of an
-object to the next.
+"""Write attribution, the protocol: who wrote, and which fields changed hands or value.
 
-The writer of a write is the managedFields entry whose time advanced, which appeared, or whose field set grew;
-failing that, the one owner of every visible field the write changed (v1.20 stamps no new time when a writer
-rewrites fields it already owns); failing that, on a server that stamps every write's writer (1.22 and later: its
-entries name their subresource), the one entry stamped in the write's second. The API server's own managers
-(`ancient-changes`, `before-first-apply`) are never writers. Anything else is unattributed: counted, never guessed.
+Attribution reads one version of an object against the next. The writer of a write is the managedFields entry whose time
+advanced, which appeared, or whose field set grew; failing that, the one owner of every visible field the write changed
+(v1.20 stamps no new time when a writer rewrites fields it already owns); failing that, on a server that stamps every
+write's writer (1.22 and later: its entries name their subresource), the one entry stamped in the write's second. The
+API server's own managers (`ancient-changes`, `before-first-apply`) are never writers. Anything else is unattributed:
+counted, never guessed.
 
 Two implementations keep to this protocol: the Python reference (`reference.py`) and the native one
 (`native.py`, over `watcher._native`, Rust), which parses and attributes without a Python object per JSON node.
@@ -24,8 +24,11 @@ from watcher.model import Writer
 
 
 class Write:
-    """What one write did, as the detectors need it. (A class, not a dataclass: compiled, a dataclass is made by
-    its generated `__init__`, which is Python code, and one is made per write.)"""
+    """What one write did, as the detectors need it.
+
+    A class, not a dataclass: compiled, a dataclass is made by its generated `__init__`, which is Python code, and one
+    is made per write.
+    """
 
     __slots__ = ("at", "changed", "handovers", "seq", "timed", "version", "writers")
 
@@ -42,8 +45,11 @@ class Write:
 
 
 class Decoder(Protocol):
-    """Turns one watch event's JSON text into the `ObjectEvent` its attribution implementation reads (see
-    `events.decode`, the reference, for the arguments, the result and the errors)."""
+    """Turns one watch event's JSON text into an `ObjectEvent`.
+
+    It makes the `ObjectEvent` its attribution implementation reads. See `events.decode`, the reference, for the
+    arguments, the result and the errors.
+    """
 
     def __call__(
         self, data: bytes, *, observed_at: float | None = None, api_version: str | None = None, kind: str | None = None
@@ -65,22 +71,33 @@ class Attribution(Protocol):
 
     @property
     def stamped(self) -> bool:
-        """Whether the stream showed a server of 1.22 or later: a managedFields entry naming its subresource (such a
-        server stamps every write's writer, which attribution then relies on)."""
+        """Whether the stream showed a server of 1.22 or later.
+
+        It did when a managedFields entry names its subresource (such a server stamps every write's writer, which
+        attribution then relies on).
+        """
         ...
 
     def object_key(self, uid: str) -> int:
-        """The key of the object with this uid, as this implementation's events carry it (`ObjectEvent.key`)."""
+        """Return the key of the object with this uid.
+
+        The key is the one this implementation's events carry (`ObjectEvent.key`).
+        """
         ...
 
     def baseline(self, event: ObjectEvent, rules: ObjectRules) -> ObjectState:
-        """The state of an object first seen (ADDED, or there when the stream began): ownership and values as of
-        this version; no write."""
+        """Return the state of an object first seen (ADDED, or there when the stream began).
+
+        Ownership and values as of this version; no write.
+        """
         ...
 
     def resync(self, state: ObjectState, event: ObjectEvent) -> None:
-        """Take this version as the object's baseline without counting a write (a relist after a watch lost
-        events): ownership and values are read afresh; handovers, rates and open findings stay."""
+        """Take this version as the object's baseline without counting a write.
+
+        For a relist after a watch lost events: ownership and values are read afresh; handovers, rates and open findings
+        stay.
+        """
         ...
 
     def attribute(self, state: ObjectState, event: ObjectEvent, now: float) -> Write:
@@ -92,5 +109,8 @@ class Attribution(Protocol):
         ...
 
     def owned(self, state: ObjectState, event: ObjectEvent, writer: Writer) -> frozenset[str] | None:
-        """The leaves `writer` owns in the object's last version (None when it has no entry there)."""
+        """Return the leaves `writer` owns in the object's last version.
+
+        None when it has no entry there.
+        """
         ...

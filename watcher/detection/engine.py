@@ -1,5 +1,6 @@
-"""The detection engine: normalised watch events in, finding changes out. Pure and deterministic; time is an
-argument.
+"""The detection engine: normalised watch events in, finding changes out.
+
+Pure and deterministic; time is an argument.
 
 `Engine.process(event)` is the one way in, for the live watcher and `replay` alike. For every event it
 1. finds the object's state (`state.py`), or takes a baseline of an object first seen,
@@ -65,8 +66,11 @@ _NO_MANAGERS: frozenset[tuple[str, str]] = frozenset()
 
 @dataclass(slots=True)
 class Stats:
-    """Counts of what the engine did. Every event processed ends as exactly one of: a write, a new or a resynced
-    object, a duplicate, ignored, a deletion (of a tracked object or not), or invalid (`process` raised)."""
+    """Counts of what the engine did.
+
+    Every event processed ends as exactly one of: a write, a new or a resynced object, a duplicate, ignored, a deletion
+    (of a tracked object or not), or invalid (`process` raised).
+    """
 
     events: int = 0
     writes: int = 0
@@ -95,9 +99,12 @@ class Engine:
         max_resolved: int = 10_000,
         on_write: Callable[[ObjectRef, Sequence[Writer]], None] | None = None,
     ) -> None:
-        """`attribution`: an implementation, or the choice of one (`auto`, `native`, `python`: see
+        """Make an engine over an attribution implementation.
+
+        `attribution`: an implementation, or the choice of one (`auto`, `native`, `python`: see
         `native.implementation`); events come from its decoder, `decode`. `on_write` is told of every write and its
-        writers (e.g. to count writes per manager)."""
+        writers (e.g. to count writes per manager).
+        """
         self.settings = settings
         self._attribution = implementation(attribution) if isinstance(attribution, str) else attribution
         self.decode: Decoder = self._attribution.decode
@@ -135,8 +142,10 @@ class Engine:
 
     @property
     def subresources_seen(self) -> bool:
-        """Whether the stream showed a server of 1.22 or later (`Attribution.stamped`): without, writes through the
-        scale subresource and a writer's rewrites of its own fields may stay unattributed."""
+        """Whether the stream showed a server of 1.22 or later (`Attribution.stamped`).
+
+        Without, writes through the scale subresource and a writer's rewrites of its own fields may stay unattributed.
+        """
         return self._attribution.stamped
 
     @property
@@ -226,8 +235,10 @@ class Engine:
         return self._forget(key, state, now)
 
     def _repeated(self, state: ObjectState, rv: int) -> bool:
-        """Whether this version (`events.version_key`) was seen already (a duplicate event); else it becomes the
-        object's version."""
+        """Tell whether this version (`events.version_key`) was seen already (a duplicate event).
+
+        Else it becomes the object's version.
+        """
         if rv and rv == state.rv:
             self.stats.duplicate_events += 1
             return True
@@ -250,8 +261,10 @@ class Engine:
             self._evict_over_capacity(self._max_objects)
 
     def _event_time(self, time: float | None) -> tuple[float, bool]:
-        """When the event happened, and whether that is known: its time (see `events.ObjectEvent.time`), else
-        (untimed) the engine's clock."""
+        """Return when the event happened, and whether that is known.
+
+        Its time (see `events.ObjectEvent.time`), else (untimed) the engine's clock.
+        """
         if time is not None:
             return time, True
         self.stats.untimed_events += 1
@@ -279,10 +292,13 @@ class Engine:
         return changes
 
     def note_shared(self, uid: str, manager: str, subresource: str = "") -> None:
-        """Tell the engine that the audit events show more than one user writing the object with this uid as field
-        manager `manager` (to `subresource`, "" for the object itself: as managedFields key a writer), from
-        `join.py`: that writer flipping a field of it alone is a fight of two writers (`rules.FightRule`). Kept for at
-        most MAX_SHARED objects, the oldest told forgotten first."""
+        """Tell the engine that more than one user writes an object as one field manager.
+
+        The audit events show more than one user writing the object with this uid as field manager `manager` (to
+        `subresource`, "" for the object itself: as managedFields key a writer), from `join.py`: that writer flipping a
+        field of it alone is a fight of two writers (`rules.FightRule`). Kept for at most MAX_SHARED objects, the oldest
+        told forgotten first.
+        """
         key = self._attribution.object_key(uid)
         known = self._shared.pop(key, _NO_MANAGERS)
         self._shared[key] = known | {(manager, subresource)}
@@ -290,8 +306,10 @@ class Engine:
             del self._shared[next(iter(self._shared))]
 
     def note_conflict(self, finding_id: str, at: float, manager: str) -> None:
-        """Mark a write rejected with 409 Conflict (told by API requests: see `join.py`) on an active finding's
-        timeline."""
+        """Mark a write rejected with 409 Conflict on an active finding's timeline.
+
+        Told by API requests: see `join.py`.
+        """
         active = self._active.get(finding_id)
         if active is not None and (record := active[0].record) is not None:
             record.add(at, record.manager_lane(manager), CONFLICT)
@@ -299,8 +317,10 @@ class Engine:
     def _track_opened(
         self, change: FindingChange, finding: OpenFinding | None, state: ObjectState, event: ObjectEvent
     ) -> list[FindingChange]:
-        """Track a finding a rule just opened, until it resolves; link its cascades. The change, and the updates of
-        the findings it turned out to cause."""
+        """Track a finding a rule just opened, until it resolves; link its cascades.
+
+        Return the change, and the updates of the findings it turned out to cause.
+        """
         if change.kind is not ChangeKind.OPENED or finding is None:
             return [change]
         self._active[finding.id] = (finding, state)
@@ -322,9 +342,12 @@ class Engine:
         return [change, *(c for c in self._relink(finding, state) if c.finding.id != finding.id)]
 
     def _cause(self, finding: OpenFinding, state: ObjectState) -> OpenFinding | None:
-        """The active finding `finding` (on the object of `state`) follows from: the fight on the same object, for a
-        hot loop (the churn of the writes that react to it); else the finding on its controller (its fight, else its
-        hot loop); else the finding on the first object its spec names that has one; else none."""
+        """Return the active finding that `finding` (on the object of `state`) follows from.
+
+        The fight on the same object, for a hot loop (the churn of the writes that react to it); else the finding on its
+        controller (its fight, else its hot loop); else the finding on the first object its spec names that has one;
+        else none.
+        """
         if finding is state.hot and state.fight is not None:
             return state.fight
         upstream = [finding.owner] if finding.owner else []
@@ -337,8 +360,11 @@ class Engine:
         return None
 
     def _relink(self, finding: OpenFinding, state: ObjectState) -> list[FindingChange]:
-        """Link again the active findings that may follow from the findings of the object of `finding` (those on the
-        objects it controls or that name it, and its own hot loop): an update for each whose cause changed."""
+        """Link again the active findings that may follow from those on the object of `finding`.
+
+        The findings on the objects it controls or that name it, and its own hot loop; return an update for each whose
+        cause changed.
+        """
         changes = []
         named = self._referring.get(name_of(finding.ref), ())
         for child in (*self._controlled.get(finding.key, ()), *named, state.hot):
@@ -365,7 +391,9 @@ class Engine:
             self._rated[key] = state
 
     def _evict_idle(self, now: float) -> None:
-        """Drop the write rates of objects idle for two time constants (their streak is over, their rate at
+        """Drop the write rates, handovers and objects idle for long enough.
+
+        Drop the write rates of objects idle for two time constants (their streak is over, their rate at
         most 14% of what it was), the handovers of objects idle for a whole window (none can count any more), and
         let objects idle for `idle_after` go.
 
@@ -388,14 +416,19 @@ class Engine:
         self.stats.evicted_idle += self._let_go(idle, len(idle))
 
     def _evict_over_capacity(self, limit: int) -> None:
-        """Let the least recently written objects go, down to 1% below `limit` (in one pass, not one per new
-        object: taking a dict's first item again and again would skip ever more deleted slots)."""
+        """Let the least recently written objects go, down to 1% below `limit`.
+
+        In one pass, not one per new object: taking a dict's first item again and again would skip ever more deleted
+        slots.
+        """
         excess = len(self._objects) - limit + limit // 100
         self.stats.evicted_capacity += self._let_go(self._objects, excess)
 
     def _let_go(self, candidates: Iterable[int], count: int) -> int:
-        """Forget up to `count` of `candidates` (keys, least recently written first), keeping objects with an open
-        finding (they go to the back of the queue); returns how many were let go."""
+        """Forget up to `count` of `candidates` (keys, least recently written first).
+
+        Objects with an open finding are kept (they go to the back of the queue). Return how many were let go.
+        """
         objects = self._objects
         chosen: list[int] = []
         kept: list[int] = []
@@ -423,8 +456,11 @@ class Engine:
         return quiet_period(self.settings.resolve, flip_period(finding))
 
     def _close(self, finding: OpenFinding, state: ObjectState, now: float) -> list[FindingChange]:
-        """Resolve a finding: its change, and the updates of the findings that followed from it (linked to the
-        object's other finding, or to none)."""
+        """Resolve a finding.
+
+        Return its change, and the updates of the findings that followed from it (linked to the object's other finding,
+        or to none).
+        """
         del self._active[finding.id]
         if state.fight is finding:
             state.fight = None
@@ -473,7 +509,10 @@ def _drop(links: dict[_K, list[OpenFinding]], key: _K, finding: OpenFinding) -> 
 
 
 def _idle(queue: dict[int, ObjectState], horizon: float) -> list[int]:
-    """The objects at the front of a queue ordered by last write that were last written before `horizon`."""
+    """Return the objects at the front of a queue that were last written before `horizon`.
+
+    The queue is ordered by last write.
+    """
     idle = []
     for key, state in queue.items():
         if state.last_write >= horizon:

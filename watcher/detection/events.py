@@ -66,14 +66,19 @@ class ObjectEvent(Protocol):
     def data(self) -> bytes: ...  # the event's JSON text (what the source read)
 
     def meta_value(self, path: str) -> str | None:
-        """The text of a label or annotation named by its path (`metadata.labels.app`), None for other paths."""
+        """Return the text of a label or annotation named by its path (`metadata.labels.app`).
+
+        None for other paths.
+        """
         ...
 
 
 def version_key(resource_version: str) -> int:
-    """A resourceVersion as the state keeps it: only ever compared, to drop repeated versions, so 62 bits of a
-    stable hash (compiled, the state holds it unboxed; 0 for no version). etcd's versions are decimal numbers,
-    kept as they are."""
+    """Return a resourceVersion as the state keeps it.
+
+    Only ever compared, to drop repeated versions, so 62 bits of a stable hash (compiled, the state holds it unboxed; 0
+    for no version). etcd's versions are decimal numbers, kept as they are.
+    """
     if not resource_version:
         return 0
     if resource_version.isascii() and resource_version.isdigit() and len(resource_version) < 19:
@@ -82,13 +87,19 @@ def version_key(resource_version: str) -> int:
 
 
 def object_key(uid: str) -> int:
-    """The key an object is tracked by: a stable 64-bit hash of its uid (not the uid: 36 characters)."""
+    """Return the key an object is tracked by: a stable 64-bit hash of its uid.
+
+    Not the uid: 36 characters.
+    """
     return hashing.text_key(uid)
 
 
 class Event:
-    """An `ObjectEvent` as the reference decoder makes it: the decoded object, its managedFields grouped by writer
-    (not yet decoded: see `managed_fields.raw_entries`) and their newest time."""
+    """An `ObjectEvent` as the reference decoder makes it.
+
+    The decoded object, its managedFields grouped by writer (not yet decoded: see `managed_fields.raw_entries`) and
+    their newest time.
+    """
 
     __slots__ = (
         "api_version",
@@ -141,7 +152,10 @@ _ANNOTATIONS: Final = "metadata.annotations"
 
 
 def meta_value(obj: JSONObject, path: str) -> str | None:
-    """The text of the label or annotation at `path` in a decoded object (see `ObjectEvent.meta_value`)."""
+    """Return the text of the label or annotation at `path` in a decoded object.
+
+    See `ObjectEvent.meta_value`.
+    """
     meta = obj.get("metadata") or {}
     for section, prefix in (("annotations", _ANNOTATIONS), ("labels", _LABELS)):
         if path.startswith(prefix) and len(path) > len(prefix) and path[len(prefix)] in ".[":
@@ -165,7 +179,7 @@ def decode(
 
 
 def _loads(data: bytes) -> Any:
-    """The JSON document of an event's text."""
+    """Return the JSON document of an event's text."""
     if data[:1] != b"{":
         raise DecodeError(f"expected a JSON object, found {data.strip()[:40]!r}")
     try:
@@ -198,7 +212,7 @@ def _document_event(
 
 
 def _event_of(doc: Any) -> tuple[EventType, Any] | None:
-    """The type and object of a watch event document (None: BOOKMARK, ERROR)."""
+    """Return the type and object of a watch event document (None: BOOKMARK, ERROR)."""
     if not isinstance(doc, dict):
         raise EventError(f"expected a JSON object, got {type(doc).__name__}")
     if "object" in doc or "type" in doc:
@@ -253,7 +267,10 @@ def _check_object(obj: Any) -> None:
 
 
 def encode(event_type: str, obj: JSONObject, observed_at: float | None = None) -> bytes:
-    """The JSON text of a watch event (with `observedAt` when given): what `decode` reads and recordings hold."""
+    """Encode a watch event as JSON text (with `observedAt` when given).
+
+    The text is what `decode` reads and recordings hold.
+    """
     doc: JSONObject = {"type": event_type, "object": obj}
     if observed_at is not None:
         doc["observedAt"] = format_observed(observed_at)
@@ -261,8 +278,10 @@ def encode(event_type: str, obj: JSONObject, observed_at: float | None = None) -
 
 
 def event_object(event: ObjectEvent) -> JSONObject:
-    """The object an event carries, as a dict (decoded from its text unless the decoder kept it), with the
-    apiVersion and kind the decoder gave it."""
+    """Return the object an event carries, as a dict.
+
+    Decoded from its text unless the decoder kept it, with the apiVersion and kind the decoder gave it.
+    """
     if isinstance(event, Event):
         return event.object
     doc = orjson.loads(event.data)
@@ -274,8 +293,11 @@ def event_object(event: ObjectEvent) -> JSONObject:
 
 
 def controller(event: ObjectEvent) -> JSONObject | None:
-    """The object's controller: its `ownerReferences` entry with `controller: true` (apiVersion, kind, name, uid),
-    or None (decoded only when the event's text names owners at all)."""
+    """Return the object's controller, or None.
+
+    Its `ownerReferences` entry with `controller: true` (apiVersion, kind, name, uid), or None (decoded only when the
+    event's text names owners at all).
+    """
     if b'"ownerReferences"' not in event.data:
         return None
     try:
@@ -294,15 +316,17 @@ Name = tuple[str, str, str, str]  # an object by name: API group, kind, namespac
 
 
 def name_of(ref: ObjectRef) -> Name:
-    """An object's `Name` (the key the references to it name it by: `references`)."""
+    """Return an object's `Name` (the key the references to it name it by: `references`)."""
     return (ref.group, ref.kind, ref.namespace or "", ref.name)
 
 
 def references(event: ObjectEvent) -> list[Name]:
-    """The objects an object names in its spec, as a HorizontalPodAutoscaler names what it scales: each member of
-    `spec` called `*Ref` (`scaleTargetRef`, `targetRef`) that holds a `kind` and a `name` (its group from `apiVersion`
-    or `apiGroup`; in the object's namespace unless it says another). Only full objects carry a spec; decoded only
-    when the event's text has such a member."""
+    """Return the objects an object names in its spec.
+
+    As a HorizontalPodAutoscaler names what it scales: each member of `spec` called `*Ref` (`scaleTargetRef`,
+    `targetRef`) that holds a `kind` and a `name` (its group from `apiVersion` or `apiGroup`; in the object's namespace
+    unless it says another). Only full objects carry a spec; decoded only when the event's text has such a member.
+    """
     if b'Ref"' not in event.data:
         return []
     try:
@@ -328,7 +352,10 @@ def references(event: ObjectEvent) -> list[Name]:
 
 
 def object_ref(event: ObjectEvent) -> ObjectRef:
-    """The reference to the object of an event (type and namespace strings interned: findings keep them)."""
+    """Return the reference to the object of an event.
+
+    Type and namespace strings are interned: findings keep them.
+    """
     namespace = event.namespace
     return ObjectRef(
         api_version=sys.intern(event.api_version),

@@ -1,5 +1,7 @@
-"""What findings say: the immutable snapshot of an open finding (`state.OpenFinding`) that sinks get, with its
-summary sentence and (through `hints`) the advice that goes with it; and how a fight's record grows.
+"""What findings say.
+
+The immutable snapshot of an open finding (`state.OpenFinding`) that sinks get, with its summary sentence and (through
+`hints`) the advice that goes with it; and how a fight's record grows.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from watcher.model import Finding, FindingState, FindingType, Writer, WriterCoun
 
 
 def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, resolved_at: float | None) -> Finding:
-    """The immutable view of a finding that sinks get: its writers most writes first (a hot loop's: what drives it
-    before the writers that react, each with the fields it changed)."""
+    """Return the immutable view of a finding that sinks get.
+
+    Its writers come most writes first (a hot loop's: what drives it before the writers that react, each with the fields
+    it changed).
+    """
     hot = finding.type is FindingType.HOT_LOOP
     counts = []
     for w, n in finding.writer_writes.items():
@@ -101,9 +106,11 @@ _NONE: frozenset[str] = frozenset()
 
 
 def reports_status(writer: Writer, fields: set[str] | frozenset[str]) -> bool:
-    """Whether a writer reports its object's state rather than setting what it wants: it writes through the status
-    subresource, or (servers before 1.22, which do not say) everything it changed is status (its metadata too, as
-    the deployment controller's revision annotation)."""
+    """Tell whether a writer reports its object's state rather than setting what it wants.
+
+    It does when it writes through the status subresource, or (servers before 1.22, which do not say) when everything it
+    changed is status (its metadata too, as the deployment controller's revision annotation).
+    """
     if writer.subresource:
         return writer.subresource == "status"
     return any(_is_status(p) for p in fields) and all(_is_status(p) or p.startswith("metadata.") for p in fields)
@@ -168,7 +175,7 @@ def _some(fields: list[str]) -> str:
 
 
 def request_summary(e: hints.RequestEvidence, count: int, span: float) -> str:
-    """The sentence of a finding over API requests: who, how many, in what time."""
+    """Return the sentence of a finding over API requests: who, how many, in what time."""
     when = _duration(span)
     rate = count * 60.0 / max(span, 1.0)
     if e.type is FindingType.CONFLICT_STORM:

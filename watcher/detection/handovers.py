@@ -61,7 +61,7 @@ _T = TypeVar("_T")
 
 
 def _shared(pool: dict[_T, _T], item: _T) -> _T:
-    """The copy of `item` every log shares (the pool starts again when full)."""
+    """Return the copy of `item` every log shares (the pool starts again when full)."""
     found = pool.get(item)
     if found is None:
         if len(pool) >= _MAX_KEYS:
@@ -71,7 +71,7 @@ def _shared(pool: dict[_T, _T], item: _T) -> _T:
 
 
 def cut(value: int | None) -> int:
-    """A value hash as the log keeps it: 32 bits, never `_NONE` unless there is no value."""
+    """Cut a value hash as the log keeps it: 32 bits, never `_NONE` unless there is no value."""
     if value is None:
         return _NONE
     low = value & _LOW
@@ -87,7 +87,10 @@ def _index_of(keys: tuple[_Key, ...], key: _Key) -> int:
 
 
 def _micros(at: float) -> int:
-    """A time as the log keeps it (times before 1970 are kept as 1970: no write the engine sees is that old)."""
+    """Return a time as the log keeps it.
+
+    Times before 1970 are kept as 1970: no write the engine sees is that old.
+    """
     return min(max(round(at * 1e6), 0), _MAX_TIME - 1)
 
 
@@ -114,7 +117,7 @@ class HandoverLog(Words):
         return len(self) // _SLOTS
 
     def handovers(self) -> Iterator[Handover]:
-        """The handovers logged, their value hashes cut to 32 bits (see above)."""
+        """Yield the handovers logged, their value hashes cut to 32 bits (see above)."""
         return (self._at(i) for i in range(self.size()))
 
     def add(self, handovers: Iterable[Handover]) -> None:
@@ -131,7 +134,7 @@ class HandoverLog(Words):
             self.extend((at & _LOW, (at >> 32) << _KEY_BITS | index, h.seq & _LOW, cut(h.was), cut(h.now)))
 
     def _time(self, i: int) -> int:
-        """The time of the i-th handover, in microseconds."""
+        """Return the time of the i-th handover, in microseconds."""
         base = i * _SLOTS
         return (self[base + 1] >> _KEY_BITS) << 32 | self[base]
 
@@ -193,9 +196,11 @@ class HandoverLog(Words):
         return back
 
     def single_writer(self, path: str) -> Writer | None:
-        """The one writer behind every handover of `path` in the log (it wrote each, and lost the field to nobody
-        else), when they are all value flips; None when another party is named, a handover was one of ownership, or
-        the one party is the unattributed writer (unknown: not one writer)."""
+        """Return the one writer behind every handover of `path`, when they are all value flips.
+
+        It wrote each handover of `path` in the log, and lost the field to nobody else. None when another party is
+        named, a handover was one of ownership, or the one party is the unattributed writer (unknown: not one writer).
+        """
         found: Writer | None = None
         for key in self._keys:
             if key[0] != path:
@@ -213,7 +218,7 @@ class HandoverLog(Words):
         return found if found is not None and found.manager is not None else None
 
     def of(self, paths: str | set[str]) -> list[Handover]:
-        """The handovers of one path, or of any path in a set, oldest first."""
+        """Return the handovers of one path, or of any path in a set, oldest first."""
         wanted = {paths} if isinstance(paths, str) else paths
         mine = {i for i, key in enumerate(self._keys) if key[0] in wanted}
         return [self._at(i) for i in range(self.size()) if self[i * _SLOTS + 1] & _KEY_MASK in mine]

@@ -39,12 +39,12 @@ _NULL: Final = zlib.crc32(b"", NULL)
 
 
 def text_hash(text: str) -> int:
-    """The value hash of a string (its UTF-8 bytes)."""
+    """Return the value hash of a string (its UTF-8 bytes)."""
     return zlib.crc32(text.encode(), STRING)
 
 
 def value_hash(value: Any) -> int:
-    """The value hash of a JSON scalar (or, as compact JSON, of anything else)."""
+    """Return the value hash of a JSON scalar (or, as compact JSON, of anything else)."""
     kind = type(value)
     if kind is str:
         return zlib.crc32(value.encode(), STRING)
@@ -58,21 +58,27 @@ def value_hash(value: Any) -> int:
 
 
 def list_hash(items: list[Any]) -> int:
-    """The value hash of a list without merge keys, hashed whole."""
+    """Return the value hash of a list without merge keys, hashed whole."""
     return zlib.crc32(compact_json(items), LIST)
 
 
 def compact_json(value: Any) -> bytes:
-    """JSON without spaces, numbers as `repr` writes them (the standard library's encoder: orjson writes floats its
-    own way, which the native implementation could not follow)."""
+    """Encode JSON without spaces, numbers as `repr` writes them.
+
+    This is the standard library's encoder: orjson writes floats its own way, which the native implementation could not
+    follow.
+    """
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def digest(data: bytes) -> int:
-    """A 64-bit digest of (long) bytes: a change-detection and cache key, not a cryptographic hash."""
+    """Return a 64-bit digest of (long) bytes.
+
+    A change-detection and cache key, not a cryptographic hash.
+    """
     return xxh3_64_intdigest(data)
 
 
 def text_key(text: str) -> int:
-    """A 64-bit key of a short string (a uid, a resourceVersion)."""
+    """Return a 64-bit key of a short string (a uid, a resourceVersion)."""
     return xxh3_64_intdigest(text.encode())

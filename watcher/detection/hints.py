@@ -183,7 +183,7 @@ _HOT_LOOP_RULES: Final = (_driven, _timestamps, _status, _generic_hot_loop)
 
 
 def listed(names: list[str]) -> str:
-    """`a`, `a and b`, `a, b and c`; `?` for none."""
+    """List names as `a`, `a and b`, `a, b and c`; `?` for none."""
     return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else (names[0] if names else "?")
 
 

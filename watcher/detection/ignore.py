@@ -11,8 +11,10 @@ from watcher.model import JSONObject, Writer
 
 
 class ObjectRules:
-    """The field and manager rules that apply to one object, compiled for the per-write checks. (A class, not a
-    NamedTuple: compiled, its checks are called directly, several times a write.)"""
+    """The field and manager rules that apply to one object, compiled for the per-write checks.
+
+    A class, not a NamedTuple: compiled, its checks are called directly, several times a write.
+    """
 
     __slots__ = ("prefixes", "scoped")
 
@@ -43,9 +45,12 @@ NO_RULES: Final = ObjectRules((), ())
 
 
 def resource_of(kind: str) -> str:
-    """The resource a kind is served as, by the API server's own guess for kinds it does not know better
-    (apimachinery's `UnsafeGuessKindToResource`): `Deployment` -> `deployments`, `Ingress` -> `ingresses`,
-    `NetworkPolicy` -> `networkpolicies`. Discovery knows the exceptions (`Endpoints` is `endpoints`)."""
+    """Return the resource a kind is served as, by the API server's own guess.
+
+    The guess is for kinds it does not know better (apimachinery's `UnsafeGuessKindToResource`): `Deployment` ->
+    `deployments`, `Ingress` -> `ingresses`, `NetworkPolicy` -> `networkpolicies`. Discovery knows the exceptions
+    (`Endpoints` is `endpoints`).
+    """
     singular = kind.lower()
     if not singular:
         return ""
@@ -79,7 +84,10 @@ class RuleBook:
         self._compiled: dict[tuple[IgnoreRule, ...], ObjectRules] = {}
 
     def for_object(self, obj: JSONObject, meta: JSONObject) -> ObjectRules | None:
-        """The field/manager rules that apply to this object, or None when the whole object is ignored."""
+        """Return the field/manager rules that apply to this object.
+
+        None when the whole object is ignored.
+        """
         return self.for_ref(obj.get("apiVersion") or "", obj.get("kind") or "", meta.get("namespace"), meta.get("name"))
 
     def for_ref(self, api_version: str, kind_name: str, namespace: str | None, name: str | None) -> ObjectRules | None:
@@ -98,8 +106,10 @@ class RuleBook:
             return found
 
     def for_request(self, group: str, resource: str, namespace: str, name: str) -> ObjectRules | None:
-        """`for_ref` for an object an API request addresses by resource: a rule's kind matches the resource it
-        maps to (`resource_of`), or the resource itself (`kind: endpoints`)."""
+        """Return `for_ref` for an object an API request addresses by resource.
+
+        A rule's kind matches the resource it maps to (`resource_of`), or the resource itself (`kind: endpoints`).
+        """
         key = (group, "/" + resource, namespace)  # ("/": no kind begins with one)
         if not self._by_name:
             try:

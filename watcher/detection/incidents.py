@@ -1,7 +1,8 @@
-"""Incidents: one root cause on many objects. Findings of the same type, by the same writers (field managers, and
-the users behind them where audit events tell), over the same fields are one incident, whatever the objects are
-called and wherever they are: an autoscaler and a GitOps tool over `spec.replicas` of forty Deployments is one
-incident of forty findings, not forty.
+"""Incidents: one root cause on many objects.
+
+Findings of the same type, by the same writers (field managers, and the users behind them where audit events tell), over
+the same fields are one incident, whatever the objects are called and wherever they are: an autoscaler and a GitOps tool
+over `spec.replicas` of forty Deployments is one incident of forty findings, not forty.
 
 Field paths are compared with the parts that follow the object normalised away: a list key or map key that holds
 the object's name (`spec.template.spec.containers[name=web].image` of the Deployment `web`) reads `*` there.
@@ -47,8 +48,10 @@ Pattern = tuple[str, tuple[str, ...], tuple[str, ...]]  # type, writers (with us
 
 
 def normalised(path: str, name: str) -> str:
-    """A field path with each key that holds the object's name read as `*` (`containers[name=web-app].image` of
-    `web-app` -> `containers[name=*].image`; `data[web-app.conf]` -> `data[*]`)."""
+    """Return a field path with each key that holds the object's name read as `*`.
+
+    `containers[name=web-app].image` of `web-app` -> `containers[name=*].image`; `data[web-app.conf]` -> `data[*]`.
+    """
     if len(name) < _MIN_NAME or name not in path:
         return path
     parts = []
@@ -68,23 +71,29 @@ def _writer(count: WriterCount) -> str:
 
 
 def pattern(finding: Finding) -> Pattern:
-    """What makes findings one incident: type, writers (and the users behind them), normalised fields."""
+    """Return what makes findings one incident.
+
+    Type, writers (and the users behind them), normalised fields.
+    """
     writers = tuple(sorted({_writer(c) for c in finding.writers}))
     fields = tuple(sorted({normalised(p, finding.object.name) for p in finding.fields}))
     return (finding.type.value, writers, fields)
 
 
 def incident_id(finding: Finding) -> str:
-    """The id of a finding's incident (see the module docstring)."""
+    """Return the id of a finding's incident (see the module docstring)."""
     kind, writers, fields = pattern(finding)
     text = "\n".join((kind, "\x1f".join(writers), "\x1f".join(fields)))
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def group(findings: Iterable[Finding]) -> list[Incident]:
-    """The incidents of these findings, most severe first: active before resolved, then those on more objects, then
-    in the order of their most severe findings (so incidents of one finding each keep the findings' order). A
-    finding that follows from another at hand is a consequence in that one's incident."""
+    """Group these findings into incidents, most severe first.
+
+    Active before resolved, then those on more objects, then in the order of their most severe findings (so incidents of
+    one finding each keep the findings' order). A finding that follows from another at hand is a consequence in that
+    one's incident.
+    """
     findings = list(findings)
     roots = _roots(findings)
     by_id: dict[str, list[Finding]] = {}
@@ -110,8 +119,10 @@ def assign(findings: Iterable[Finding]) -> dict[str, str]:
 
 
 def _roots(findings: Sequence[Finding]) -> dict[str, Finding]:
-    """The root cause of each finding that follows from another at hand (by id), followed up the chain (a Pod's
-    finding under its ReplicaSet's under its Deployment's)."""
+    """Return the root cause of each finding that follows from another at hand (by id).
+
+    Followed up the chain (a Pod's finding under its ReplicaSet's under its Deployment's).
+    """
     by_id = {f.id: f for f in findings}
     roots: dict[str, Finding] = {}
     for finding in findings:

@@ -70,7 +70,7 @@ class Joined:
         return (ref.group, self._resource(ref), ref.namespace or "", ref.name)
 
     def process(self, event: ObjectEvent) -> list[FindingChange]:
-        """A watch event, to the watch engine; its findings told what the audit requests know."""
+        """Hand a watch event to the watch engine; its findings told what the audit requests know."""
         writes = self.watch.stats.writes
         changes = self.watch.process(event)
         if self.watch.stats.writes != writes:
@@ -86,7 +86,7 @@ class Joined:
         return [self._told(c) for c in changes]
 
     def process_request(self, request: Request) -> list[FindingChange]:
-        """An audit request, to the request engine; the watch's findings told of its conflicts."""
+        """Hand an audit request to the request engine; the watch's findings told of its conflicts."""
         changes = [self._linked(c) for c in self.requests.process(request)]
         if request.is_write and request.succeeded and request.manager:
             self._note_shared(request)
@@ -99,8 +99,11 @@ class Joined:
         return changes
 
     def _note_shared(self, request: Request) -> None:
-        """Tell the watch engine of a field manager that more than one user writes an object as (the evidence a fight
-        of one manager needs: `rules.FightRule`), once the watch has seen the object (its uid)."""
+        """Tell the watch engine of a field manager that more than one user writes an object as.
+
+        That is the evidence a fight of one manager needs (`rules.FightRule`); told once the watch has seen the object
+        (its uid).
+        """
         obj = request.object
         key = (obj.api_group, obj.resource, obj.namespace, obj.name)
         writer = (request.manager, obj.subresource)  # (as a managedFields entry keys its writer)
@@ -128,8 +131,11 @@ class Joined:
         return self.active() + self.resolved()
 
     def named(self, finding: Finding) -> Finding:
-        """A finding over requests with the object's kind, apiVersion and uid, where the watch saw it, and, for a
-        conflict storm, linked to the active finding on the object's controller it follows from."""
+        """Name a finding over requests with what the watch saw of its object.
+
+        Its object's kind, apiVersion and uid, where the watch saw it, and, for a conflict storm, a link to the active
+        finding on the object's controller it follows from.
+        """
         ref = finding.object
         key = self.key(ref)
         seen = self._seen.get(key)
@@ -155,8 +161,10 @@ class Joined:
         return change if named is change.finding else replace(change, finding=named)
 
     def enrich(self, finding: Finding) -> Finding:
-        """A watch finding with what requests tell of its object: clients, the users behind its writers,
-        conflicts. Unchanged when no request to it was seen."""
+        """Add to a watch finding what requests tell of its object.
+
+        Clients, the users behind its writers, conflicts. Unchanged when no request to it was seen.
+        """
         key = self.key(finding.object)
         clients = self.requests.clients(key)
         if not clients:
@@ -189,8 +197,10 @@ class Joined:
         )
 
     def _told(self, change: FindingChange) -> FindingChange:
-        """A change of a watch finding (from an event or the clock): noted (a fight's fields, the findings open by
-        object), and told what requests know."""
+        """Note a change of a watch finding and tell it what requests know.
+
+        The change comes from an event or the clock; noted are a fight's fields and the findings open by object.
+        """
         finding = change.finding
         key = self.key(finding.object)
         if finding.type is FindingType.FIGHT:
@@ -215,8 +225,10 @@ class Joined:
 def _contested_in(
     seen: dict[ObjectKey, tuple[tuple[str, ...], ObjectRef]],
 ) -> Callable[[ObjectKey], tuple[str, ...] | None]:
-    """What the watch knows of an object (`request_engine.WatchView`): the fields fought over there, () for none,
-    None when the watch did not see it written."""
+    """Return what the watch knows of an object (`request_engine.WatchView`).
+
+    The fields fought over there, () for none, None when the watch did not see it written.
+    """
 
     def contested(key: ObjectKey) -> tuple[str, ...] | None:
         found = seen.get(key)
@@ -226,7 +238,7 @@ def _contested_in(
 
 
 def _controller(event: ObjectEvent, key: ObjectKey, resource: Callable[[ObjectRef], str]) -> ObjectKey | None:
-    """The key of an object's controller (`events.controller`), or None."""
+    """Return the key of an object's controller (`events.controller`), or None."""
     owner = controller(event)
     if owner is None:
         return None
@@ -237,8 +249,11 @@ def _controller(event: ObjectEvent, key: ObjectKey, resource: Callable[[ObjectRe
 
 
 def _loser(client: Client, clients: tuple[Client, ...]) -> str:
-    """A client whose writes failed, by its manager; with its user where others write as that manager too
-    (`kube-controller-manager as system:serviceaccount:kube-system:deployment-controller`)."""
+    """Name a client whose writes failed, by its manager.
+
+    With its user where others write as that manager too
+    (`kube-controller-manager as system:serviceaccount:kube-system:deployment-controller`).
+    """
     shared = any(c.manager == client.manager and c.user != client.user for c in clients)
     return f"{client.manager} as {client.user}" if shared else client.manager
 
@@ -249,8 +264,11 @@ def _with_users(
     named: set[str],
     users: dict[tuple[str, str], frozenset[str]],
 ) -> WriterCount:
-    """A writer with the users behind it: those that wrote under its manager to its subresource (or to the object
-    itself); for the unattributed writer, those that wrote under a manager the finding names nowhere."""
+    """Return a writer with the users behind it.
+
+    Those that wrote under its manager to its subresource (or to the object itself); for the unattributed writer, those
+    that wrote under a manager the finding names nowhere.
+    """
     writer = count.writer
     if writer.manager is None:  # the writes the watch could not attribute: clients under a manager it never names
         found = {c.user for c in clients if c.writes and c.manager not in named}

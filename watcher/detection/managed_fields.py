@@ -117,9 +117,12 @@ _stamps: Final[dict[str, int]] = {}
 
 
 def stamp(text: str) -> int:
-    """A managedFields time as entries keep it: whole seconds since the epoch, 0 for none (the API server writes
-    these times to the second). Cached: a stream has many events a second, and the entries stamped in one second
-    share one int while it is cached (an int, not the time's text: a third of the memory, and no interning)."""
+    """Return a managedFields time as entries keep it: whole seconds since the epoch, 0 for none.
+
+    The API server writes these times to the second. Cached: a stream has many events a second, and the entries stamped
+    in one second share one int while it is cached (an int, not the time's text: a third of the memory, and no
+    interning).
+    """
     found = _stamps.get(text)
     if found is None:
         if len(_stamps) >= 1024:
@@ -186,7 +189,10 @@ def raw_entries(managed_fields: Iterable[Any]) -> RawEntries:
 
 
 def newest_time(raw: RawEntries) -> str:
-    """The newest time of the entries ("" for none): the time of the write, as far as managedFields tell."""
+    """Return the newest time of the entries ("" for none).
+
+    The time of the write, as far as managedFields tell.
+    """
     newest = ""
     for time, _ in raw.values():  # (a loop, not max() over a generator: this runs for every event)
         newest = max(newest, time)
@@ -194,7 +200,7 @@ def newest_time(raw: RawEntries) -> str:
 
 
 def keep_entry(writer: Writer, time: int, fields: frozenset[str]) -> Entry:
-    """An Entry to keep: its writer is interned, as millions of objects share a few."""
+    """Make an Entry to keep: its writer is interned, as millions of objects share a few."""
     return Entry(_writers.setdefault(writer, writer), time, fields)
 
 
@@ -210,7 +216,7 @@ def pack_entries(entries: Iterable[Entry]) -> PackedEntries:
 
 
 def unpack_entries(packed: PackedEntries) -> dict[Writer, Entry]:
-    """The entries of `pack_entries` by writer."""
+    """Return the entries of `pack_entries` by writer."""
     entries: dict[Writer, Entry] = {}
     for i in range(0, len(packed), 3):
         writer = packed[i]

@@ -1,7 +1,8 @@
-"""The native implementation of write attribution, over `watcher._native` (Rust, `native/`), built where Rust was
-there to build it (setup.py). It parses each event's JSON text without a Python object per JSON node and keeps
-each object's attribution state natively, keyed by the object's key; the reference (`reference.py`) is what it
-must agree with, write for write (tests/unit/test_attribution_differential.py).
+"""The native implementation of write attribution, over `watcher._native` (Rust, `native/`).
+
+It is built where Rust was there to build it (setup.py). It parses each event's JSON text without a Python object per
+JSON node and keeps each object's attribution state natively, keyed by the object's key; the reference (`reference.py`)
+is what it must agree with, write for write (tests/unit/test_attribution_differential.py).
 
 `implementation(choice)` picks the implementation an engine runs on: the native one where it is built (`auto`),
 else the reference.
@@ -34,8 +35,10 @@ def native_available() -> bool:
 
 
 def implementation(choice: str = "auto") -> Attribution:
-    """A new attribution implementation: `native`, `python`, or `auto` (native where built, else python).
-    Raises ImportError for `native` where it is not built."""
+    """Make a new attribution implementation: `native`, `python`, or `auto`.
+
+    `auto` is native where built, else python. Raises ImportError for `native` where it is not built.
+    """
     if choice not in CHOICES:
         raise ValueError(f"unknown engine {choice!r}: expected one of {', '.join(CHOICES)}")
     if choice == "python" or (choice == "auto" and not native_available()):
@@ -62,8 +65,11 @@ class NativeAttribution:
     def _decode(
         self, data: bytes, *, observed_at: float | None = None, api_version: str | None = None, kind: str | None = None
     ) -> Parsed | None:
-        """`events.decode`, natively. What the native parser does not read goes to the reference decoder, which
-        names the problem; an event it reads after all is an error of its own, not passed over in silence."""
+        """Decode an event natively (`events.decode`).
+
+        What the native parser does not read goes to the reference decoder, which names the problem; an event it reads
+        after all is an error of its own, not passed over in silence.
+        """
         parsed = self._front.parse(data, observed_at, api_version, kind)
         if type(parsed) is str:
             if events.decode(data, observed_at=observed_at, api_version=api_version, kind=kind) is None:
@@ -104,5 +110,8 @@ class NativeAttribution:
 
 
 def _parsed(event: ObjectEvent) -> Parsed:
-    """The event as the native engine's own type (which its methods check: another is a TypeError)."""
+    """Return the event as the native engine's own type.
+
+    Its methods check the type: another is a TypeError.
+    """
     return cast("Parsed", event)

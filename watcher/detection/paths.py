@@ -36,7 +36,10 @@ _MAX_CACHED: Final = 200_000
 
 
 def children(parent: str) -> dict[str, str]:
-    """The memo of `field(parent, name)` by name, for loops that look it up themselves before calling `field`."""
+    """Return the memo of `field(parent, name)` by name.
+
+    For loops that look it up themselves before calling `field`.
+    """
     found = _fields.get(parent)
     if found is None:
         if len(_fields) > _MAX_CACHED:
@@ -46,7 +49,7 @@ def children(parent: str) -> dict[str, str]:
 
 
 def field(parent: str, name: str) -> str:
-    """A struct field or map key: `.name` when it reads as an identifier, else `[name]`.
+    """Render a struct field or map key: `.name` when it reads as an identifier, else `[name]`.
 
     Memoised: the same few thousand paths are rendered for every object of a kind, millions of times.
     """
@@ -63,7 +66,7 @@ def field(parent: str, name: str) -> str:
 
 
 def keyed_item(parent: str, keys: dict[str, Any]) -> str:
-    """A list item identified by its merge keys, e.g. `containers[name=app]`."""
+    """Render a list item identified by its merge keys, e.g. `containers[name=app]`."""
     rendered = ",".join(f"{k}={_scalar(v)}" for k, v in keys.items())
     memo = children(parent)
     memo_key = "\x00" + rendered  # cannot collide with a field name
@@ -76,7 +79,7 @@ def keyed_item(parent: str, keys: dict[str, Any]) -> str:
 
 
 def set_member(parent: str, value: Any) -> str:
-    """A member of a set-like list (e.g. finalizers)."""
+    """Render a member of a set-like list (e.g. finalizers)."""
     return sys.intern(f"{parent}[{_scalar(value)}]")
 
 

@@ -59,7 +59,7 @@ class Values:
         self.body = body
 
     def get(self, path: str) -> int:
-        """The value hash at `path`, or `REMOVED` when it has none."""
+        """Return the value hash at `path`, or `REMOVED` when it has none."""
         return (self.meta if path.startswith("metadata.") else self.body).get(path, REMOVED)
 
     def has(self, path: str) -> bool:
@@ -67,8 +67,11 @@ class Values:
 
 
 def generation(meta: JSONObject) -> int:
-    """An object's `metadata.generation` (NO_GENERATION for none): the API server moves it with every write of the
-    spec and never with a write of the status, which tells the two apart where the watch shows neither."""
+    """Return an object's `metadata.generation` (NO_GENERATION for none).
+
+    The API server moves it with every write of the spec and never with a write of the status, which tells the two apart
+    where the watch shows neither.
+    """
     found = meta.get("generation")
     return found if type(found) is int and 0 <= found < 1 << 63 else NO_GENERATION
 
@@ -91,8 +94,10 @@ def _event(event: ObjectEvent) -> Event:
 
 
 class PythonAttribution:
-    """Turns consecutive versions of an object into `Write`s. Holds the shared caches of decoded field sets and
-    value tables."""
+    """Turns consecutive versions of an object into `Write`s.
+
+    Holds the shared caches of decoded field sets and value tables.
+    """
 
     name = "python"
 
@@ -123,9 +128,12 @@ class PythonAttribution:
         tracked.generation = generation(meta)
 
     def _note_server(self, raw: RawEntries) -> None:
-        """Servers from 1.22 on key entries by subresource too, and stamp the entry of every write's writer with the
+        """Note whether the server stamps every write's writer, from its entries.
+
+        Servers from 1.22 on key entries by subresource too, and stamp the entry of every write's writer with the
         write's second (v1.20 stamps it only when the writer's set of fields changes): once an entry with a
-        subresource is seen, a write nothing else explains is put to the one entry stamped in its second."""
+        subresource is seen, a write nothing else explains is put to the one entry stamped in its second.
+        """
         if not self.stamped:
             for writer in raw:
                 if writer.subresource:
@@ -189,8 +197,11 @@ class PythonAttribution:
         before: Values,
         after: Values,
     ) -> None:
-        """Record each changed visible value (not already recorded as an ownership handover) as a handover.
-        (Status values are not: they swing back and forth by nature.)"""
+        """Record each changed visible value as a handover.
+
+        Not one already recorded as an ownership handover; and status values are not: they swing back and forth by
+        nature.
+        """
         sole = entries[writers[0]].fields if len(writers) == 1 else None
         for path in changed:
             if path in taken:
@@ -209,7 +220,9 @@ class PythonAttribution:
     def _entries(
         self, prev: dict[Writer, Entry], raw: RawEntries, newest: str
     ) -> tuple[dict[Writer, Entry], list[Writer], dict[Writer, frozenset[str]]]:
-        """The new entries, the writers they show (time advanced, new, or field set grown) and what each gained.
+        """Return the new entries, the writers they show, and what each gained.
+
+        The writers shown are those whose entry's time advanced, which are new, or whose field set grew.
 
         An entry not stamped in the newest second cannot have written now (a write stamps the current time), so
         its trie is not even decoded; it may have *lost* fields, which `_ownership_handovers` checks lazily. The API
@@ -246,8 +259,10 @@ class PythonAttribution:
         return entries, writers, gained
 
     def _changed_values(self, state: TrackedObject, obj: JSONObject, *, compare: bool = True) -> list[str]:
-        """Visible leaves whose value changed (or appeared, or vanished); updates the object's value hashes.
-        Without `compare` (a baseline) only the hashes are updated."""
+        """Return the visible leaves whose value changed (or appeared, or vanished).
+
+        Updates the object's value hashes. Without `compare` (a baseline) only the hashes are updated.
+        """
         changed: list[str] = []
         meta = obj["metadata"]
         old = state.meta_values
@@ -265,10 +280,10 @@ class PythonAttribution:
         return changed
 
     def _status(self, event: Event, *, quiet: bool, explained: bool) -> list[str]:
-        """The status leaves a write changed, when it changed nothing else visible (`quiet`); else none.
+        """Return the status leaves a write changed, when it changed nothing else visible (`quiet`).
 
-        The status is kept only from the first quiet write that no managedFields entry explains (the writer of the
-        next ones is then the one owner of the status values they change); until then an object's status costs
+        Else none. The status is kept only from the first quiet write that no managedFields entry explains (the writer
+        of the next ones is then the one owner of the status values they change); until then an object's status costs
         nothing. Metadata-only objects have none.
         """
         obj = event.object
@@ -294,8 +309,9 @@ class PythonAttribution:
         before: Values,
         after: Values,
     ) -> set[str]:
-        """Record leaves a writer gained that another manager owned before and no longer owns, taker by taker (in
-        the order of their entries), path by path (in the order of their names).
+        """Record leaves a writer gained that another manager owned before and no longer owns.
+
+        Taker by taker (in the order of their entries), path by path (in the order of their names).
 
         The loser's entry may be gone altogether (it owned nothing else), or kept from the previous version
         without decoding (its time did not move): then what it owns now is decoded here, only when it matters.
@@ -350,11 +366,13 @@ class PythonAttribution:
     def _stamped_in(
         entries: dict[Writer, Entry], newest: str, changed: list[str], *, spec: bool | None
     ) -> list[Writer]:
-        """Attribute a write nothing else explains, on a server that stamps every write's writer (`_note_server`),
-        to the one entry stamped in the write's second (the newest): a writer that wrote earlier in that second
-        leaves its entry as it was. When several were stamped in that second, those that own a field the write changed
-        (if any does); then, of those, the writer through the status subresource when the generation stayed (`spec`
-        False), the others when it moved (True). None, or several: unattributed."""
+        """Attribute a write nothing else explains to the one entry stamped in the write's second.
+
+        On a server that stamps every write's writer (`_note_server`), that is the newest second: a writer that wrote
+        earlier in that second leaves its entry as it was. When several were stamped in that second, those that own a
+        field the write changed (if any does); then, of those, the writer through the status subresource when the
+        generation stayed (`spec` False), the others when it moved (True). None, or several: unattributed.
+        """
         latest = stamp(newest)
         if not latest:
             return []
@@ -367,7 +385,10 @@ class PythonAttribution:
         return found if len(found) == 1 else []
 
     def _refresh(self, entries: dict[Writer, Entry], writer: Writer, raw: RawEntries) -> Entry:
-        """What `writer` owns now: an entry kept from the previous version may since have lost fields."""
+        """Return what `writer` owns now.
+
+        An entry kept from the previous version may since have lost fields.
+        """
         entry = entries[writer]
         fresh = decode(self._fields, raw[writer][1])
         if fresh is not entry.fields:

@@ -1,5 +1,6 @@
-"""Detection over API requests (kube-apiserver audit events): the failed half of a fight. Pure and deterministic;
-time is the requests'.
+"""Detection over API requests (kube-apiserver audit events): the failed half of a fight.
+
+Pure and deterministic; time is the requests'.
 
 The watch shows only writes that succeeded and changed something. Requests show what it cannot:
 
@@ -78,8 +79,11 @@ class RequestEngine:
         max_resolved: int = 10_000,
         on_conflict: Callable[[str, str], None] | None = None,
     ) -> None:
-        """`on_conflict` is told of every analysed write rejected with 409: the client's field manager, and
-        `version` (a stale resourceVersion) or `apply` (field conflicts); e.g. to count conflicts per manager."""
+        """Make a request engine.
+
+        `on_conflict` is told of every analysed write rejected with 409: the client's field manager, and
+        `version` (a stale resourceVersion) or `apply` (field conflicts); e.g. to count conflicts per manager.
+        """
         self.settings = settings
         self._on_conflict = on_conflict
         self.stats = RequestStats()
@@ -146,8 +150,11 @@ class RequestEngine:
         return changes
 
     def _record(self, state: RequestState, client: ClientKey, request: Request) -> None:
-        """Record a request on the timelines of the findings open on its object that it concerns (a storm: every
-        client's; a stuck applier's or no-op writer's: its own), unless it opened them (it is in their first bin)."""
+        """Record a request on the timelines of the findings open on its object that it concerns.
+
+        A storm's timeline takes every client's requests; a stuck applier's or no-op writer's, its own. Not when the
+        request opened them (it is in their first bin).
+        """
         number = self.stats.requests
         kind = CONFLICT if request.version_conflict or request.apply_conflict else WRITE
         for finding in (state.storm, state.applies.get(client), state.noops.get(client)):
@@ -156,8 +163,10 @@ class RequestEngine:
                 record.add(request.time, record.manager_lane(_manager(client)), kind)
 
     def _rejected(self, request: Request, tally: Tally, reason: str) -> None:
-        """Count a write rejected with 409 (`reason`: version or apply): for its client, its resource, and
-        `on_conflict`."""
+        """Count a write rejected with 409 (`reason`: version or apply).
+
+        Counted for its client, its resource, and `on_conflict`.
+        """
         tally.conflicts += 1
         _count(self.stats.conflicts_by_resource, (request.object.api_group, request.object.resource, reason))
         if self._on_conflict is not None:
@@ -176,8 +185,11 @@ class RequestEngine:
         return False
 
     def _state(self, request: Request) -> RequestState | None:
-        """The state of the request's object (tracked from now on if new, and moved to the back of the queue), or
-        None when the ignore rules leave the object or the request's manager out."""
+        """Return the state of the request's object.
+
+        Tracked from now on if new, and moved to the back of the queue; None when the ignore rules leave the object or
+        the request's manager out.
+        """
         obj = request.object
         key = (obj.api_group, obj.resource, obj.namespace, obj.name)
         state = self._objects.get(key)
@@ -229,13 +241,19 @@ class RequestEngine:
         return state is not None and any(t.conflicts for t in state.clients.values())
 
     def clients(self, key: ObjectKey) -> tuple[Client, ...]:
-        """The clients that wrote an object (most conflicts first), for a join with the watch; () when untracked."""
+        """Return the clients that wrote an object (most conflicts first), for a join with the watch.
+
+        () when untracked.
+        """
         state = self._objects.get(key)
         return () if state is None else _clients(state, None)
 
     def users(self, key: ObjectKey) -> dict[tuple[str, str], frozenset[str]]:
-        """The users that wrote an object, by the field manager and the subresource ("" for the object itself) their
-        writes were recorded under, as a managedFields entry keys its writer; {} when untracked."""
+        """Return the users that wrote an object, by field manager and subresource.
+
+        By the field manager and the subresource ("" for the object itself) their writes were recorded under, as a
+        managedFields entry keys its writer; {} when untracked.
+        """
         state = self._objects.get(key)
         if state is None:
             return {}
@@ -248,7 +266,10 @@ class RequestEngine:
     # ------------------------------------------------------------------------------------------- the rules
 
     def _succeeded(self, state: RequestState, request: Request, client: ClientKey, tally: Tally) -> list[FindingChange]:
-        """A successful write: a stuck applier is unstuck; was it (or the update before it) a no-op?"""
+        """Take a successful write: a stuck applier is unstuck.
+
+        And tell whether it (or the update before it) was a no-op.
+        """
         changes = []
         tally.rejections = 0
         stuck = state.applies.get(client)
@@ -301,7 +322,10 @@ class RequestEngine:
         return self._updated(finding, state, before)
 
     def _conflict(self, state: RequestState, request: Request, tally: Tally) -> list[FindingChange]:
-        """A write rejected for a stale resourceVersion: feed the object's conflict rate; open or grow a storm."""
+        """Take a write rejected for a stale resourceVersion.
+
+        Feed the object's conflict rate; open or grow a storm.
+        """
         if request.resource_version and request.resource_version == tally.stale_version:
             tally.stale += 1
         tally.stale_version = request.resource_version
@@ -333,7 +357,10 @@ class RequestEngine:
     def _apply_rejected(
         self, state: RequestState, request: Request, client: ClientKey, tally: Tally
     ) -> list[FindingChange]:
-        """A server-side apply rejected with field conflicts: the applier is stuck after enough in a row."""
+        """Take a server-side apply rejected with field conflicts.
+
+        The applier is stuck after enough in a row.
+        """
         tally.rejections += 1
         finding = state.applies.get(client)
         if finding is None:
@@ -359,8 +386,10 @@ class RequestEngine:
     # ------------------------------------------------------------------------------------------ bookkeeping
 
     def _track(self, key: ObjectKey, request: Request, rules: ObjectRules) -> RequestState:
-        """Track a new object at the back of the queue; beyond `max_objects`, let the least recently requested go
-        first, 1% at a time."""
+        """Track a new object at the back of the queue.
+
+        Beyond `max_objects`, let the least recently requested go first, 1% at a time.
+        """
         limit = self.settings.max_objects
         if limit is not None and len(self._objects) >= limit:
             excess = len(self._objects) + 1 - limit + limit // 100
@@ -428,8 +457,10 @@ class RequestEngine:
         self.stats.evicted_idle += self._let_go(idle, len(idle))
 
     def _let_go(self, candidates: Iterable[ObjectKey], count: int) -> int:
-        """Forget up to `count` of `candidates` (least recently requested first), keeping objects with an open finding
-        (they go to the back of the queue); how many were let go."""
+        """Forget up to `count` of `candidates` (least recently requested first).
+
+        Objects with an open finding are kept (they go to the back of the queue). Return how many were let go.
+        """
         objects = self._objects
         chosen: list[ObjectKey] = []
         kept: list[ObjectKey] = []
@@ -449,7 +480,7 @@ class RequestEngine:
     def snapshot(
         self, finding: RequestFinding, state: RequestState, status: FindingState, resolved_at: float | None
     ) -> Finding:
-        """The immutable view of a finding over requests that sinks get."""
+        """Return the immutable view of a finding over requests that sinks get."""
         contested = self.watch(_key(state.ref)) if self.watch is not None else None
         clients = _clients(state, finding.client)
         fields = tuple(sorted(finding.fields | set(contested or ())))
@@ -489,7 +520,7 @@ class RequestEngine:
 
 
 def _manager(client: ClientKey) -> str:
-    """A client's lane on a timeline: its field manager, else its user."""
+    """Return a client's lane on a timeline: its field manager, else its user."""
     return client[2] or client[0]
 
 
@@ -522,7 +553,10 @@ def _key(ref: ObjectRef) -> ObjectKey:
 
 
 def _clients(state: RequestState, only: ClientKey | None) -> tuple[Client, ...]:
-    """The object's clients, most conflicts first, then most writes (only `only`'s, when given)."""
+    """Return the object's clients, most conflicts first, then most writes.
+
+    Only `only`'s, when given.
+    """
     items = state.clients.items() if only is None else [(only, state.clients[only])]
     return tuple(
         sorted(
@@ -536,7 +570,7 @@ def _clients(state: RequestState, only: ClientKey | None) -> tuple[Client, ...]:
 
 
 def _writers(clients: tuple[Client, ...], finding: RequestFinding) -> tuple[WriterCount, ...]:
-    """The field managers behind the clients, with the users writing as each and their write requests."""
+    """Return the field managers behind the clients, each with its users and their write requests."""
     writes: dict[str, int] = {}
     users: dict[str, set[str]] = {}
     for c in clients:

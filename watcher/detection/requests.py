@@ -129,9 +129,12 @@ class Request:
 
     @property
     def apply_conflict(self) -> bool:
-        """A 409 that rejected a server-side apply because of field conflicts (not a stale resourceVersion). The
-        message says so where the audit level records it; at `Metadata` level, a patch that named its manager and
-        failed with 409 is taken for one (a merge patch without a resourceVersion precondition cannot conflict)."""
+        """Whether this is a 409 that rejected a server-side apply because of field conflicts.
+
+        Not one for a stale resourceVersion. The message says so where the audit level records it; at `Metadata` level,
+        a patch that named its manager and failed with 409 is taken for one (a merge patch without a resourceVersion
+        precondition cannot conflict).
+        """
         if self.code != 409 or self.verb != "patch" or self.reason not in ("Conflict", ""):
             return False
         if self.message:
@@ -158,9 +161,11 @@ class Request:
 
 
 def manager_from_user_agent(user_agent: str) -> str:
-    """The field manager the API server records a write under when the request names none: the User-Agent up to its
-    first `/`, without unprintable characters, cut to 128 bytes (k8s.io/apiserver's `prefixFromUserAgent`).
-    `kubectl/v1.20.2 (linux/amd64) kubernetes/faddb5b` gives `kubectl`."""
+    """Return the field manager the API server records a write under when the request names none.
+
+    The User-Agent up to its first `/`, without unprintable characters, cut to 128 bytes (k8s.io/apiserver's
+    `prefixFromUserAgent`). `kubectl/v1.20.2 (linux/amd64) kubernetes/faddb5b` gives `kubectl`.
+    """
     prefix = user_agent.split("/", 1)[0]
     if prefix.isascii() and prefix.isprintable():  # (a character a byte, every one printable: as is, cut)
         return prefix[:FIELD_MANAGER_MAX_BYTES]
@@ -185,8 +190,11 @@ _PATH: Final = re.compile(r"(?:^|[:\n]\s*-?\s*)(\.[^\s]+)", re.MULTILINE)
 
 
 def parse_apply_conflict(message: str) -> tuple[list[str], list[str]]:
-    """(the managers named as owners, the conflicting field paths without their leading dot) of an apply
-    conflict's message; empty lists for a message of another form (or none)."""
+    """Parse an apply conflict's message into its owners and its fields.
+
+    Return (the managers named as owners, the conflicting field paths without their leading dot); empty lists for a
+    message of another form (or none).
+    """
     owners = [m.group(1).replace('\\"', '"') for m in _OWNER.finditer(message)]
     paths = [m.group(1)[1:] for m in _PATH.finditer(message.partition(":")[2])]
     return owners, [p for p in paths if p]

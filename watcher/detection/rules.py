@@ -47,8 +47,11 @@ class FightRule:
         event: ObjectEvent,
         shared: frozenset[tuple[str, str]] = frozenset(),
     ) -> FindingChange | None:
-        """Log the handovers of one write (ignored fields already left out) and open or grow the fight. `shared`:
-        the writers (manager, subresource) the audit events show more than one user writing the object as."""
+        """Log the handovers of one write and open or grow the fight.
+
+        Ignored fields are already left out. `shared`: the writers (manager, subresource) the audit events show more
+        than one user writing the object as.
+        """
         at = write.at
         history = state.history
         if history is None:
@@ -96,9 +99,12 @@ class FightRule:
         return FindingChange(ChangeKind.UPDATED, snapshot(finding, state, FindingState.ACTIVE, None))
 
     def _evidence(self, single: Writer | None, backs: int, shared: frozenset[tuple[str, str]]) -> str | None:
-        """Why a field that came back often enough is contested: "" (distinct writers are named), `audit` (one
-        manager that the audit events show several users behind), `flips` (one manager, twice the flips, not
-        through the status subresource); None: one writer's own changes, not a fight (see the module docstring)."""
+        """Tell why a field that came back often enough is contested.
+
+        "" (distinct writers are named), `audit` (one manager that the audit events show several users behind), `flips`
+        (one manager, twice the flips, not through the status subresource); None: one writer's own changes, not a fight
+        (see the module docstring).
+        """
         if single is None:
             return ""
         if single.manager is not None and (single.manager, single.subresource) in shared:
@@ -121,8 +127,11 @@ class HotLoopRule:
     def observe(
         self, state: ObjectState, writers: list[Writer], write: Write, event: ObjectEvent, attribution: Attribution
     ) -> FindingChange | None:
-        """Count a timed write of `writers` (ignored ones already left out) and open or grow the hot loop;
-        `attribution` tells which fields a writer owns (asked only when a hot loop needs it)."""
+        """Count a timed write of `writers` and open or grow the hot loop.
+
+        Ignored writers are already left out. `attribution` tells which fields a writer owns (asked only when a hot loop
+        needs it).
+        """
         mine, hot = self._rates(state, writers, write)
         finding = state.hot
         if finding is None:
@@ -158,10 +167,12 @@ class HotLoopRule:
         write: Write,
         event: ObjectEvent,
     ) -> OpenFinding:
-        """A hot loop opening at this write: named after the write that began the streak, not the one that crossed
-        the threshold (the crossing depends on each replica's receive times, the streak's start, after a gap of two
-        time constants, not). Its writers are the hot ones and those writing the object along with them (what drives
-        the loop), each with the writes of its streak up to this write (which `observe` counts)."""
+        """Open a hot loop at this write, named after the write that began the streak.
+
+        Not the one that crossed the threshold: the crossing depends on each replica's receive times, the streak's
+        start, after a gap of two time constants, not. Its writers are the hot ones and those writing the object along
+        with them (what drives the loop), each with the writes of its streak up to this write (which `observe` counts).
+        """
         first = min(hot, key=lambda r: r.start_seq)
         finding = OpenFinding(
             FindingType.HOT_LOOP,
@@ -209,8 +220,11 @@ class HotLoopRule:
 def _fight_record(
     settings: TimelineSettings, resolve: ResolveSettings, involved: list[Handover], seq: int
 ) -> Record | None:
-    """The record of a fight just opened: what its object's handover log holds of the contested fields, one mark per
-    write that handed one over (the writes between are not known: `partial`)."""
+    """Return the record of a fight just opened.
+
+    What its object's handover log holds of the contested fields, one mark per write that handed one over (the writes
+    between are not known: `partial`).
+    """
     record = new_record(settings, resolve)
     if record is None:
         return None
@@ -227,10 +241,12 @@ def _fight_record(
 def _note_evidence(
     finding: OpenFinding, state: ObjectState, write: Write, *, event: ObjectEvent, attribution: Attribution
 ) -> None:
-    """What each writer of the hot loop changes (`writer_fields`), for the summary and the hint: the fields the write
-    changed, each to the writer that owns it (all of them to the one writer there is); for a write that changed
-    nothing visible (a metadata-only watch), the fields its writer owns, once (the status as one `status`). And
-    whether the loop writes timestamps, and reports status."""
+    """Note what each writer of the hot loop changes (`writer_fields`), for the summary and the hint.
+
+    The fields the write changed, each to the writer that owns it (all of them to the one writer there is); at a
+    writer's first write that changed nothing visible (a metadata-only watch), the fields it owns (the status as one
+    `status`), whatever its visible writes named before. And whether the loop writes timestamps, and reports status.
+    """
     new: list[str] = []
     changed = write.changed
     for writer in write.writers:
@@ -240,7 +256,8 @@ def _note_evidence(
         if changed:
             owned = attribution.owned(state, event, writer) if len(write.writers) > 1 else None
             mine = [p for p in changed if owned is None or p in owned]
-        elif not fields:
+        elif writer not in finding.quiet_writers:
+            finding.quiet_writers.add(writer)
             owned = attribution.owned(state, event, writer) or frozenset()
             mine = sorted(
                 {p for p in owned if not _is_status(p)} | ({"status"} if any(map(_is_status, owned)) else _NONE)
@@ -268,8 +285,10 @@ def _is_status(path: str) -> bool:
 
 
 def _texts(event: ObjectEvent, changed: list[str]) -> list[str]:
-    """The string values a write wrote at these paths (labels and annotations straight from the event; other
-    sections from its object, decoded only then)."""
+    """Return the string values a write wrote at these paths.
+
+    Labels and annotations straight from the event; other sections from its object, decoded only then.
+    """
     texts = []
     sections: dict[str, dict[str, str]] = {}
     for path in changed:

@@ -1,5 +1,7 @@
-"""Per-object state: what the engine keeps about one object between two of its versions, and the records of the
-findings open on it. The attribution implementations and the rules read and update it; it imports neither.
+"""Per-object state, and the records of the findings open on each object.
+
+What the engine keeps about one object between two of its versions, and the records of the findings open on it. The
+attribution implementations and the rules read and update it; it imports neither.
 
 Slotted classes, since there are as many states as tracked objects (see docs/scaling.md for the bounds).
 """
@@ -16,8 +18,10 @@ from watcher.model import FindingType, ObjectRef, Writer
 
 
 class Rate:
-    """A rate of things on one object (a writer's writes, conflicts, no-op writes): exponentially decaying, with
-    the current streak (no gap longer than two time constants)."""
+    """A rate of things on one object: exponentially decaying, with the current streak.
+
+    The things are a writer's writes, conflicts, no-op writes; the streak has no gap longer than two time constants.
+    """
 
     __slots__ = ("last", "rate", "start", "start_seq", "start_version", "streak")
 
@@ -52,7 +56,7 @@ class WriterRate(Rate):
 
 
 def rate_of(rates: tuple[WriterRate, ...], writer: Writer) -> WriterRate | None:
-    """The rate of `writer` among an object's rates, if it has one."""
+    """Return the rate of `writer` among an object's rates, if it has one."""
     for rate in rates:
         if rate.writer == writer:
             return rate
@@ -75,6 +79,7 @@ class OpenFinding:
         "key",
         "last_seen",
         "owner",
+        "quiet_writers",
         "record",
         "ref",
         "refs",
@@ -99,6 +104,7 @@ class OpenFinding:
         self.fields: set[str] = set()
         self.writer_writes: dict[Writer, int] = {}
         self.writer_fields: dict[Writer, set[str]] = {}  # the fields each writer changed (`rules`, `findings.absorb`)
+        self.quiet_writers: set[Writer] = set()  # (hot loop) writers whose owned fields stand for their quiet writes
         self.by_ownership = False
         self.evidence = ""  # a fight of one field manager: what shows two writers behind it (`rules.FightRule`)
         self.timestamp_values = False
@@ -113,17 +119,21 @@ class OpenFinding:
 
 
 def finding_id(kind: FindingType, ref: ObjectRef, *, version: str, at: float) -> str:
-    """Type, object and the resourceVersion of the write that opened the finding: the same on every replica and
-    in every replay that saw that write (the receive time, used only when an object has no resourceVersion,
-    is not)."""
+    """Return a finding's id: type, object and the resourceVersion of the write that opened it.
+
+    The same on every replica and in every replay that saw that write (the receive time, used only when an object has no
+    resourceVersion, is not).
+    """
     opened_by = version or repr(at)
     return hashlib.blake2b(f"{kind}/{ref.uid}/{opened_by}".encode(), digest_size=8).hexdigest()
 
 
 class ObjectState:
-    """What detection keeps per object. An attribution implementation makes it (`Attribution.baseline`) and may
-    keep its own part of the object's state in a subclass (the Python reference does) or natively (the native
-    implementation, keyed by the object's key)."""
+    """What detection keeps per object.
+
+    An attribution implementation makes it (`Attribution.baseline`) and may keep its own part of the object's state in a
+    subclass (the Python reference does) or natively (the native implementation, keyed by the object's key).
+    """
 
     __slots__ = ("fight", "history", "hot", "last_write", "rates", "rules", "rv", "seq")
 

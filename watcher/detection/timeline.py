@@ -1,6 +1,7 @@
-"""A finding's record of writes to its object, kept while it is open, for the page and the report to draw
-(`model.Timeline`): the writers (lanes), and the writes one by one (marks), the recent ones, with the earlier ones
-folded into counts over time (bins).
+"""A finding's record of writes to its object, for the page and the report to draw.
+
+It is kept while the finding is open. The record (`model.Timeline`) holds the writers (lanes), and the writes one by one
+(marks), the recent ones, with the earlier ones folded into counts over time (bins).
 
 Bounded: at most `timeline.marks` marks, 8 bytes each in one `array` (time in microseconds, lane, kind: see
 `model.mark_word`); when a mark more would not fit, the oldest quarter is folded into counts per writer over the
@@ -36,7 +37,7 @@ def _rows(start: float, end: float, counts: _Counts) -> array[float]:
 
 
 def _merged_pairs(folds: array[float]) -> array[float]:
-    """The folds (runs of rows with one span) merged with their neighbour in pairs: half as many."""
+    """Merge the folds (runs of rows with one span) with their neighbour in pairs: half as many."""
     spans: list[tuple[float, float, _Counts]] = []
     for i in range(0, len(folds), _ROW):
         start, end, lane, writes, handovers, conflicts = folds[i : i + _ROW]
@@ -74,7 +75,10 @@ class Record:
         self.partial = False
 
     def lane(self, writer: Writer) -> int:
-        """The lane of a writer (a new one at the end; beyond `MAX_LANES` writers, the last lane is shared)."""
+        """Return the lane of a writer (a new one at the end).
+
+        Beyond `MAX_LANES` writers, the last lane is shared.
+        """
         lanes = self.lanes
         for index, known in enumerate(lanes):
             if known == writer:
@@ -84,16 +88,20 @@ class Record:
         return len(lanes) - 1
 
     def manager_lane(self, manager: str) -> int:
-        """The lane of a field manager, as API requests name a writer: the first lane of that manager, whatever its
-        operation and subresource, else a new one."""
+        """Return the lane of a field manager, as API requests name a writer.
+
+        The first lane of that manager, whatever its operation and subresource, else a new one.
+        """
         for index, known in enumerate(self.lanes):
             if known.manager == manager:
                 return index
         return self.lane(Writer(manager))
 
     def add(self, at: float, lane: int, kind: int) -> None:
-        """Record one write (in time order: a late one, e.g. a conflict from an audit batch, goes where its time
-        says); fold the oldest quarter when full."""
+        """Record one write; fold the oldest quarter when full.
+
+        Writes come in time order: a late one, e.g. a conflict from an audit batch, goes where its time says.
+        """
         word = mark_word(at, lane, kind)
         words = self.words
         if not words or word >= words[-1]:
@@ -109,7 +117,10 @@ class Record:
             self._keep(_rows(start, end, {lane: [writes, handovers, conflicts]}))
 
     def timeline(self, flip_period: float | None = None) -> Timeline:
-        """The snapshot sinks draw; `flip_period`: a fight's, which sets how long it must be quiet to resolve."""
+        """Return the snapshot sinks draw.
+
+        `flip_period`: a fight's, which sets how long it must be quiet to resolve.
+        """
         folds = self.folds
         bins = tuple(
             Bin(folds[i], folds[i + 1], int(folds[i + 2]), int(folds[i + 3]), int(folds[i + 4]), int(folds[i + 5]))
@@ -140,13 +151,16 @@ class Record:
 
 
 def new_record(settings: TimelineSettings, resolve: ResolveSettings) -> Record | None:
-    """A record for a finding just opened, or None when timelines are off (`timeline.marks: 0`)."""
+    """Make a record for a finding just opened, or None when timelines are off (`timeline.marks: 0`)."""
     return Record(settings, resolve) if settings.marks else None
 
 
 def keep_resolved(resolved: deque[Finding], finding: Finding, keep: int) -> None:
-    """Add a resolved finding to the engine's `resolved`; the one that falls out of the `keep` most recent there
-    gives up its timeline (`timeline.resolved`: what a page shows of past findings is their numbers)."""
+    """Add a resolved finding to the engine's `resolved`.
+
+    The one that falls out of the `keep` most recent there gives up its timeline (`timeline.resolved`: what a page shows
+    of past findings is their numbers).
+    """
     resolved.append(finding)
     index = len(resolved) - keep - 1
     if index >= 0 and (old := resolved[index]).timeline is not None:
@@ -154,8 +168,10 @@ def keep_resolved(resolved: deque[Finding], finding: Finding, keep: int) -> None
 
 
 def quiet_period(resolve: ResolveSettings, flip_period: float | None) -> float:
-    """How long a finding must go without a write to resolve: `resolve.after`, or for a fight `flip_periods` of its
-    flip period when that is longer."""
+    """Return how long a finding must go without a write to resolve.
+
+    `resolve.after`, or for a fight `flip_periods` of its flip period when that is longer.
+    """
     return max(resolve.after, resolve.flip_periods * flip_period) if flip_period else resolve.after
 
 

@@ -39,8 +39,9 @@ _STATUS: Final = "status"
 
 @mypyc_attr(native_class=False)  # a subclass of a built-in type: a plain Python class, also when compiled
 class LeafTable(Words):
-    """Leaf hashes as an object keeps them: 4 bytes a leaf in one array of 32-bit words, with the paths shared by
-    every object of one shape (a subclass, not a wrapper: one object per table, not two).
+    """Leaf hashes as an object keeps them: 4 bytes a leaf in one array of 32-bit words.
+
+    The paths are shared by every object of one shape (a subclass, not a wrapper: one object per table, not two).
 
     `positions` maps each path to its place in the array; objects with the same leaves share one `positions`.
     Made by `of` (mypyc compiles no `__new__` for a subclass of a built-in type).
@@ -65,8 +66,10 @@ class LeafTable(Words):
 
 @mypyc_attr(native_class=False)
 class BodyTable(LeafTable):
-    """The table of an object's body, with the digest it was made from (`body_digest`): the next version's digest
-    tells whether the body changed at all."""
+    """The table of an object's body, with the digest it was made from (`body_digest`).
+
+    The next version's digest tells whether the body changed at all.
+    """
 
     __slots__ = ("digest",)
     digest: int
@@ -96,8 +99,11 @@ def body_table(leaves: LeafHashes, digest: int) -> BodyTable:
 
 
 class TableCache:
-    """Tables by the digest of what they were made from: objects of one template, and values that flip back
-    and forth, find their table made already, and share it (tables are never mutated)."""
+    """Tables by the digest of what they were made from.
+
+    Objects of one template, and values that flip back and forth, find their table made already, and share it (tables
+    are never mutated).
+    """
 
     def __init__(self, max_entries: int = 4096) -> None:
         self._max = max_entries
@@ -114,7 +120,10 @@ class TableCache:
         return found
 
     def status(self, obj: JSONObject) -> BodyTable:
-        """The table of the object's status (`NO_BODY` without one), with the digest it was made from."""
+        """Return the table of the object's status (`NO_BODY` without one).
+
+        It comes with the digest it was made from.
+        """
         status = obj.get(_STATUS)
         if status is None:
             return NO_BODY
@@ -134,9 +143,11 @@ _NOTHING: Final[JSONObject] = {}
 
 
 def meta_table(meta: JSONObject, old: LeafTable = NO_LEAVES) -> LeafTable:
-    """Labels and annotations as a table: the key tuples find the shared path index, and the value hashes are
-    packed straight from the maps. `old` itself when nothing changed (most writes leave them as they were: no
-    table is made)."""
+    """Return labels and annotations as a table.
+
+    The key tuples find the shared path index, and the value hashes are packed straight from the maps. `old` itself when
+    nothing changed (most writes leave them as they were: no table is made).
+    """
     labels = meta.get("labels") or _NOTHING
     annotations = meta.get("annotations") or _NOTHING
     if not labels and not annotations:
@@ -189,7 +200,7 @@ def changed_leaves(old: LeafTable, new: LeafTable) -> list[str]:
 
 
 def body_digest(obj: JSONObject) -> int:
-    """A 64-bit digest of the body sections (`hashing.digest`); 0 for metadata-only objects."""
+    """Return a 64-bit digest of the body sections (`hashing.digest`); 0 for metadata-only objects."""
     body = [(k, v) for k, v in obj.items() if k not in _NOT_BODY]
     return (hashing.digest(orjson.dumps(body)) or 1) if body else 0
 
@@ -242,7 +253,7 @@ def _flatten_list(items: list[Any], prefix: str, out: LeafHashes) -> None:
 
 
 def _list_key(items: list[Any]) -> str | None:
-    """The merge key of a list of objects (`name`, `type`) when every item has a distinct one."""
+    """Return the merge key of a list of objects (`name`, `type`) when every item has a distinct one."""
     if not items or not all(type(i) is dict for i in items):
         return None
     for key in _LIST_KEYS:
@@ -253,8 +264,11 @@ def _list_key(items: list[Any]) -> str | None:
 
 
 def leaf_texts(obj: JSONObject, section: str) -> dict[str, str]:
-    """The string values of the leaves of one top-level section of an object (`spec`, `status`, ...), named as
-    the tables name them: for hints that look at what a write wrote (e.g. a timestamp). Not on the hot path."""
+    """Return the string values of the leaves of one top-level section of an object.
+
+    The section is `spec`, `status`, ...; the leaves are named as the tables name them: for hints that look at what a
+    write wrote (e.g. a timestamp). Not on the hot path.
+    """
     out: dict[str, str] = {}
     value = obj.get(section)
     if value is not None:

@@ -1,5 +1,6 @@
-"""Incidents (or findings) as alerts in Alertmanager (API v2, `POST /api/v2/alerts`), for routing, silencing and
-paging.
+"""Incidents (or findings) as alerts in Alertmanager, for routing, silencing and paging.
+
+Alerts go to Alertmanager's API v2, `POST /api/v2/alerts`.
 
 Per incident (`delivery.per`, the default), one alert per incident: labelled by its type and id (stable while it
 grows and shrinks, so routing and silences hold), with its object count, namespaces, kinds and a few example
@@ -47,8 +48,10 @@ def alert(
     generator_url: str | None = None,
     page: str | None = None,
 ) -> dict[str, Any]:
-    """The Alertmanager API v2 `postableAlert` of a finding; `page`: the watcher's address as users reach it, for a
-    `page_url` annotation linking to the finding's timeline."""
+    """Return the Alertmanager API v2 `postableAlert` of a finding.
+
+    `page`: the watcher's address as users reach it, for a `page_url` annotation linking to the finding's timeline.
+    """
     ref = finding.object
     labels = {
         "alertname": ALERT_NAMES[finding.type],
@@ -90,9 +93,11 @@ def incident_alert(
     page: str | None = None,
     shard: int | None = None,
 ) -> dict[str, Any]:
-    """The Alertmanager API v2 `postableAlert` of an incident (see the module docstring); `shard`: labelled when
-    sharded, as each shard's leader tells its part of an incident (one alert under one label set would take the
-    annotations of whichever shard posted last, and end when any one shard's part ends)."""
+    """Return the Alertmanager API v2 `postableAlert` of an incident (see the module docstring).
+
+    `shard`: labelled when sharded, as each shard's leader tells its part of an incident (one alert under one label set
+    would take the annotations of whichever shard posted last, and end when any one shard's part ends).
+    """
     labels = {
         "alertname": ALERT_NAMES[incident.type],
         "severity": SEVERITY,
@@ -177,9 +182,11 @@ class AlertmanagerSink:
         return True
 
     def restart(self) -> None:
-        """Forget the active set: a new leader's catch-up tells every active incident (or finding) again
-        (Alertmanager merges alerts with the same labels, so re-sending what the previous leader sent is the normal
-        re-send)."""
+        """Forget the active set.
+
+        A new leader's catch-up tells every active incident (or finding) again: Alertmanager merges alerts with the same
+        labels, so re-sending what the previous leader sent is the normal re-send.
+        """
         self._active.clear()
 
     async def send(self, changes: Sequence[Change]) -> None:

@@ -34,7 +34,10 @@ class Column:
 
 
 def lay_out(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int | None) -> list[str]:
-    """The header and the rows, aligned; with a `width`, no line longer than it (None: every cell whole)."""
+    """Lay out the header and the rows, aligned.
+
+    With a `width`, no line longer than it (None: every cell whole).
+    """
     table: list[list[tuple[str, ...]]] = [[(c.header,) for c in columns]]
     table += [[(cell,) if isinstance(cell, str) else cell for cell in row] for row in rows]
     natural = [max(len(row[i][0]) for row in table) for i in range(len(columns))]
@@ -55,8 +58,10 @@ def lay_out(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: in
 
 
 def _form(table: list[list[tuple[str, ...]]], column: int, size: int) -> int:
-    """Which form a column shows: the first that fits in every row, else the shortest (then cut); one for the
-    whole column, so that its cells read alike."""
+    """Choose the form a column shows: the first that fits in every row, else the shortest.
+
+    The shortest is then cut. One form for the whole column, so that its cells read alike.
+    """
     count = max(len(row[column]) for row in table)
     return next((k for k in range(count) if all(len(_pick(row[column], k)) <= size for row in table)), count - 1)
 
@@ -70,7 +75,10 @@ def _narrowest(column: Column, natural: int) -> int:
 
 
 def _kept(columns: Sequence[Column], natural: list[int], width: int) -> list[int]:
-    """The columns shown: all, less the droppable ones (in their order) while even the narrowest layout is too wide."""
+    """Return the columns shown.
+
+    All, less the droppable ones (in their order) while even the narrowest layout is too wide.
+    """
     kept = list(range(len(columns)))
     for i in sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: columns[i].drop):
         need = sum(_narrowest(columns[k], natural[k]) for k in kept) + len(GAP) * (len(kept) - 1)
@@ -81,10 +89,12 @@ def _kept(columns: Sequence[Column], natural: list[int], width: int) -> list[int
 
 
 def _sizes(columns: Sequence[Column], natural: list[int], kept: list[int], width: int) -> dict[int, int]:
-    """Each kept column's width: whole columns their text's, cut ones at least their narrowest, and the room left
-    shared equally among the cut ones that want more (a column that wants less than its share leaves the rest to
-    the others; the first in order gets the odd characters). Without room for the narrowest, the cut columns shrink
-    in proportion, down to their headers."""
+    """Return each kept column's width.
+
+    Whole columns their text's, cut ones at least their narrowest, and the room left shared equally among the cut ones
+    that want more (a column that wants less than its share leaves the rest to the others; the first in order gets the
+    odd characters). Without room for the narrowest, the cut columns shrink in proportion, down to their headers.
+    """
     sizes = {i: _narrowest(columns[i], natural[i]) for i in kept}
     room = width - sum(sizes.values()) - len(GAP) * (len(kept) - 1)
     if room < 0:

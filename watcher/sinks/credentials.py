@@ -19,7 +19,7 @@ class CredentialError(ValueError):
 
 
 def read_secret(secret: Secret, *, key: str) -> str:
-    """The value of `secret`, stripped; `key` is the config key it came from (for errors)."""
+    """Return the value of `secret`, stripped; `key` is the config key it came from (for errors)."""
     if secret.file is not None:
         try:
             value = secret.file.read_text(encoding="utf-8").strip()
@@ -36,7 +36,10 @@ def read_secret(secret: Secret, *, key: str) -> str:
 
 
 def read_headers(secret: Secret | None, *, key: str) -> dict[str, str]:
-    """A YAML (or JSON) mapping of HTTP header names to values, e.g. `Authorization: Bearer ...`."""
+    """Read a YAML (or JSON) mapping of HTTP header names to values.
+
+    E.g. `Authorization: Bearer ...`.
+    """
     if secret is None:
         return {}
     text = read_secret(secret, key=key)

@@ -73,8 +73,10 @@ class Sink(Protocol):
 
     @property
     def every_finding(self) -> bool:
-        """Whether it takes the findings that follow from another too (Events: one per object, each naming its
-        cause), not only root causes."""
+        """Whether it takes the findings that follow from another too, not only root causes.
+
+        Events do: one per object, each naming its cause.
+        """
         ...
 
     @property
@@ -87,8 +89,11 @@ class Sink(Protocol):
         ...
 
     def restart(self) -> None:
-        """Forget what was delivered so far: delivery resumes after a leadership change, and the catch-up that
-        follows tells the current findings again (`FindingChange.catch_up`)."""
+        """Forget what was delivered so far.
+
+        Delivery resumes after a leadership change, and the catch-up that follows tells the current findings again
+        (`FindingChange.catch_up`).
+        """
         ...
 
     async def send(self, changes: Sequence[Change]) -> None:
@@ -144,8 +149,11 @@ class Delivery:
                 lane.task = asyncio.create_task(self._run(lane), name=f"delivery {lane.sink.name}")
 
     def pause(self) -> None:
-        """Stop delivering at once: every sink's task is cancelled (an attempt in flight is abandoned) and what is
-        queued is dropped (counted as `lost_leadership`); `submit` ignores changes until `resume`."""
+        """Stop delivering at once.
+
+        Every sink's task is cancelled (an attempt in flight is abandoned) and what is queued is dropped (counted as
+        `lost_leadership`); `submit` ignores changes until `resume`.
+        """
         self.paused = True
         for lane in self._lanes:
             if lane.task is not None:
@@ -170,8 +178,10 @@ class Delivery:
         self.submit(catch_up)
 
     def submit(self, changes: Sequence[FindingChange]) -> None:
-        """Queue `changes` (and the incident changes they make) for every sink that wants them; never waits. Full
-        queues drop their oldest."""
+        """Queue `changes` for every sink that wants them; never wait.
+
+        The incident changes they make are queued too. Full queues drop their oldest.
+        """
         if self.paused or not changes:
             return
         told = self._root_causes(changes)
@@ -193,8 +203,10 @@ class Delivery:
                 lane.wake.set()
 
     def _root_causes(self, changes: Sequence[FindingChange]) -> list[FindingChange]:
-        """The changes to deliver: not those of a finding that follows from another (a cascade), unless it was
-        delivered before it was found to."""
+        """Return the changes to deliver.
+
+        Not those of a finding that follows from another (a cascade), unless it was delivered before it was found to.
+        """
         told = []
         for change in changes:
             finding_id = change.finding.id
@@ -208,7 +220,7 @@ class Delivery:
         return told
 
     def pending(self, sink: str) -> int:
-        """Changes queued or being sent for the sink named `sink`."""
+        """Count the changes queued or being sent for the sink named `sink`."""
         return next(lane for lane in self._lanes if lane.sink.name == sink).pending()
 
     async def stop(self, *, drain: float = 5.0) -> None:
@@ -295,7 +307,10 @@ class Delivery:
 
 
 def _describe(exc: BaseException) -> str:
-    """What went wrong, safe to log: DeliveryError messages are written for that; others give their type."""
+    """Describe what went wrong, safe to log.
+
+    DeliveryError messages are written for that; others give their type.
+    """
     if isinstance(exc, DeliveryError):
         return str(exc)
     if isinstance(exc, TimeoutError):

@@ -62,18 +62,23 @@ def event_name(finding: Finding, *, resolved: bool = False) -> str:
 
 
 def event_namespace(finding: Finding, api: str) -> str:
-    """The namespace of the object; for a cluster-scoped object `kube-system` with events.k8s.io/v1 (servers
+    """Return the namespace of the Event about the finding's object.
+
+    The namespace of the object; for a cluster-scoped object `kube-system` with events.k8s.io/v1 (servers
     before 1.22 accept no other namespace for such an Event with an eventTime), `default` with core v1 Events
-    (which accept no other)."""
+    (which accept no other).
+    """
     if finding.object.namespace:
         return finding.object.namespace
     return "kube-system" if api == EVENTS_V1 else "default"
 
 
 def note(finding: Finding, page: str | None = None, incident: Incident | None = None) -> str:
-    """The message: what happens (writers, fields, rate), the incident it is part of (when that spans other objects
-    too), where its timeline is (`page`, the watcher's page for the finding, where its address is configured) and
-    how to stop it, within the 1 KiB limit."""
+    """Write the message, within the 1 KiB limit.
+
+    What happens (writers, fields, rate), the incident it is part of (when that spans other objects too), where its
+    timeline is (`page`, the watcher's page for the finding, where its address is configured) and how to stop it.
+    """
     writers = ", ".join(f"{c.writer.display()} x{c.writes}" for c in finding.writers)
     rate = f"{finding.writes_per_minute:g} {_RATE_UNITS.get(finding.type, 'writes')}/min"
     if finding.conflicts:
@@ -116,8 +121,11 @@ class KubeEventsSink:
         incident_of: Callable[[Finding], Incident | None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`page`: the watcher's address as users reach it (`serve.external_url`): messages link there.
-        `incident_of`: the incident of a finding when it has other findings too (messages name it)."""
+        """Make the Events sink.
+
+        `page`: the watcher's address as users reach it (`serve.external_url`): messages link there.
+        `incident_of`: the incident of a finding when it has other findings too (messages name it).
+        """
         self.settings = settings or EventsSettings()
         self._page = page
         self._incident_of = incident_of
@@ -132,8 +140,10 @@ class KubeEventsSink:
         return note(finding, finding_page(self._page, finding), incident)
 
     def wants(self, change: Change) -> bool:
-        """Every change of a finding on an object known by kind (an Event must name its object's kind: a finding
-        over requests knows it once the watch has seen the object)."""
+        """Take every change of a finding on an object known by kind.
+
+        An Event must name its object's kind: a finding over requests knows it once the watch has seen the object.
+        """
         return isinstance(change, FindingChange) and bool(change.finding.object.kind)
 
     def restart(self) -> None:
@@ -144,7 +154,10 @@ class KubeEventsSink:
         return None
 
     async def api(self) -> str:
-        """The Events API in use: events.k8s.io/v1 when the server serves it (found once), else v1."""
+        """Return the Events API in use (found once).
+
+        events.k8s.io/v1 when the server serves it, else v1.
+        """
         if self._api is None:
             status, _ = await self._call("GET", "/apis/events.k8s.io/v1")
             if status == 200:
@@ -167,8 +180,11 @@ class KubeEventsSink:
                 await self._occurred(change.finding)
 
     async def _ensure(self, finding: Finding) -> None:
-        """A new leader's catch-up: create the finding's Event if the previous leader had not, else only read its
-        count, so the series goes on from there (no extra occurrence, no second Event)."""
+        """Take up the finding's Event in a new leader's catch-up.
+
+        Create the finding's Event if the previous leader had not, else only read its count, so the series goes on from
+        there (no extra occurrence, no second Event).
+        """
         if finding.id in self._counts:
             return
         api = await self.api()
@@ -178,8 +194,11 @@ class KubeEventsSink:
     async def _create_or_read(
         self, api: str, finding: Finding, name: str, namespace: str, now: float
     ) -> tuple[int, bool]:
-        """Create the finding's Event; when it is there already (a retry whose answer was lost, a restarted
-        watcher, an earlier leader), read how often it occurred instead. Returns (occurrences, created)."""
+        """Create the finding's Event, or read how often it occurred when it is there already.
+
+        It may be there already after a retry whose answer was lost, a restarted watcher, an earlier leader. Returns
+        (occurrences, created).
+        """
         status, body = await self._call("POST", _collection(api, namespace), self._new(api, finding, name, now))
         if status < 300:
             return 1, True
@@ -284,8 +303,10 @@ def _collection(api: str, namespace: str) -> str:
 
 
 def _series(api: str, count: int, now: float, message: str) -> JSONObject:
-    """A core v1 merge patch that counts one more occurrence (a series for an events.k8s.io/v1 Event, which core v1
-    serves as the same object) and brings the message up to date."""
+    """Make a core v1 merge patch that counts one more occurrence and brings the message up to date.
+
+    For an events.k8s.io/v1 Event, a series, which core v1 serves as the same object.
+    """
     if api == EVENTS_V1:
         return {"series": {"count": count, "lastObservedTime": _micro_time(now)}, "message": message}
     return {"count": count, "lastTimestamp": _time(now), "message": message}

@@ -1,5 +1,7 @@
-"""The HTTP client side shared by the Alertmanager and webhook sinks: one aiohttp session per sink, TLS set up
-once from the config (verification on unless turned off), and answers turned into loggable DeliveryErrors.
+"""The HTTP client side shared by the Alertmanager and webhook sinks.
+
+One aiohttp session per sink, TLS set up once from the config (verification on unless turned off), and answers turned
+into loggable DeliveryErrors.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from watcher.sinks.delivery import DeliveryError
 
 
 def ssl_context(*, ca_file: Path | None, verify: bool) -> ssl.SSLContext | bool:
-    """What aiohttp's `ssl=` takes: a context trusting `ca_file` (or the system CAs), or False (no checks)."""
+    """Return what aiohttp's `ssl=` takes.
+
+    A context trusting `ca_file` (or the system CAs), or False (no checks).
+    """
     if not verify:
         return False
     return ssl.create_default_context(cafile=str(ca_file) if ca_file else None)

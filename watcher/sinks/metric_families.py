@@ -145,8 +145,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "fightwatch_events",
         "counter",
-        "Events of a watched resource handed to detection, by type (list items count as ADDED, objects gone "
-        "while no watch was open as DELETED).",
+        "Events of a watched resource handed to detection, by type (the objects read at a watch's start, listed or "
+        "streamed, count as ADDED; objects gone while no watch was open as DELETED).",
         (*RESOURCE_LABELS, "type"),
     ),
     Family(
@@ -178,7 +178,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "fightwatch_watch_lists",
         "counter",
-        "Lists of a resource completed (the first, and again after 410 Gone or a failed list).",
+        "Reads of a resource's current objects completed, listed or streamed as a watch's start (the first, and "
+        "again after 410 Gone or a failed read).",
         RESOURCE_LABELS,
         collected=True,
     ),

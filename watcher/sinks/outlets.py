@@ -29,10 +29,13 @@ def build_sinks(
     incident_of: Callable[[Finding], Incident | None] | None = None,
     shard: int | None = None,
 ) -> list[Sink]:
-    """Every configured sink; raises CredentialError or ValueError (naming the config key) at start-up. `page`: the
-    watcher's address as users reach it (`serve.external_url`), which messages link to; `incident_of`: a finding's
-    incident when it spans other objects too, which Events name; `shard`: this process's shard, when sharded
-    (Alertmanager labels its incident alerts with it: each shard tells its own part)."""
+    """Build every configured sink.
+
+    Raises CredentialError or ValueError (naming the config key) at start-up. `page`: the watcher's address as users
+    reach it (`serve.external_url`), which messages link to; `incident_of`: a finding's incident when it spans other
+    objects too, which Events name; `shard`: this process's shard, when sharded (Alertmanager labels its incident alerts
+    with it: each shard tells its own part).
+    """
     sinks: list[Sink] = []
     if settings.events.enabled and api_client is not None:
         sinks.append(KubeEventsSink(api_client, settings.events, page=page, incident_of=incident_of))

@@ -1,5 +1,7 @@
-"""The findings drawn for people, in HTML: the self-contained report file (`replay --html`) and the watcher's live
-page (`sinks.http` serves it). One rendering for both, so a report attached to a ticket shows what the page showed.
+"""The findings drawn for people, in HTML: the report file and the live page.
+
+The self-contained report file (`replay --html`) and the watcher's live page (`sinks.http` serves it). One rendering for
+both, so a report attached to a ticket shows what the page showed.
 
 Every string in a finding comes from the cluster (object names, field managers, users) and is escaped: the
 templates autoescape and never mark data safe. The page keeps to itself under a Content-Security-Policy that
@@ -46,9 +48,11 @@ class Summary:
 
 @dataclass(frozen=True, slots=True)
 class LivePage:
-    """The live page's behaviour: it fetches `fragment_url` (relative) with the bearer token it was given and
-    shows it, every `refresh_seconds`; `signed_in`: the request that got the page was authenticated already (the
-    findings came inline)."""
+    """The live page's behaviour.
+
+    It fetches `fragment_url` (relative) with the bearer token it was given and shows it, every `refresh_seconds`;
+    `signed_in`: the request that got the page was authenticated already (the findings came inline).
+    """
 
     fragment_url: str
     refresh_seconds: float = 30.0
@@ -68,7 +72,10 @@ class _Card:
 
 @cache
 def _templates() -> Environment:
-    """The page's templates, loaded on the first page rendered (Jinja2 costs 9 MiB where no page is served)."""
+    """Load the page's templates, on the first page rendered.
+
+    Jinja2 costs 9 MiB where no page is served.
+    """
     from jinja2 import Environment, PackageLoader, StrictUndefined  # noqa: PLC0415
 
     templates = Environment(
@@ -88,9 +95,11 @@ def _templates() -> Environment:
 
 
 def render_findings(findings: Sequence[Finding], *, now: float, summary: Summary | None = None) -> str:
-    """The findings part (an HTML fragment, no script): what was analysed (given a summary), the incidents of
-    several findings (`detection.incidents`), then one card per finding, most severe first
-    (`report.severity_order`: active ones first), each with its timeline and its incident."""
+    """Render the findings part (an HTML fragment, no script).
+
+    What was analysed (given a summary), the incidents of several findings (`detection.incidents`), then one card per
+    finding, most severe first (`report.severity_order`: active ones first), each with its timeline and its incident.
+    """
     ordered = severity_order(findings)
     shared = [i for i in group(ordered) if len(i.members) > 1]
     incident_of = {finding_id: i for i in shared for finding_id in i.members}
@@ -110,9 +119,12 @@ def render_findings(findings: Sequence[Finding], *, now: float, summary: Summary
 def render_page(
     fragment: str | None, *, title: str, nonce: str, live: LivePage | None = None, meta_policy: bool = False
 ) -> str:
-    """The whole document: one nonce'd style and one nonce'd script (filters; and given `live`, sign-in and
-    polling), the filter bar, and `fragment` in <main id="findings"> (None: empty, to be fetched).
-    `meta_policy`: state the Content-Security-Policy in the document too (a file has no headers)."""
+    """Render the whole document.
+
+    One nonce'd style and one nonce'd script (filters; and given `live`, sign-in and polling), the filter bar, and
+    `fragment` in <main id="findings"> (None: empty, to be fetched). `meta_policy`: state the Content-Security-Policy in
+    the document too (a file has no headers).
+    """
     policy = content_security_policy(nonce, live=live is not None, meta=True) if meta_policy else None
     return (
         _templates()
@@ -132,7 +144,10 @@ def write_report(path: Path, findings: Sequence[Finding], *, summary: Summary, n
 
 
 def report(findings: Sequence[Finding], *, summary: Summary, now: float) -> str:
-    """The self-contained report file: nothing in it is fetched, and its policy lets nothing leave it."""
+    """Render the self-contained report file.
+
+    Nothing in it is fetched, and its policy lets nothing leave it.
+    """
     names = ", ".join(summary.sources) or "standard input"
     return render_page(
         render_findings(findings, now=now, summary=summary),
@@ -143,8 +158,11 @@ def report(findings: Sequence[Finding], *, summary: Summary, now: float) -> str:
 
 
 def content_security_policy(nonce: str, *, live: bool, meta: bool = False) -> str:
-    """The page's policy: its own nonce'd style and script, images only as data; the live page may fetch from its
-    own origin. (`meta`: the directives a <meta> element may state; frame-ancestors only works as a header.)"""
+    """Return the page's policy.
+
+    Its own nonce'd style and script, images only as data; the live page may fetch from its own origin. `meta`: the
+    directives a <meta> element may state; frame-ancestors only works as a header.
+    """
     directives = [
         "default-src 'none'",
         f"style-src 'nonce-{nonce}'",

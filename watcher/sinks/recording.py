@@ -40,8 +40,11 @@ class Recording:
         self._open()
 
     def write(self, event: ObjectEvent, *, secret: bool = False) -> None:
-        """Append an event. A Secret's last-applied-configuration annotation (its data) is recorded as a digest
-        only (its changes stay visible to a replay)."""
+        """Append an event.
+
+        A Secret's last-applied-configuration annotation (its data) is recorded as a digest only (its changes stay
+        visible to a replay).
+        """
         if self._file is None:
             return
         line = None if secret else spliced(event)
@@ -111,11 +114,14 @@ _PLAIN: Final = re.compile(r"[A-Za-z0-9./-]+")
 
 
 def spliced(event: ObjectEvent) -> bytes | None:
-    """The recorded line of an event made from the text the API server sent: its object's type meta as the decoder
-    named it (`PartialObjectMetadata` of a metadata-only watch becomes the object's own kind) and `observedAt`
-    added, the rest byte for byte. The same JSON as `encode` makes of the decoded object, without decoding it and
-    encoding it again (a fifth of the live watcher's CPU per event when recording). None: the text is not shaped
-    as a watch event of the API server's (`{"type":...,"object":{"kind":...,"apiVersion":...,...}}`)."""
+    """Return the recorded line of an event made from the text the API server sent.
+
+    Its object's type meta as the decoder named it (`PartialObjectMetadata` of a metadata-only watch becomes the
+    object's own kind) and `observedAt` added, the rest byte for byte. The same JSON as `encode` makes of the decoded
+    object, without decoding it and encoding it again (a fifth of the live watcher's CPU per event when recording).
+    None: the text is not shaped as a watch event of the API server's
+    (`{"type":...,"object":{"kind":...,"apiVersion":...,...}}`).
+    """
     data, kind, api_version = event.data, event.kind, event.api_version
     head = b'{"type":"' + event.type.encode() + b'","object":{'
     if (
@@ -137,7 +143,7 @@ def spliced(event: ObjectEvent) -> bytes | None:
 
 
 def _redacted(obj: JSONObject) -> JSONObject:
-    """A copy of a Secret's object without its data in the last-applied-configuration annotation."""
+    """Return a copy of a Secret's object without its data in the last-applied-configuration annotation."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj

@@ -1,5 +1,6 @@
-"""Findings for people (a table, fitted to the terminal) and for programs (one JSON object per line, or the same
-objects as a YAML stream: a stable interface).
+"""Findings for people (a table, fitted to the terminal) and for programs (JSON or YAML).
+
+For programs, one JSON object per line, or the same objects as a YAML stream: a stable interface.
 
 The JSON form is shared with the live watcher's `/api/v1/findings`; its fields are documented in docs/output.md.
 """
@@ -29,8 +30,11 @@ def severity_order(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def finding_json(finding: Finding, incident: str | None = None) -> dict[str, Any]:
-    """`incident`: the id of the incident it is shown in (`incidents.assign`: a consequence's is its root
-    cause's); by default its own pattern's."""
+    """Return a finding's JSON object.
+
+    `incident`: the id of the incident it is shown in (`incidents.assign`: a consequence's is its root
+    cause's); by default its own pattern's.
+    """
     ref = finding.object
     return {
         "id": finding.id,
@@ -119,13 +123,15 @@ def _writer_json(count: WriterCount) -> dict[str, Any]:
 
 
 def finding_page(base: str | None, finding: Finding) -> str | None:
-    """Where a finding's card (with its timeline) is on the watcher's page, given the page's address as users reach
-    it (`serve.external_url`); None without one."""
+    """Return where a finding's card (with its timeline) is on the watcher's page.
+
+    Given the page's address as users reach it (`serve.external_url`); None without one.
+    """
     return f"{base.rstrip('/')}/findings#finding-{finding.id}" if base else None
 
 
 def examples(incident: Incident) -> str:
-    """A few of an incident's objects by name, and how many more: "Deployment.apps a/web, ... and 37 more"."""
+    """Name a few of an incident's objects, and how many more: "Deployment.apps a/web, ... and 37 more"."""
     more = incident.objects - len(incident.examples)
     return ", ".join(ref.display() for ref in incident.examples) + (f" and {more} more" if more > 0 else "")
 
@@ -152,7 +158,10 @@ def _documents(findings: Iterable[Finding], *, incidents: bool) -> Iterator[dict
 
 
 def write_yaml(findings: Iterable[Finding], out: IO[str], *, incidents: bool = False) -> None:
-    """The objects of `write_json`, in its order, as a YAML stream: one document (`---`) per finding or incident."""
+    """Write the objects of `write_json`, in its order, as a YAML stream.
+
+    One document (`---`) per finding or incident.
+    """
     documents = _documents(findings, incidents=incidents)
     yaml.dump_all(documents, out, Dumper=_YAML_DUMPER, explicit_start=True, sort_keys=False, allow_unicode=True)
 
@@ -165,8 +174,10 @@ REQUEST_TYPES: Final = (FindingType.CONFLICT_STORM, FindingType.APPLY_CONFLICT, 
 
 
 def counted(findings: Iterable[Finding], *, watch: bool, requests: bool) -> str:
-    """The totals' first line: `2 fights, 0 hot loops (1 active).`, by every type the analysis could find (the
-    watch's, the audit requests')."""
+    """Return the totals' first line, by every type the analysis could find.
+
+    E.g. `2 fights, 0 hot loops (1 active).`; the types are the watch's and the audit requests'.
+    """
     findings = list(findings)
     counts = Counter(f.type for f in findings)
     kinds = [*(WATCH_TYPES if watch else ()), *(REQUEST_TYPES if requests else ())]
@@ -175,7 +186,10 @@ def counted(findings: Iterable[Finding], *, watch: bool, requests: bool) -> str:
 
 
 def write_findings(findings: list[Finding], output: str, *, incidents: bool = False, totals: str, empty: str) -> None:
-    """The findings on standard output as `-o` asks: `table` (cut to the terminal), `wide`, `json`, `yaml`."""
+    """Write the findings on standard output as `-o` asks.
+
+    `table` (cut to the terminal), `wide`, `json`, `yaml`.
+    """
     if output == "json":
         write_json(findings, sys.stdout.buffer, incidents=incidents)
     elif output == "yaml":
@@ -187,9 +201,12 @@ def write_findings(findings: list[Finding], output: str, *, incidents: bool = Fa
 
 
 def table_width(stream: IO[str], *, wide: bool = False) -> int | None:
-    """The width to cut the table to: `$COLUMNS` when set (as `ls`, `ps` and Python's shutil honour it), else the
-    terminal's when `stream` is one; None (every cell whole) for `-o wide` and when the output is piped or
-    redirected, so that grep and files get the whole text (kubectl never cuts its tables)."""
+    """Return the width to cut the table to.
+
+    `$COLUMNS` when set (as `ls`, `ps` and Python's shutil honour it), else the terminal's when `stream` is one; None
+    (every cell whole) for `-o wide` and when the output is piped or redirected, so that grep and files get the whole
+    text (kubectl never cuts its tables).
+    """
     if wide:
         return None
     columns = os.environ.get("COLUMNS", "")
@@ -209,8 +226,11 @@ def write_table(
     empty: str = "No controller fights or hot loops found.",
     width: int | None = None,
 ) -> None:
-    """The findings as a table, then each one's summary and hint, then the `totals`. `width` (`table_width`): no
-    line is longer; None: the table's cells whole, the text wrapped at the terminal's width (else 160)."""
+    """Write the findings as a table, then each one's summary and hint, then the `totals`.
+
+    `width` (`table_width`): no line is longer; None: the table's cells whole, the text wrapped at the terminal's width
+    (else 160).
+    """
     findings = list(findings)
     incidents = group(findings)
     ordered, incident_of = _by_incident(incidents, findings)
@@ -252,8 +272,11 @@ _COLUMNS: Final = (
 
 
 def _rows(ordered: list[Finding], incident_of: dict[str, int] | None) -> list[list[Cell]]:
-    """The table's cells, whole, with shorter forms for a narrow terminal: the object without its API group, the
-    writers by manager only; an INCIDENT column only where some incident has several findings."""
+    """Return the table's cells, whole, with shorter forms for a narrow terminal.
+
+    The shorter forms: the object without its API group, the writers by manager only. An INCIDENT column only where some
+    incident has several findings.
+    """
     rows: list[list[Cell]] = []
     for number, f in enumerate(ordered, 1):
         rows.append(
@@ -277,8 +300,10 @@ def _rows(ordered: list[Finding], incident_of: dict[str, int] | None) -> list[li
 
 
 def _by_incident(incidents: list[Incident], findings: Iterable[Finding]) -> tuple[list[Finding], dict[str, int]]:
-    """The findings in the order of their incidents (most severe first; each incident's consequences after its own
-    findings), and each one's incident number."""
+    """Order the findings by their incidents, and number each one's incident.
+
+    Most severe first; each incident's consequences after its own findings.
+    """
     by_id = {f.id: f for f in findings}
     ordered: list[Finding] = []
     numbers: dict[str, int] = {}

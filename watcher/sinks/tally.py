@@ -33,7 +33,7 @@ class WriteTally:
     def summary(
         self, *, sources: tuple[str, ...], events: int, first: float | None, last: float | None, note: str
     ) -> Summary:
-        """The report's header: what was read (`sources`), how many events, over which time."""
+        """Return the report's header: what was read (`sources`), how many events, over which time."""
         from watcher.sinks.page import Summary  # noqa: PLC0415 - the template engine only for a report
 
         return Summary(

@@ -20,8 +20,10 @@ PLAIN_STATUS_EVERY = 30.0
 
 
 class Console:
-    """Lines above a status line (`live`: on a terminal), or plain lines. Also a text stream (`write`, `flush`,
-    `isatty`) for the log, so that log lines go above the status line too."""
+    """Lines above a status line (`live`: on a terminal), or plain lines.
+
+    Also a text stream (`write`, `flush`, `isatty`) for the log, so that log lines go above the status line too.
+    """
 
     def __init__(self, stream: TextIO, *, live: bool | None = None, plain_every: float = PLAIN_STATUS_EVERY) -> None:
         self._stream = stream
@@ -36,7 +38,7 @@ class Console:
         return self.live
 
     def print(self, text: str) -> None:
-        """A line above the status line."""
+        """Print a line above the status line."""
         out = self._stream
         if self._shown:
             out.write(CLEAR_LINE)
@@ -47,7 +49,10 @@ class Console:
         out.flush()
 
     def status(self, text: str, *, now: float | None = None) -> None:
-        """The status line: redrawn on a terminal; off one, written as a line at most every `plain_every` s."""
+        """Show the status line: redrawn on a terminal.
+
+        Off one, written as a line at most every `plain_every` s.
+        """
         self._status = text
         if self.live:
             self._draw()
@@ -89,7 +94,10 @@ class Console:
 
 
 def opened_line(finding: Finding) -> str:
-    """A finding as it opens, in the table's words: `fight  Deployment.apps shop/web  writers: a, b  fields: ...`."""
+    """Describe a finding as it opens, in the table's words.
+
+    E.g. `fight  Deployment.apps shop/web  writers: a, b  fields: ...`.
+    """
     writers = ", ".join(c.writer.display() for c in finding.writers) or "-"
     fields = ", ".join(finding.fields)
     parts = [f"found {finding.type.label}", finding.object.display(), f"writers: {writers}"]

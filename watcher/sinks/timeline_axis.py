@@ -31,8 +31,11 @@ DAY: Final = 86400
 
 @dataclass(frozen=True, slots=True)
 class Scale:
-    """Time (epoch seconds) -> x. `[start, end]` maps linearly onto `[left, middle]`; when the axis is broken
-    (`tail_end > end`), `[end, tail_end]` maps onto the rest up to `right`, after a gap of `BREAK`."""
+    """Time (epoch seconds) -> x.
+
+    `[start, end]` maps linearly onto `[left, middle]`; when the axis is broken (`tail_end > end`), `[end, tail_end]`
+    maps onto the rest up to `right`, after a gap of `BREAK`.
+    """
 
     start: float
     end: float
@@ -57,7 +60,10 @@ class Scale:
 
 
 def scale(first: float, last: float, axis_end: float, *, left: float, right: float) -> Scale:
-    """The scale for writes over `[first, last]` on an axis that runs on to `axis_end` (`last` at least)."""
+    """Return the scale for writes over `[first, last]` on an axis that runs on to `axis_end`.
+
+    `axis_end` is `last` at least.
+    """
     if last - first < MIN_SPAN:
         first = (first + last - MIN_SPAN) / 2
         last = first + MIN_SPAN
@@ -79,8 +85,10 @@ class Tick:
 
 
 def ticks(axis: Scale) -> list[Tick]:
-    """Round UTC times over the linear part of the axis, labelled as precisely as their step needs; a tick that
-    starts a new day says the date."""
+    """Place round UTC times over the linear part of the axis.
+
+    They are labelled as precisely as their step needs; a tick that starts a new day says the date.
+    """
     step = tick_step(axis.end - axis.start, (axis.middle - axis.left) / TICK_SPACING)
     first, last = math.ceil(axis.start / step - 1e-9), math.floor(axis.end / step + 1e-9)
     made: list[Tick] = []
@@ -96,7 +104,7 @@ def ticks(axis: Scale) -> list[Tick]:
 
 
 def tick_step(span: float, count: float) -> float:
-    """The smallest round step that puts at most `count` ticks over `span` seconds."""
+    """Return the smallest round step that puts at most `count` ticks over `span` seconds."""
     for step in STEPS:
         if span / step <= max(count, 1):
             return step
@@ -131,7 +139,7 @@ def date(at: float) -> str:
 
 
 def date_caption(start: float, end: float) -> str:
-    """The date the axis is on, said once (`2026-11-23 UTC`), or the two it spans."""
+    """Return the date the axis is on, said once (`2026-11-23 UTC`), or the two it spans."""
     first, last = date(start), date(end)
     return f"{first} UTC" if first == last else f"{first} \N{EN DASH} {last} UTC"
 

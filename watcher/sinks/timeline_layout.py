@@ -1,6 +1,8 @@
-"""Where each part of a finding's timeline goes: a finding and the time now in, drawing primitives out (lanes,
-marks, groups, bins, connectors, ticks, in a fixed viewBox). Pure, so it is tested without a browser; the SVG is
-written by the page's template from these primitives and nothing else.
+"""Where each part of a finding's timeline goes.
+
+A finding and the time now in, drawing primitives out: lanes, marks, groups, bins, connectors, ticks, in a fixed
+viewBox. Pure, so it is tested without a browser; the SVG is written by the page's template from these primitives and
+nothing else.
 
 Readable for three writes and for five thousand: marks of one lane closer than `MIN_GAP` would overlap, so they
 are drawn as one group (a box with their count) instead. Every mark is drawn once, alone or counted in exactly one
@@ -140,7 +142,7 @@ class Layout:
 
 
 def layout(finding: Finding, timeline: Timeline, *, now: float) -> Layout:
-    """The drawing of one finding's timeline, as of `now` (which an active finding's axis runs to)."""
+    """Lay out one finding's timeline, as of `now` (which an active finding's axis runs to)."""
     marks = timeline.marks()
     first, last = _extent(finding, marks, timeline.bins)
     resolved = finding.resolved_at
@@ -188,13 +190,16 @@ def layout(finding: Finding, timeline: Timeline, *, now: float) -> Layout:
 
 
 def _extent(finding: Finding, marks: Sequence[Mark], bins: Sequence[Bin]) -> tuple[float, float]:
-    """The first and last time the record shows (the finding's first sighting where it shows nothing earlier)."""
+    """Return the first and last time the record shows.
+
+    The finding's first sighting where it shows nothing earlier.
+    """
     times = [finding.first_seen] + [m.at for m in marks] + [t for b in bins for t in (b.start, b.end)]
     return min(times), max(times)
 
 
 def kind_name(kind: int) -> str:
-    """A mark's kind as the page names it: a rejected write is a conflict, whatever else it was."""
+    """Name a mark's kind as the page does: a rejected write is a conflict, whatever else it was."""
     return "conflict" if kind & CONFLICT else "handover" if kind & HANDOVER else "write"
 
 
@@ -238,7 +243,10 @@ def _lane(
 
 
 def _lane_of(lane: int, lanes: int) -> int:
-    """A mark's lane, within the lanes there are (a record shares its last lane beyond `MAX_LANES` writers)."""
+    """Return a mark's lane, within the lanes there are.
+
+    A record shares its last lane beyond `MAX_LANES` writers.
+    """
     return min(lane, lanes - 1)
 
 
@@ -250,8 +258,11 @@ def _mark(mark: Mark, axis: Scale, shape: str) -> MarkView:
 
 
 def _grouped(marks: Sequence[Mark], axis: Scale) -> tuple[list[Mark], list[Group]]:
-    """The marks of one lane (in time order) that stand alone, and groups of those that would overlap: a mark
-    joins the group before it when it is closer than `MIN_GAP` to its last mark and the group is not full."""
+    """Group the marks of one lane (in time order) that would overlap.
+
+    Return the marks that stand alone, and the groups: a mark joins the group before it when it is closer than `MIN_GAP`
+    to its last mark and the group is not full.
+    """
     runs: list[list[tuple[float, Mark]]] = []
     for mark in marks:
         x = axis.x(mark.at)
@@ -270,8 +281,10 @@ def _grouped(marks: Sequence[Mark], axis: Scale) -> tuple[list[Mark], list[Group
 
 
 def _box(run: _Run, before: _Run | None, after: _Run | None) -> tuple[float, float]:
-    """The span of a group's box: its marks and a little room, up to halfway to its neighbours (a dense stretch
-    cut into groups reads as boxes side by side, not overlapping)."""
+    """Return the span of a group's box: its marks and a little room, up to halfway to its neighbours.
+
+    A dense stretch cut into groups reads as boxes side by side, not overlapping.
+    """
     low, high = run[0][0] - PAD, run[-1][0] + PAD
     if before is not None:
         low = max(low, (before[-1][0] + run[0][0]) / 2 + 0.75)
@@ -293,8 +306,10 @@ def _group(run: _Run, box: tuple[float, float]) -> Group:
 
 
 def _spanning(fold: Bin, axis: Scale, *, top: float, bottom: float) -> BinView:
-    """A bin of every lane: writes not told apart by writer, before detection (a conflict storm's conflicts).
-    Its label goes in the first lane's band, where no lane label is."""
+    """Draw a bin of every lane: writes not told apart by writer, before detection.
+
+    Such as a conflict storm's conflicts. Its label goes in the first lane's band, where no lane label is.
+    """
     noun = "conflicts" if fold.conflicts == fold.writes else "writes"
     words = f"{fold.writes:,} {noun} before detection"
     return _bin(fold, axis, y=top + 2, height=bottom - top - 4, label_y=top + BAND + 4, words=words)
@@ -309,8 +324,11 @@ def _bin(fold: Bin, axis: Scale, *, y: float, height: float, label_y: float, wor
 
 
 def _connectors(marks: Sequence[Mark], alone: set[Mark], lanes: Sequence[Lane], axis: Scale) -> list[Connector]:
-    """Each handover drawn alone, joined to the lane of the handover before it: the contested field passing from
-    one writer to the next. (Inside a group its count says it; so they are bounded by the marks drawn alone.)"""
+    """Join each handover drawn alone to the lane of the handover before it.
+
+    The contested field passes from one writer to the next. Inside a group its count says it; so they are bounded by the
+    marks drawn alone.
+    """
     made: list[Connector] = []
     previous: int | None = None
     for mark in marks:
@@ -326,8 +344,11 @@ def _connectors(marks: Sequence[Mark], alone: set[Mark], lanes: Sequence[Lane], 
 def _annotations(
     finding: Finding, timeline: Timeline, axis: Scale, *, caption: str
 ) -> tuple[Annotation, Annotation, int]:
-    """The detection line and the quiet period, their labels in the rows above the lanes: the date and the quiet
-    period's in the first, the detection's beside them where it fits, else in a second. And how many rows."""
+    """Place the detection line and the quiet period, their labels in the rows above the lanes.
+
+    The date and the quiet period's label go in the first row, the detection's beside them where it fits, else in a
+    second. Return them, and how many rows.
+    """
     end = axis.axis_end
     quiet_x = axis.x(finding.last_seen)
     if finding.resolved_at is not None:

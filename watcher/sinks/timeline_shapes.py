@@ -1,5 +1,7 @@
-"""The marker shapes that tell a timeline's writers apart without colour: one per lane, cycling, each an SVG path
-centred on (0, 0) that a mark places with a `translate`."""
+"""The marker shapes that tell a timeline's writers apart without colour.
+
+One per lane, cycling, each an SVG path centred on (0, 0) that a mark places with a `translate`.
+"""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def lane_colour(lane: int) -> int:
 
 @cache
 def shape_path(shape: str, radius: float) -> str:
-    """The path of a shape of about `radius`, centred on the origin."""
+    """Return the path of a shape of about `radius`, centred on the origin."""
     if shape == "circle":
         r = svg_number(radius)
         return f"M{r} 0A{r} {r} 0 1 1 -{r} 0A{r} {r} 0 1 1 {r} 0Z"

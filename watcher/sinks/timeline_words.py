@@ -1,5 +1,8 @@
-"""What a timeline says in words: the sentence a screen reader reads for the drawing, the tooltips of groups and
-bins, the users behind each writer. Counted as the model counts them: a bin's writes take in the rejected ones."""
+"""What a timeline says in words.
+
+The sentence a screen reader reads for the drawing, the tooltips of groups and bins, the users behind each writer.
+Counted as the model counts them: a bin's writes take in the rejected ones.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,10 @@ def folded(fold: Bin, detected: float) -> str:
 
 
 def users_by_manager(finding: Finding) -> dict[str | None, str]:
-    """The users behind each field manager, as audit events named them (writers, then the clients of requests)."""
+    """Return the users behind each field manager, as audit events named them.
+
+    Writers first, then the clients of requests.
+    """
     users: dict[str | None, list[str]] = {}
     for count in finding.writers:
         users.setdefault(count.writer.manager, []).extend(count.users)

@@ -34,7 +34,10 @@ _TITLES = {
 
 
 def text(change: FindingChange, page: str | None = None) -> str:
-    """The chat message: what, where, who, which fields, how to stop it, and where its timeline is (`page`)."""
+    """Write the chat message: what, where, who, which fields, how to stop it.
+
+    And where its timeline is (`page`).
+    """
     finding = change.finding
     title = _TITLES[finding.type]
     where = finding.object.display()
@@ -48,8 +51,10 @@ def text(change: FindingChange, page: str | None = None) -> str:
 
 
 def incident_text(change: IncidentChange, page: str | None = None) -> str:
-    """The chat message of an incident: what, on how many objects (a few named), who, which fields, how to stop
-    it, and where its findings are (`page`)."""
+    """Write the chat message of an incident.
+
+    What, on how many objects (a few named), who, which fields, how to stop it, and where its findings are (`page`).
+    """
     incident = change.incident
     title = _TITLES[incident.type]
     if change.kind is ChangeKind.RESOLVED:
@@ -63,7 +68,10 @@ def incident_text(change: IncidentChange, page: str | None = None) -> str:
 
 
 def payload(change: Change, page_base: str | None = None) -> dict[str, Any]:
-    """The JSON posted; `page_base`: the watcher's address as users reach it (`serve.external_url`), for `url`."""
+    """Return the JSON posted.
+
+    `page_base`: the watcher's address as users reach it (`serve.external_url`), for `url`.
+    """
     if isinstance(change, FindingChange):
         page = finding_page(page_base, change.finding)
         body: dict[str, Any] = {
@@ -119,9 +127,12 @@ class WebhookSink:
         return cls(settings, url=url, headers=headers, page=page, per_incident=per_incident)
 
     def wants(self, change: Change) -> bool:
-        """Opened and resolved incidents or findings, an incident again each time it has doubled in objects since it
-        was last posted (and every update when asked); a new leader's catch-up only re-posts what opened or resolved
-        while no leader was known to deliver (updates of that time are left out)."""
+        """Take opened and resolved incidents or findings, and an incident that doubled in objects.
+
+        An incident again each time it has doubled in objects since it was last posted (and every update when asked); a
+        new leader's catch-up only re-posts what opened or resolved while no leader was known to deliver (updates of
+        that time are left out).
+        """
         if isinstance(change, IncidentChange):
             posted, objects = self._posted, change.incident.objects
             if change.kind is ChangeKind.RESOLVED:

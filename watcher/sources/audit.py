@@ -1,9 +1,11 @@
-"""Read kube-apiserver audit logs: the `audit.k8s.io/v1` events of the log backend (`--audit-log-path`, JSON Lines),
-`EventList` documents (what the webhook backend posts, or `kubectl get --raw` of a saved list), pretty-printed
-or one a line, `.gz` or plain, `-` for standard input; several files (rotated parts included) merged by time. Also
-in the envelopes of managed clusters' logging services (`envelopes`: EKS, GKE, AKS), told per file by its first
-record: a file that is one document (a JSON array of records, a page of them) is streamed a record at a time with
-ijson (errors name the record), the others a line at a time.
+"""Read kube-apiserver audit logs, in the shapes their backends and cloud services write.
+
+The `audit.k8s.io/v1` events of the log backend (`--audit-log-path`, JSON Lines), `EventList` documents (what the
+webhook backend posts, or `kubectl get --raw` of a saved list), pretty-printed or one a line, `.gz` or plain, `-` for
+standard input; several files (rotated parts included) merged by time. Also in the envelopes of managed clusters'
+logging services (`envelopes`: EKS, GKE, AKS), told per file by its first record: a file that is one document (a JSON
+array of records, a page of them) is streamed a record at a time with ijson (errors name the record), the others a line
+at a time.
 
 Each event becomes a `detection.requests.Request` at once; its request and response bodies (present at the
 `Request` and `RequestResponse` levels) are never kept, logged or counted, nor are its annotations (authorization
@@ -77,12 +79,14 @@ def read_audit_log(
     envelope: Envelope | None = None,
     follow: Callable[[], None] | None = None,
 ) -> Generator[Request, None, None]:
-    """Yield the completed requests of one audit log (`-` for stdin) in file order, in the envelope its first
-    record comes in (or `envelope`). With `follow`, the log is read as it is written (`follow.py`), `follow` called
-    while it waits for more.
+    """Yield the completed requests of one audit log (`-` for stdin) in file order.
+
+    The log is read in the envelope its first record comes in (or `envelope`). With `follow`, the log is read as it is
+    written (`follow.py`), `follow` called while it waits for more.
 
     An event that is not valid JSON or not an audit event is an `AuditError` naming the file and line (or record),
-    or (with `skip_invalid`) counted and skipped."""
+    or (with `skip_invalid`) counted and skipped.
+    """
     opener = Opener(stats.envelopes, envelope=envelope)
     opened = (
         open_source(source, AuditError) if follow is None else open_following(source, idle=follow, error=AuditError)
@@ -121,8 +125,11 @@ def read_audit_logs(
     envelope: Envelope | None = None,
     follow: Callable[[], None] | None = None,
 ) -> Generator[Request, None, None]:
-    """The requests of several audit logs merged by time (each file read in its own order: the log backend writes
-    events as requests complete). Close it when leaving early: its files are closed then."""
+    """Yield the requests of several audit logs merged by time.
+
+    Each file is read in its own order: the log backend writes events as requests complete. Close it when leaving early:
+    its files are closed then.
+    """
     streams = [
         read_audit_log(s, stats=stats, skip_invalid=skip_invalid, envelope=envelope, follow=follow) for s in sources
     ]
@@ -136,10 +143,13 @@ def _time(request: Request) -> float:
 def decode_audit(
     text: bytes, stats: AuditStats, *, opener: Opener | None = None, skip_bad_items: bool = False
 ) -> list[Request]:
-    """The completed requests in one record: an audit `Event` or `EventList`, or a record of a cloud's envelope
-    (`envelopes`), or a line of `aws logs tail`. Raises ValueError for anything else, or for an EventList item that
-    is not an audit event; with `skip_bad_items` (the webhook: one bad event must not cost the batch) such items are
-    counted in `stats.invalid_items` and skipped instead."""
+    """Return the completed requests in one record.
+
+    The record is an audit `Event` or `EventList`, or a record of a cloud's envelope (`envelopes`), or a line of
+    `aws logs tail`. Raises ValueError for anything else, or for an EventList item that is not an audit event; with
+    `skip_bad_items` (the webhook: one bad event must not cost the batch) such items are counted in
+    `stats.invalid_items` and skipped instead.
+    """
     opener = opener or Opener(stats.envelopes)
     if text[:1] in (b"{", b"["):
         try:
@@ -157,8 +167,10 @@ def decode_audit(
 
 
 def _requests_of_lines(text: bytes, stats: AuditStats, opener: Opener, *, skip_bad_items: bool) -> list[Request]:
-    """The requests of a body of JSON Lines, each decoded on its own (values written one after the other on a line
-    too)."""
+    """Return the requests of a body of JSON Lines, each decoded on its own.
+
+    Values written one after the other on a line are decoded too.
+    """
     out: list[Request] = []
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
@@ -170,7 +182,10 @@ def _requests_of_lines(text: bytes, stats: AuditStats, opener: Opener, *, skip_b
 
 
 def _requests_of_values(text: bytes, stats: AuditStats, opener: Opener, *, skip_bad_items: bool) -> list[Request]:
-    """The requests of JSON values written one after the other on one line (`}{`: Firehose's S3 objects)."""
+    """Return the requests of JSON values written one after the other on one line.
+
+    `}{`: Firehose's S3 objects.
+    """
     out: list[Request] = []
     try:
         for document in _items(io.BytesIO(text), ""):
@@ -242,8 +257,11 @@ def _items(stream: BinaryIO, prefix: str) -> Iterator[Any]:
 
 
 def _streamed_prefix(stream: BinaryIO) -> str | None:
-    """The ijson prefix of a file's records when the file is one document (or values on one line); None when it is
-    read a text at a time (JSON Lines, pretty-printed objects each closing at column 0, lines of `aws logs tail`)."""
+    """Return the ijson prefix of a file's records, when the file is one document.
+
+    Or values on one line. None when it is read a text at a time (JSON Lines, pretty-printed objects each closing at
+    column 0, lines of `aws logs tail`).
+    """
     peek = getattr(stream, "peek", None)
     try:
         head = peek(_HEAD)[:_HEAD].lstrip() if peek is not None else b""
@@ -268,8 +286,10 @@ def _streamed_prefix(stream: BinaryIO) -> str | None:
 def _read_documents(
     stream: BinaryIO, source: str, prefix: str, opener: Opener, *, stats: AuditStats, skip_invalid: bool
 ) -> Generator[list[Request], None, None]:
-    """The requests of each record of a file read as one document, streamed: memory holds one record at a time.
-    Problems are reported by record number (the parser does not count lines)."""
+    """Yield the requests of each record of a file read as one document, streamed.
+
+    Memory holds one record at a time. Problems are reported by record number (the parser does not count lines).
+    """
     read = stats.read
     number = 0
     items = prefix == "items.item"
@@ -314,7 +334,10 @@ def _check_api_version(document: dict[str, Any]) -> None:
 
 
 def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
-    """The request an audit event describes, or None for an event that describes none (counted in `stats`)."""
+    """Return the request an audit event describes.
+
+    None for an event that describes none (counted in `stats`).
+    """
     stats.events += 1
     stage = _text(event, "stage")
     if not stage:
@@ -381,7 +404,10 @@ _NO_QUERY: Final[dict[str, list[str]]] = {}
 
 
 def _user(event: dict[str, Any]) -> tuple[str, str, str]:
-    """(the user the request acted as, the impersonator or "", the authenticated user's pod or "")."""
+    """Return who made the request: its user, impersonator and pod.
+
+    A tuple (the user the request acted as, the impersonator or "", the authenticated user's pod or "").
+    """
     user = event.get("user")
     if not isinstance(user, dict):
         user = {}
@@ -394,9 +420,11 @@ def _user(event: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _pod(username: str, extra: object) -> str:
-    """The "namespace/name" of the pod a service account's token is bound to, from the user's `extra` (a token
-    bound to a pod names it: `authentication.kubernetes.io/pod-name`), in the service account's namespace; "" for
-    other users. Only the name is read: the token's credential id and the pod's and node's uids stay where they are.
+    """Return the "namespace/name" of the pod a service account's token is bound to.
+
+    Read from the user's `extra` (a token bound to a pod names it: `authentication.kubernetes.io/pod-name`), in the
+    service account's namespace; "" for other users. Only the name is read: the token's credential id and the pod's and
+    node's uids stay where they are.
     """
     if not isinstance(extra, dict) or not username.startswith(SERVICE_ACCOUNT_PREFIX):
         return ""
@@ -430,7 +458,10 @@ def _status(event: dict[str, Any]) -> tuple[int, str, str]:
 
 
 def _response_version(event: dict[str, Any]) -> str:
-    """The resourceVersion of the object a response returned (only in events at `RequestResponse` level)."""
+    """Return the resourceVersion of the object a response returned.
+
+    Only in events at `RequestResponse` level.
+    """
     body = event.get("responseObject")
     if not isinstance(body, dict) or body.get("kind") == "Status":
         return ""

@@ -77,9 +77,12 @@ class AuditReceiver:
         return app
 
     def tls(self) -> ServingTls:
-        """The server's TLS: its certificate (re-read when it rotates on disk), and (with `client_ca_file`) client
-        certificates checked against that CA: required when there is no token to authenticate with instead.
-        Raises CertificateError when the files cannot be used."""
+        """Make the server's TLS: its certificate, and client certificates checked against a CA.
+
+        The certificate is re-read when it rotates on disk. With `client_ca_file`, client certificates are checked
+        against that CA: required when there is no token to authenticate with instead. Raises CertificateError when the
+        files cannot be used.
+        """
         s = self.settings
         return ServingTls(
             cert_file=s.tls_cert_file,
@@ -135,8 +138,10 @@ def _read_token(path: Path) -> bytes:
 
 
 def _status(code: int, message: str, *, firehose: str | None = None) -> web.Response:
-    """The answer: `{"status", "message"}`; to Firehose, what it expects: `{"requestId", "timestamp"}` (milliseconds),
-    with `errorMessage` for a failure."""
+    """Make the answer: `{"status", "message"}`.
+
+    To Firehose, what it expects: `{"requestId", "timestamp"}` (milliseconds), with `errorMessage` for a failure.
+    """
     if firehose is None:
         answer: dict[str, object] = {"status": code, "message": message}
     else:

@@ -66,11 +66,14 @@ def read_capture(
     skip_invalid: bool = False,
     error: type[CaptureError] = CaptureError,
 ) -> Generator[T, None, None]:
-    """Yield the events of one capture file (`-` for stdin) in file order, as `decode` makes them (an engine's
-    decoder, `Engine.decode`; or another reader's, e.g. of audit logs, with its own `error` class).
+    """Yield the events of one capture file (`-` for stdin) in file order, as `decode` makes them.
+
+    `decode` is an engine's decoder, `Engine.decode`; or another reader's, e.g. of audit logs, with its own `error`
+    class.
 
     A `ValueError` of `decode` is reported as an `error` with the file and line, or (with `skip_invalid`)
-    counted and skipped; events it skips (None: BOOKMARK, ERROR) are counted."""
+    counted and skipped; events it skips (None: BOOKMARK, ERROR) are counted.
+    """
     with open_source(source, error) as stream:
         yield from read_texts(stream, source, decode, stats=stats, skip_invalid=skip_invalid, error=error)
 
@@ -107,14 +110,20 @@ def read_texts(
 def read_captures(
     sources: Iterable[str], decode: Decoder, *, stats: ReadStats, skip_invalid: bool = False
 ) -> Generator[ObjectEvent, None, None]:
-    """Yield the events of several captures merged by event time (each file is read in its own order). Close it
-    when leaving it early: its files are closed then (a compiled generator is not closed when collected)."""
+    """Yield the events of several captures merged by event time.
+
+    Each file is read in its own order. Close it when leaving it early: its files are closed then (a compiled generator
+    is not closed when collected).
+    """
     streams = [read_capture(s, decode, stats=stats, skip_invalid=skip_invalid) for s in sources]
     return streams[0] if len(streams) == 1 else merged(streams, event_time)
 
 
 def merged(streams: list[Generator[T, None, None]], key: Callable[[T], float]) -> Generator[T, None, None]:
-    """The streams merged by time (`key`); all of them closed (their files too) when this one is, or one breaks."""
+    """Merge the streams by time (`key`).
+
+    All of them are closed (their files too) when this one is, or one breaks.
+    """
     try:
         yield from heapq.merge(*streams, key=key)
     finally:
@@ -202,8 +211,11 @@ def skip_bom(stream: _Peekable) -> None:
 
 @contextmanager
 def open_source(source: str, error: type[CaptureError] = CaptureError) -> Iterator[BinaryIO]:
-    """The file's bytes: stdin for `-`, gunzipped when the content starts with the gzip magic, without a UTF-8
-    byte-order mark at the start (Azure's exports carry one). A file that cannot be opened is an `error`."""
+    """Open the file's bytes: stdin for `-`, gunzipped when the content starts with the gzip magic.
+
+    Without a UTF-8 byte-order mark at the start (Azure's exports carry one). A file that cannot be opened is an
+    `error`.
+    """
     if source == "-":
         raw = io.BufferedReader(io.FileIO(sys.stdin.fileno(), "rb", closefd=False), READ_BUFFER)
     else:

@@ -32,6 +32,7 @@ from watcher.sources.watch import (
     ResourceWatch,
     RetryPolicy,
     State,
+    WatchList,
     WatchObserver,
     classify,
     retry_delay,
@@ -71,12 +72,15 @@ class ClusterWatch:
         on_change: Callable[[], None] = lambda: None,
         choose: Choose | None = None,
     ) -> None:
-        """`on_event` gets every event of every watch, each watch's in order; `decode` reads each event (the
+        """Set up the watches of a cluster, and who is told of their events.
+
+        `on_event` gets every event of every watch, each watch's in order; `decode` reads each event (the
         engine's decoder); `on_invalid` is told of each event it refuses;
         `observer` of each watch's restarts and errors; `on_change` whenever a watch starts, stops or changes state
         (what `resource_states` returns may have changed). `choose` picks the targets of each discovery pass (by
         default the settings' selection, `discovery.select`; `fightwatch scan` asks the API server what it may
-        watch)."""
+        watch).
+        """
         self.discovery = DiscoveryStatus()
         self._api = api
         self._observer = observer
@@ -86,6 +90,7 @@ class ClusterWatch:
         self._decode = decode
         self._on_invalid = on_invalid
         self._settings = settings
+        self._watch_list = WatchList(settings.watch_list)  # (one server: a refusal holds for every resource)
         self._sharding = sharding
         self._policy = RetryPolicy.of(settings)
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
@@ -102,7 +107,7 @@ class ClusterWatch:
         return [watch for watch, _ in self._watches.values()]
 
     def plural(self, group: str, kind: str) -> str | None:
-        """The resource discovery serves `kind` of `group` as (None: not discovered)."""
+        """Return the resource discovery serves `kind` of `group` as (None: not discovered)."""
         return self._plurals.get((group, kind))
 
     def request_refresh(self) -> None:
@@ -120,8 +125,11 @@ class ClusterWatch:
             self._on_change()
 
     def resource_states(self) -> tuple[frozenset[ResourceKey], frozenset[ResourceKey]]:
-        """(watched, forbidden) resources: forbidden when any of its watches is (one per namespace may be), watched
-        when it has a watch otherwise; a resource whose watches all found it gone is neither."""
+        """Return the (watched, forbidden) resources.
+
+        Forbidden when any of its watches is (one per namespace may be), watched when it has a watch otherwise; a
+        resource whose watches all found it gone is neither.
+        """
         watched: set[ResourceKey] = set()
         forbidden: set[ResourceKey] = set()
         for watch in self.watches:
@@ -238,6 +246,7 @@ class ClusterWatch:
                 on_state=self._state_changed,
                 rng=self._rng,
                 observer=self._observer,
+                watch_list=self._watch_list,
             )
             previous = handed_over.get(key)
             if previous is not None:

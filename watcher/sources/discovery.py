@@ -30,7 +30,10 @@ OLD_SERVER = (
 
 
 async def server_version(api: KubeApi) -> tuple[str, int | None]:
-    """The API server's gitVersion and minor release (`/version`); ("", None) where it does not say."""
+    """Return the API server's gitVersion and minor release (`/version`).
+
+    ("", None) where it does not say.
+    """
     answer, _ = await api.get("/version")
     if not isinstance(answer, dict):
         return "", None
@@ -98,7 +101,10 @@ class Discovery:
 
 
 def parse_resource_list(group_version: str, doc: Mapping[str, Any]) -> list[ApiResource]:
-    """The listable and watchable top-level resources of one APIResourceList (no subresources)."""
+    """Return the listable and watchable top-level resources of one APIResourceList.
+
+    No subresources.
+    """
     group, _, version = group_version.rpartition("/")
     found = []
     for entry in doc.get("resources") or ():
@@ -122,7 +128,7 @@ def parse_resource_list(group_version: str, doc: Mapping[str, Any]) -> list[ApiR
 
 
 def preferred_group_versions(doc: Mapping[str, Any]) -> list[str]:
-    """The preferred group version of each group in an APIGroupList (`/apis`)."""
+    """Return the preferred group version of each group in an APIGroupList (`/apis`)."""
     versions = []
     for group in doc.get("groups") or ():
         preferred = (group.get("preferredVersion") or {}).get("groupVersion")
@@ -156,9 +162,12 @@ def matches(resource: ApiResource, selector: str) -> bool:
 
 
 def resolve(name: str, resources: Sequence[ApiResource]) -> list[ApiResource]:
-    """The resources `name` means as kubectl reads a resource type: a plural, singular, short name or kind (in any
-    case), optionally `.group` (or a prefix of its group: `deploy.apps`); `kind.version.group` too. Like kubectl, a
-    name served by several groups means the core group's, else each group's. [] where nothing matches."""
+    """Return the resources `name` means as kubectl reads a resource type.
+
+    A plural, singular, short name or kind (in any case), optionally `.group` (or a prefix of its group: `deploy.apps`);
+    `kind.version.group` too. Like kubectl, a name served by several groups means the core group's, else each group's.
+    [] where nothing matches.
+    """
     wanted = name.lower()
     matched = [r for r in resources if _names(r, wanted)]
     if not matched:
@@ -191,8 +200,11 @@ def literal_namespaces(settings: WatchSettings) -> list[str] | None:
 
 
 def shard_of(resource: ApiResource, sharding: ShardingSettings) -> int:
-    """The shard that watches `resource`: the one `sharding.assign` names (the last matching key), else a stable
-    hash of its name (`plural.group`, the same in every version and every process) modulo the shards."""
+    """Return the shard that watches `resource`.
+
+    The one `sharding.assign` names (the last matching key), else a stable hash of its name (`plural.group`, the same in
+    every version and every process) modulo the shards.
+    """
     assigned = None
     for selector, shard in sharding.assign.items():
         if matches(resource, selector):
@@ -206,8 +218,9 @@ def shard_of(resource: ApiResource, sharding: ShardingSettings) -> int:
 def select(
     resources: Iterable[ApiResource], settings: WatchSettings, sharding: ShardingSettings | None = None
 ) -> list[Target]:
-    """The resources to watch by the allowlist and denylist (and, with shards, this shard's share), each with its
-    per-resource settings.
+    """Select the resources to watch, each with its per-resource settings.
+
+    By the allowlist and denylist (and, with shards, this shard's share).
 
     With plain namespace names in `watch.namespaces`, namespaced resources are watched in each of them (what RBAC
     granted by a RoleBinding per namespace allows); otherwise cluster-wide, objects filtered by namespace.
@@ -235,9 +248,10 @@ def select(
 
 
 async def discover(api: KubeApi, previous: Iterable[ApiResource] = ()) -> Discovery:
-    """Read /api and /apis and every preferred group version. A group version that fails keeps the resources
-    it had in `previous` (an aggregated API that is briefly unavailable is not dropped); /api or /apis failing
-    raises.
+    """Read /api and /apis and every preferred group version.
+
+    A group version that fails keeps the resources it had in `previous` (an aggregated API that is briefly unavailable
+    is not dropped); /api or /apis failing raises.
     """
     core, _ = await api.get("/api")
     groups, _ = await api.get("/apis")

@@ -138,8 +138,11 @@ class EnvelopeStats:
 
 
 class Opener:
-    """Opens the records of one file (or one webhook body): the envelope is the first record's, or the one asked for,
-    and every record must come in it. `events` returns the audit events of a record."""
+    """Opens the records of one file (or one webhook body).
+
+    The envelope is the first record's, or the one asked for, and every record must come in it. `events` returns the
+    audit events of a record.
+    """
 
     def __init__(self, stats: EnvelopeStats, *, envelope: Envelope | None = None) -> None:
         self.stats = stats
@@ -148,8 +151,10 @@ class Opener:
         self._stream: str | None = None  # `aws logs tail --format json`: the stream of the message that follows
 
     def events(self, document: object) -> list[dict[str, Any]]:
-        """The audit events (dicts of the raw event's shape) of one parsed record; [] for a record that carries
-        none of them (counted in `stats.skipped`). Raises ValueError for anything else."""
+        """Return the audit events (dicts of the raw event's shape) of one parsed record.
+
+        [] for a record that carries none of them (counted in `stats.skipped`). Raises ValueError for anything else.
+        """
         envelope: Envelope | None
         if self._stream is not None:
             stream, self._stream = self._stream, None
@@ -172,7 +177,10 @@ class Opener:
         return events
 
     def line_events(self, line: bytes) -> list[dict[str, Any]]:
-        """The audit events of a line that is not JSON: a line of `aws logs tail` (colours removed)."""
+        """Return the audit events of a line that is not JSON.
+
+        A line of `aws logs tail` (colours removed).
+        """
         match = _TAIL_LINE.fullmatch(_ANSI.sub(b"", line).strip())
         if match is None:
             raise ValueError("not JSON, nor a line of `aws logs tail` (TIME [STREAM] MESSAGE)")
@@ -211,7 +219,7 @@ _Open = Callable[[dict[str, Any], EnvelopeStats], list[dict[str, Any]]]
 
 
 def _shape(record: dict[str, Any]) -> tuple[Envelope, _Open] | None:  # noqa: PLR0911 - a return per shape
-    """What a record is, told by the keys only it has: its envelope, and how to open it."""
+    """Tell what a record is, by the keys only it has: its envelope, and how to open it."""
     kind = record.get("kind")
     if kind in ("Event", "EventList"):
         return Envelope.RAW, _raw
@@ -252,8 +260,11 @@ def _raw(document: dict[str, Any], _stats: EnvelopeStats) -> list[dict[str, Any]
 
 
 def _open_list(items: list[Any], stats: EnvelopeStats) -> tuple[Envelope | None, list[dict[str, Any]]]:
-    """A JSON array of records (`gcloud logging read`, `az monitor log-analytics query`, a batch of a shipper); an
-    empty one is of no envelope (`gcloud logging read` of a quiet minute prints `[]`)."""
+    """Open a JSON array of records.
+
+    From `gcloud logging read`, `az monitor log-analytics query`, a batch of a shipper. An empty one is of no envelope
+    (`gcloud logging read` of a quiet minute prints `[]`).
+    """
     envelope: Envelope | None = None
     out: list[dict[str, Any]] = []
     for index, item in enumerate(items):
@@ -284,7 +295,10 @@ def _cloudwatch_page(page: dict[str, Any], stats: EnvelopeStats) -> list[dict[st
 
 
 def _cloudwatch_event(event: dict[str, Any], stats: EnvelopeStats, *, where: str = "the event") -> list[dict[str, Any]]:
-    """The audit event in a CloudWatch Logs event's message; [] for an event of another stream of the group."""
+    """Return the audit event in a CloudWatch Logs event's message.
+
+    [] for an event of another stream of the group.
+    """
     stream = event.get("logStreamName")
     if isinstance(stream, str) and not _audit_stream(stream, stats):
         return []
@@ -292,7 +306,10 @@ def _cloudwatch_event(event: dict[str, Any], stats: EnvelopeStats, *, where: str
 
 
 def _subscription(message: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
-    """A CloudWatch Logs subscription's message (Kinesis, Firehose): DATA_MESSAGE's logEvents of one stream."""
+    """Open a CloudWatch Logs subscription's message (Kinesis, Firehose).
+
+    DATA_MESSAGE's logEvents of one stream.
+    """
     kind = message.get("messageType")
     if kind != "DATA_MESSAGE":
         if kind == "CONTROL_MESSAGE":
@@ -321,8 +338,11 @@ def _firehose_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[
 
 
 def _firehose(body: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
-    """A Firehose HTTP endpoint's records: each `data` a subscription message, base64, gzipped unless the stream
-    decompresses (then, with message extraction, the messages themselves, one a line)."""
+    """Open a Firehose HTTP endpoint's records.
+
+    Each `data` is a subscription message, base64, gzipped unless the stream decompresses (then, with message
+    extraction, the messages themselves, one a line).
+    """
     out: list[dict[str, Any]] = []
     for index, record in enumerate(body["records"]):
         where = f"records[{index}]"
@@ -353,7 +373,10 @@ def _audit_stream(stream: str, stats: EnvelopeStats, *, count: int = 1) -> bool:
 
 
 def _pubsub(body: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
-    """A log sink's Pub/Sub message (in a push body or pulled): the LogEntry is its data, base64."""
+    """Open a log sink's Pub/Sub message (in a push body or pulled).
+
+    The LogEntry is its data, base64.
+    """
     data = body["message"].get("data")
     if not isinstance(data, str):
         raise ValueError("a Pub/Sub message whose data is not a string")
@@ -367,7 +390,10 @@ def _pubsub(body: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
 
 
 def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
-    """The audit event a GKE LogEntry of the Kubernetes API describes, in the raw event's shape."""
+    """Return the audit event a GKE LogEntry of the Kubernetes API describes.
+
+    In the raw event's shape.
+    """
     payload = entry.get("protoPayload")
     if not isinstance(payload, dict):
         raise ValueError("protoPayload is not an object")
@@ -422,9 +448,12 @@ def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, An
 
 
 def _method(method: str) -> tuple[str, str, str, str]:
-    """`io.k8s.<group>.<version>.<resource>[.<subresource>].<verb>` -> (version, resource, subresource, verb). The
+    """Split a method name into (version, resource, subresource, verb).
+
+    `io.k8s.<group>.<version>.<resource>[.<subresource>].<verb>` -> (version, resource, subresource, verb). The
     group is spelt there reversed, `k8s.io` folded into the prefix (`io.k8s.authorization.rbac.v1...`): it is read
-    from the resourceName instead."""
+    from the resourceName instead.
+    """
     parts = method.removeprefix("io.k8s.").split(".") if method.startswith("io.k8s.") else []
     if len(parts) >= 4 and _VERSION.fullmatch(parts[-3]):
         return parts[-3], parts[-2], "", parts[-1]
@@ -434,9 +463,11 @@ def _method(method: str) -> tuple[str, str, str, str]:
 
 
 def _resource_name(text: str, resource: str) -> tuple[str, str, str]:
-    """(group, namespace, name) of a resourceName: `GROUP/VERSION/[namespaces/NS/]RESOURCE[/NAME[/SUBRESOURCE...]]`,
-    the core group spelt `core`. A create's may be the collection's or carry the new object's name; a Namespace's
-    is `core/v1/namespaces/NAME`."""
+    """Split a resourceName into (group, namespace, name).
+
+    `GROUP/VERSION/[namespaces/NS/]RESOURCE[/NAME[/SUBRESOURCE...]]`, the core group spelt `core`. A create's may be the
+    collection's or carry the new object's name; a Namespace's is `core/v1/namespaces/NAME`.
+    """
     group, _, path = text.partition("/")
     parts = path.split("/")[1:]
     if not group or not parts:
@@ -452,9 +483,11 @@ def _resource_name(text: str, resource: str) -> tuple[str, str, str]:
 
 
 def _gke_status(status: object, response: object, *, created: bool) -> dict[str, Any]:
-    """The response status of an AuditLog: the Kubernetes Status it responded with where the entry has the
-    response (its HTTP code and reason), else its google.rpc status mapped back (`_RPC_CODES`; a create that
-    succeeded answered 201 Created)."""
+    """Return the response status of an AuditLog.
+
+    The Kubernetes Status it responded with where the entry has the response (its HTTP code and reason), else its
+    google.rpc status mapped back (`_RPC_CODES`; a create that succeeded answered 201 Created).
+    """
     if isinstance(response, dict) and response.get("kind") == "Status" and isinstance(response.get("code"), int):
         return {k: response[k] for k in ("code", "reason", "message", "status") if k in response}
     code = status.get("code", 0) if isinstance(status, dict) else 0
@@ -499,7 +532,7 @@ def _kube_audit(record: dict[str, Any], stats: EnvelopeStats) -> bool:
 
 
 def _aks_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
-    """A diagnostic log record: category kube-audit(-admin), the event in properties.log."""
+    """Open a diagnostic log record: category kube-audit(-admin), the event in properties.log."""
     if not _kube_audit(record, stats):
         return []
     properties = record.get("properties")
@@ -512,7 +545,7 @@ def _aks_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, 
 
 
 def _azure_diagnostics(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
-    """A row of the legacy AzureDiagnostics table: the event as text in log_s."""
+    """Open a row of the legacy AzureDiagnostics table: the event as text in log_s."""
     if not _kube_audit(row, stats):
         return []
     log = row.get("log_s")
@@ -522,7 +555,7 @@ def _azure_diagnostics(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[s
 
 
 def _aks_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
-    """A row of the AKSAudit / AKSAuditAdmin tables: the event's fields in columns of their own."""
+    """Open a row of the AKSAudit / AKSAuditAdmin tables: the event's fields in columns of their own."""
     table = row.get("Type")
     if table is not None and (not isinstance(table, str) or table not in AKS_TABLES):
         stats.skipped[f"AKS table {_named(table)}"] += 1
@@ -605,12 +638,18 @@ def _text(mapping: object, key: str) -> str:
 
 
 def _named(value: object) -> str:
-    """A name read from a record, as counted: a string as it is (cut at 60 characters), anything else `shown`."""
+    """Name a value read from a record, as counted.
+
+    A string as it is (cut at 60 characters), anything else `shown`.
+    """
     return value[:60] if isinstance(value, str) else shown(value)
 
 
 def shown(value: object) -> str:
-    """A value of a record in a message: a scalar as written (a string cut at 60 characters), else its JSON type."""
+    """Show a value of a record in a message.
+
+    A scalar as written (a string cut at 60 characters), else its JSON type.
+    """
     if isinstance(value, str):
         return repr(value if len(value) <= 60 else value[:60] + "...")
     if value is None or isinstance(value, bool):

@@ -79,7 +79,10 @@ class Following(io.RawIOBase):
 def open_following(
     source: str, *, idle: Callable[[], None], error: type[CaptureError], poll: float = POLL
 ) -> Iterator[io.BufferedReader]:
-    """The log to follow, buffered. Plain text only: a gzipped file cannot be followed."""
+    """Open the log to follow, buffered.
+
+    Plain text only: a gzipped file cannot be followed.
+    """
     try:
         raw = Following(source, idle=idle, poll=poll)
     except OSError as exc:

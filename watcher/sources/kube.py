@@ -123,7 +123,7 @@ async def connect(
 
 
 def _context_namespace(loader: Any) -> str | None:
-    """The namespace the kubeconfig's context names (kubectl's default namespace), if any."""
+    """Return the namespace the kubeconfig's context names (kubectl's default namespace), if any."""
     current = getattr(loader, "_current_context", None)
     try:  # (kubernetes-asyncio's ConfigNode, or the plain dict it holds)
         namespace = current["context"]["namespace"] if current is not None else None
@@ -133,7 +133,7 @@ def _context_namespace(loader: Any) -> str | None:
 
 
 def _existing(kubeconfig_text: str, source: str) -> list[Path]:
-    """The files of a kubeconfig path list (`a:b`); none at all is an error."""
+    """Return the files of a kubeconfig path list (`a:b`); none at all is an error."""
     paths = [Path(p).expanduser() for p in kubeconfig_text.split(os.pathsep) if p]
     if not any(p.is_file() for p in paths):
         raise ConnectError(
@@ -153,15 +153,18 @@ def _connection(configuration: Configuration, source: str, loader: Any) -> Conne
 
 
 class KubeApi:
-    """GET requests for JSON (discovery, lists) and for streams (watches), and POSTs of review objects (TokenReview,
-    SubjectAccessReview); non-2xx answers raise ApiError."""
+    """GET requests for JSON and for streams, and POSTs of review objects.
+
+    JSON for discovery and lists, streams for watches; the review objects are TokenReview and SubjectAccessReview.
+    Non-2xx answers raise ApiError.
+    """
 
     def __init__(self, api_client: ApiClient, *, request_timeout: float) -> None:
         self._client = api_client
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=request_timeout, sock_read=request_timeout)
 
     async def get(self, path: str, *, query: Query = (), accept: str = ACCEPT_JSON) -> tuple[Any, int]:
-        """The decoded JSON body and its size in bytes."""
+        """Return the decoded JSON body and its size in bytes."""
         response = await self.open(path, query=query, accept=accept)
         try:
             body = await response.read()
@@ -233,8 +236,11 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop where it is installed (it is a dependency, except on Windows): its socket reads, TLS and
-    timers cost about a fifth less CPU per watch event than asyncio's own loop. None: asyncio's."""
+    """Return uvloop's event loop where it is installed (it is a dependency, except on Windows).
+
+    Its socket reads, TLS and timers cost about a fifth less CPU per watch event than asyncio's own loop. None:
+    asyncio's.
+    """
     try:
         import uvloop  # noqa: PLC0415
     except ImportError:

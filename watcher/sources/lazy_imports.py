@@ -55,8 +55,11 @@ def install() -> None:
 
 
 def lazy_shape(source: str) -> dict[str, Any] | None:
-    """The string constants of an `__init__` that holds nothing but one-line imports of names, string constants
-    and an `__all__` list; None if it holds anything else."""
+    """Return the string constants of an `__init__` that holds only imports of names and constants.
+
+    That is, nothing but one-line imports of names, string constants and an `__all__` list; None if it holds anything
+    else.
+    """
     rest = _ALL.sub("", _DOCSTRING.sub("", source, count=1), count=1)
     for line in rest.splitlines():
         text = line.split("#", 1)[0].strip()
@@ -79,7 +82,7 @@ def find_name(source: str, name: str) -> tuple[str, str | None] | None:
 
 
 def all_names(source: str) -> list[str]:
-    """The `__all__` of an `__init__`, or every name it imports."""
+    """Return the `__all__` of an `__init__`, or every name it imports."""
     listed = _ALL.search(source)
     if listed is not None:
         return list(ast.literal_eval(f"[{listed.group(1)}]"))

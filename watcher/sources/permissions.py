@@ -43,8 +43,10 @@ class Denied:
 
 
 class Permissions:
-    """The targets of each discovery pass that these credentials may list and watch (`choose` of a ClusterWatch);
-    what was left out is in `denied` (each once: `take_denied`)."""
+    """The targets of each discovery pass that these credentials may list and watch.
+
+    This is the `choose` of a ClusterWatch; what was left out is in `denied` (each once: `take_denied`).
+    """
 
     def __init__(
         self,
@@ -54,8 +56,11 @@ class Permissions:
         fallback_namespaces: tuple[str, ...] = (),
         sharding: ShardingSettings | None = None,
     ) -> None:
-        """`fallback_namespaces`: where a namespaced resource denied cluster-wide is checked next (only with no
-        namespaces in `settings`: those are checked as they are)."""
+        """Make the permission checks of these credentials.
+
+        `fallback_namespaces`: where a namespaced resource denied cluster-wide is checked next (only with no
+        namespaces in `settings`: those are checked as they are).
+        """
         self._api = api
         self._settings = settings
         self._sharding = sharding
@@ -68,7 +73,7 @@ class Permissions:
         self.checked = False  # a pass has been answered (the first one's denials are the ones told at start)
 
     def take_denied(self) -> list[Denied]:
-        """What was left out since the last call."""
+        """Return what was left out since the last call."""
         denied, self._denied = self._denied, []
         return denied
 
@@ -139,8 +144,10 @@ class Permissions:
 
 
 async def who_am_i(api: KubeApi) -> str | None:
-    """The user name the API server knows these credentials as (a SelfSubjectReview, `kubectl auth whoami`); None
-    where it cannot say."""
+    """Return the user name the API server knows these credentials as.
+
+    Asked with a SelfSubjectReview (`kubectl auth whoami`); None where it cannot say.
+    """
     review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     try:
         answer = await api.create(WHOAMI, review)

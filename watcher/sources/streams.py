@@ -1,5 +1,7 @@
-"""Byte streams the readers need that `io` does not have. Kept out of the compiled modules: they subclass `io`'s
-classes, which mypyc's native classes cannot."""
+"""Byte streams the readers need that `io` does not have.
+
+Kept out of the compiled modules: they subclass `io`'s classes, which mypyc's native classes cannot.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ READ_SOME: Final = 1 << 20  # what `ReadSome.read()` returns at most, asked for 
 
 
 class Filling(io.RawIOBase):
-    """A stream read until each buffer is full (or the stream ends): buffered over it, `peek` shows a full buffer,
-    where a gzip stream of many small members (as Firehose writes them) would show only its first member."""
+    """A stream read until each buffer is full (or the stream ends).
+
+    Buffered over it, `peek` shows a full buffer, where a gzip stream of many small members (as Firehose writes them)
+    would show only its first member.
+    """
 
     def __init__(self, stream: io.BufferedIOBase) -> None:
         super().__init__()
@@ -43,8 +48,11 @@ class Filling(io.RawIOBase):
 
 
 class ReadSome(io.BufferedReader):
-    """A buffered reader whose `read(n)` returns what is there (at least a byte) instead of waiting for n bytes: the
-    streaming JSON parser asks for 64 KiB at a time, which a followed log may take minutes to write."""
+    """A buffered reader whose `read(n)` returns what is there instead of waiting for n bytes.
+
+    It returns at least a byte. The streaming JSON parser asks for 64 KiB at a time, which a followed log may take
+    minutes to write.
+    """
 
     def read(self, size: int | None = -1, /) -> bytes:
         return self.read1(size if size is not None and size >= 0 else READ_SOME)

@@ -23,15 +23,20 @@ MAX_RECORD: Final = 2**14  # bytes of plaintext in a TLS record (RFC 8446, 5.1; 
 
 
 class RecordReads(ssl.SSLObject):
-    """An `SSLObject` whose `read` asks for at most one record's plaintext (callers read until nothing is left, as
-    the event loops do: a read may return less than asked)."""
+    """An `SSLObject` whose `read` asks for at most one record's plaintext.
+
+    Callers read until nothing is left, as the event loops do: a read may return less than asked.
+    """
 
     def read(self, len: int = 1024, buffer: WriteableBuffer | None = None) -> bytes:
         return super().read(min(len, MAX_RECORD), buffer)
 
 
 def read_by_record() -> None:
-    """Have every TLS connection of this process's event loop (the API server's watches, the served endpoints, the
-    sinks' requests) read one record at a time: `ssl.SSLContext.sslobject_class`, which `wrap_bio` makes the event
-    loops' TLS objects of, for every context, also those libraries make (kubernetes-asyncio's)."""
+    """Have every TLS connection of this process's event loop read one record at a time.
+
+    That is the API server's watches, the served endpoints, the sinks' requests: `ssl.SSLContext.sslobject_class`, which
+    `wrap_bio` makes the event loops' TLS objects of, for every context, also those libraries make
+    (kubernetes-asyncio's).
+    """
     ssl.SSLContext.sslobject_class = RecordReads

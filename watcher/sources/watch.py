@@ -1,11 +1,15 @@
 """The list-and-watch loop of one resource, and the retry policy it follows when the API server does not answer.
 
-List (paginated), then watch from the list's resourceVersion with bookmarks, resuming from the last version
-seen whenever the server ends a watch. Watch lines are split straight from the socket's bytes and each goes to
-the engine's decoder (natively where the native engine is built): no client models, no Python object per JSON
-node on the hot path. Each event is stamped with its receive time; an invalid one is reported and skipped. After
-each read the connection rests for `watch.read_batch`, so that the events written meanwhile arrive in one chunk
-(one wake-up, one TLS decryption, one HTTP parse for all of them).
+The current objects come first: streamed as the start of the watch where the API server allows it (WatchList:
+`sendInitialEvents`, ended by a bookmark annotated `k8s.io/initial-events-end`, one object at a time, served from
+the server's watch cache), else listed in pages and watched from the list's resourceVersion. The watch has
+bookmarks and resumes from the last version seen whenever the server ends it.
+
+Watch lines are split straight from the socket's bytes and each goes to the engine's decoder (natively where the
+native engine is built): no client models, no Python object per JSON node on the hot path. Each event is stamped
+with its receive time; an invalid one is reported and skipped. After each read (past the initial state) the
+connection rests for `watch.read_batch`, so that the events written meanwhile arrive in one chunk (one wake-up, one
+TLS decryption, one HTTP parse for all of them).
 
 What goes wrong is classified once (`Failure`) and retried by `retry_delay`, a plain function: `410 Gone`
 relists (the relisted objects reach the engine as ADDED events, which re-read known objects instead of
@@ -45,6 +49,8 @@ ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s
 ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 ACCEPT_FULL = "application/json"
 MAX_EVENT_BYTES = 64 * 2**20  # etcd stores at most 1.5 MiB per object: a longer line is a broken stream
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the annotation of the bookmark that ends a watch's initial state
 
 OnEvent = Callable[[ObjectEvent, ApiResource], None]  # each event of a watch, in order
 Invalid = Callable[[ApiResource, EventError], None]  # an event the decoder refused (it is skipped)
@@ -105,7 +111,7 @@ def retry_delay(
 
 
 def status_failure(code: int) -> Failure:
-    """The failure an HTTP status (of an answer, or of an ERROR event's Status) stands for."""
+    """Return the failure an HTTP status (of an answer, or of an ERROR event's Status) stands for."""
     return {
         410: Failure.EXPIRED,
         401: Failure.UNAUTHORIZED,
@@ -116,7 +122,7 @@ def status_failure(code: int) -> Failure:
 
 
 def error_event(status: JSONObject) -> WatchError:
-    """The failure an ERROR watch event (its object a Status) stands for."""
+    """Return the failure an ERROR watch event (its object a Status) stands for."""
     code = status.get("code")
     failure = status_failure(code) if isinstance(code, int) else Failure.SERVER_ERROR
     return WatchError(
@@ -139,8 +145,11 @@ class WatchError(Exception):
 
     @property
     def error_code(self) -> int | str | None:
-        """How the metrics name it: the HTTP status, `internal` (a bug of ours), `unknown` (an ERROR event
-        without a code), None for no HTTP answer at all."""
+        """How the metrics name this failure.
+
+        The HTTP status, `internal` (a bug of ours), `unknown` (an ERROR event without a code), None for no HTTP answer
+        at all.
+        """
         if self.code is not None:
             return self.code
         if self.failure is Failure.INTERNAL:
@@ -217,6 +226,32 @@ class NamespaceFilter:
         return allowed
 
 
+class WatchList:
+    """Whether to stream watches' initial state: on by setting, off for good once the API server refuses it.
+
+    Shared by a cluster's watches, so that a server without WatchList (before 1.27; 1.27 to 1.31 and 1.33, where
+    its feature gate is off by default) refuses one request, not one per resource.
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def refused(self, error: ApiError, resource: str) -> None:
+        """Turn streaming off after the server refused it (logged once)."""
+        if self.enabled:
+            self.enabled = False
+            log.info("listing instead of streaming the initial state", resource=resource, error=error.message)
+
+
+def refuses_watch_list(error: ApiError) -> bool:
+    """Tell whether an answer to a watch with `sendInitialEvents` refuses the parameter itself.
+
+    A server without WatchList answers 422 Invalid: the parameter is forbidden (its feature gate is off), or, before
+    1.27, `resourceVersionMatch` on a watch is. A 422 to a watch at its start can be about nothing else.
+    """
+    return error.status == 422
+
+
 @dataclass
 class ResourceStatus:
     """What a resource's watch is doing, and its counters (read by /readyz and /metrics)."""
@@ -228,7 +263,7 @@ class ResourceStatus:
     error: str = ""
     failures: int = 0  # consecutive
     bytes: int = 0  # received by lists and watches
-    lists: int = 0  # completed
+    lists: int = 0  # completed, by a list or by a watch's initial state
     objects: int = 0
 
     @property
@@ -253,8 +288,13 @@ class ResourceWatch:
         on_state: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
         observer: WatchObserver | None = None,
+        watch_list: WatchList | None = None,
     ) -> None:
-        """`on_gone`: the resource is no longer served (404); `on_state`: `status.state` changed."""
+        """Watch `target` through `api`.
+
+        `on_gone`: the resource is no longer served (404); `on_state`: `status.state` changed; `watch_list`: shared
+        by the watches of one server (default: one of this watch's own, as `settings.watch_list` says).
+        """
         self.target = target
         self.resource = resource = target.resource
         self.key: ResourceKey = (resource.group, resource.plural)
@@ -275,7 +315,9 @@ class ResourceWatch:
         self._watch_accept = ACCEPT_FULL if target.full_objects else ACCEPT_METADATA
         self._kind = resource.kind
         self._api_version = resource.api_version
+        self._watch_list = watch_list or WatchList(settings.watch_list)
         self._rv: str | None = None
+        self._initial: set[str] | None = None  # while a watch streams the initial state: the uids it sent
         self._known: dict[str, tuple[str | None, str]] = {}  # uid -> (namespace, name): to see what vanished
         self._path = target.path
         self._selector = [("labelSelector", settings.label_selector)] if settings.label_selector else []
@@ -288,7 +330,7 @@ class ResourceWatch:
         while True:
             self._observer.watch_restart(self.key, reason)
             try:
-                if self._rv is None:
+                if self._rv is None and not self._watch_list.enabled:
                     await self._list()
                 await self._watch()
                 reason = "timeout"  # the server ended the watch (timeoutSeconds): resume from the last version
@@ -343,11 +385,14 @@ class ResourceWatch:
         await asyncio.sleep(delay)
 
     def _recovered(self) -> None:
+        self._clear_failure()
+        self._set(State.WATCHING)
+
+    def _clear_failure(self) -> None:
         status = self.status
         if status.failure is not None and status.failure is not Failure.EXPIRED:
             self._log.info("watch recovered", after_failures=status.failures, failure=status.failure.value)
         status.failure, status.error, status.failures = None, "", 0
-        self._set(State.WATCHING)
 
     def _set(self, state: State) -> None:
         if self.status.state is not state:
@@ -378,12 +423,17 @@ class ResourceWatch:
             token = metadata.get("continue") or ""
             if not token:
                 break
-        for uid in [uid for uid in self._known if uid not in seen]:  # deleted while we were not watching
-            self._vanished(uid, now)
         version = metadata.get("resourceVersion")
         if not version:
             raise WatchError(Failure.SERVER_ERROR, f"the list of {self.target.name} has no resourceVersion")
-        self._rv = str(version)
+        self._synced(seen, str(version), now)
+
+    def _synced(self, seen: set[str], version: str, now: float) -> None:
+        """Take the current objects as read (`seen`, at `version`): the known ones not among them were deleted."""
+        for uid in [uid for uid in self._known if uid not in seen]:  # deleted while we were not watching
+            self._vanished(uid, now)
+        self._rv = version
+        status = self.status
         status.lists += 1
         status.synced = True
         status.objects = len(self._known)
@@ -391,27 +441,13 @@ class ResourceWatch:
     # ------------------------------------------------------------------------------------------------ watch
 
     async def _watch(self) -> None:
-        settings = self._settings
-        server_timeout = int(self._rng.uniform(settings.watch_timeout, 2 * settings.watch_timeout))
-        query = [
-            ("watch", "true"),
-            ("resourceVersion", self._rv or ""),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(server_timeout)),
-            *self._selector,
-        ]
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=settings.request_timeout, sock_read=server_timeout + settings.read_timeout
-        )
-        response = await self._api.open(self._path, query=query, accept=self._watch_accept, client_timeout=timeout)
-        self._recovered()
-        self._log.debug("watch open", resource_version=self._rv, timeout_seconds=server_timeout)
+        response = await self._open()
+        batch = self._settings.read_batch
         status = self.status
         started = time.monotonic()
         lines = 0
         pending = b""
         clean = False
-        batch = settings.read_batch
         try:
             content = response.content
             while chunk := await content.readany():
@@ -427,10 +463,11 @@ class ResourceWatch:
                     if line:
                         lines += 1
                         self._on_line(line, now)
-                if batch:  # (after handling what was read: the first event of a burst is not held back)
+                if batch and self._initial is None:  # (after handling what was read: a burst's first is not held)
                     await _gathered(response, batch)
             clean = True
         finally:
+            self._initial = None  # (a stream ended before its initial state did: the next one starts it again)
             if clean:
                 response.release()
             else:
@@ -441,15 +478,53 @@ class ResourceWatch:
         if lines == 0 and time.monotonic() - started < 1.0:
             raise WatchError(Failure.CONNECTION, "the server ended the watch at once")
 
+    async def _open(self) -> aiohttp.ClientResponse:
+        """Open the watch from the last version seen; with none yet, one that starts with the current objects.
+
+        When the server refuses to stream them (no WatchList), they are listed first, and watched from the list.
+        """
+        settings = self._settings
+        server_timeout = int(self._rng.uniform(settings.watch_timeout, 2 * settings.watch_timeout))
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(server_timeout))]
+        initial = self._rv is None
+        if initial:  # (the objects as of now, a consistent read, then their changes)
+            query += [("sendInitialEvents", "true"), ("resourceVersionMatch", "NotOlderThan")]
+        else:
+            query.append(("resourceVersion", self._rv or ""))
+        query += self._selector
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=settings.request_timeout, sock_read=server_timeout + settings.read_timeout
+        )
+        try:
+            response = await self._api.open(self._path, query=query, accept=self._watch_accept, client_timeout=timeout)
+        except ApiError as exc:
+            if not (initial and refuses_watch_list(exc)):
+                raise
+            self._watch_list.refused(exc, self.target.name)
+            await self._list()
+            return await self._open()
+        if initial:
+            self._initial = set()
+            self._clear_failure()
+            self._set(State.LISTING)
+        else:
+            self._recovered()
+        self._log.debug("watch open", resource_version=self._rv, timeout_seconds=server_timeout, initial=initial)
+        return response
+
     def _on_line(self, line: bytes, now: float) -> None:
         event = self._event(line, now)
         if event is None:
             return
-        self._rv = event.resource_version or self._rv
+        initial = self._initial
+        if initial is None:
+            self._rv = event.resource_version or self._rv
+        else:  # (the initial objects come in no order of version: the stream resumes only from its end bookmark)
+            initial.add(event.uid)
         self._emit(event)
 
     def _event(self, data: bytes, now: float) -> ObjectEvent | None:
-        """The decoded event of a line (None: a BOOKMARK, handled here, or an invalid event, skipped)."""
+        """Decode the event of a line (None: a BOOKMARK, handled here, or an invalid event, skipped)."""
         try:
             event = self._decode(data, observed_at=now, api_version=self._api_version, kind=self._kind)
         except DecodeError:
@@ -462,7 +537,7 @@ class ResourceWatch:
         return event
 
     def _control(self, line: bytes) -> None:
-        """A BOOKMARK (remember its resourceVersion) or an ERROR (raise what it stands for)."""
+        """Handle a BOOKMARK (remember its resourceVersion; one may end the initial state) or an ERROR (raise it)."""
         doc = orjson.loads(line)
         obj = doc.get("object")
         if not isinstance(obj, dict):
@@ -470,8 +545,18 @@ class ResourceWatch:
         if doc.get("type") == "ERROR":  # a Status, with or without metadata
             raise error_event(obj)
         meta = obj.get("metadata")
-        if isinstance(meta, dict):
-            self._rv = meta.get("resourceVersion") or self._rv
+        if not isinstance(meta, dict):
+            return
+        version = meta.get("resourceVersion")
+        initial = self._initial
+        if initial is None:
+            self._rv = version or self._rv
+        elif (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+            if not version:
+                raise WatchError(Failure.SERVER_ERROR, f"{self.target.name}: the initial state has no resourceVersion")
+            self._initial = None
+            self._synced(initial, str(version), observed_time(time.time()))
+            self._set(State.WATCHING)
 
     def _emit(self, event: ObjectEvent) -> None:
         namespace = event.namespace
@@ -497,8 +582,11 @@ class ResourceWatch:
 
 
 async def _gathered(response: aiohttp.ClientResponse, seconds: float) -> None:
-    """Let a watch's next events gather for `seconds`: its connection is not read meanwhile, so they are received,
-    decrypted (TLS) and parsed in one go, and handed over in one chunk, instead of one wake-up each."""
+    """Let a watch's next events gather for `seconds`.
+
+    Its connection is not read meanwhile, so they are received, decrypted (TLS) and parsed in one go, and handed over in
+    one chunk, instead of one wake-up each.
+    """
     connection = response.connection
     transport = connection.transport if connection is not None else None
     if transport is None or transport.is_closing():
@@ -512,7 +600,7 @@ async def _gathered(response: aiohttp.ClientResponse, seconds: float) -> None:
 
 
 def _ignored(resource: ApiResource, error: EventError) -> None:
-    """The default `on_invalid`: the event is skipped, and told to no one."""
+    """Skip the event and tell no one: the default `on_invalid`."""
 
 
 _FAILURE_EVENTS = {
