@@ -312,7 +312,7 @@ class Service:
     def _invalid(
         self, resource: ApiResource, error: ValueError, *, namespace: str | None = None, name: str | None = None
     ) -> None:
-        """An event the decoder refused, or the engine could not read: skipped, counted, logged (the first few)."""
+        """Skip and count an event the decoder refused, or the engine could not read; log the first few."""
         self.invalid_events += 1
         if self.invalid_events <= LOGGED_INVALID_EVENTS:
             log.warning(
@@ -320,7 +320,7 @@ class Service:
             )
 
     def _hand_over(self, changes: list[FindingChange]) -> None:
-        """Finding changes to every sink: the log, the metrics, delivery (queued, never waited for)."""
+        """Hand finding changes to every sink: the log, the metrics, delivery (queued, never waited for)."""
         if not changes:
             return
         for change in changes:
@@ -334,7 +334,7 @@ class Service:
         self._hand_over(self.detector.advance(now))
 
     def _resource(self, ref: ObjectRef) -> str:
-        """The resource of an object's kind, as discovery serves it (else the API server's own guess)."""
+        """Return the resource of an object's kind, as discovery serves it (else the API server's own guess)."""
         plural = self._cluster.plural(ref.group, ref.kind) if self._cluster is not None and ref.kind else None
         return plural or guessed_resource(ref)
 
@@ -353,8 +353,10 @@ class Service:
                 self._recording.flush()
 
     def _note_resources(self) -> None:
-        """Tell the metrics which resources are watched and which forbidden (a watch started, stopped or changed
-        state), when that changed."""
+        """Tell the metrics which resources are watched and which forbidden, when that changed.
+
+        It changes when a watch starts, stops or changes state.
+        """
         if self._cluster is None:
             return
         resources = self._cluster.resource_states()
@@ -371,8 +373,10 @@ class Service:
         return self.detector.findings()
 
     def incident_of(self, finding: Finding) -> Incident | None:
-        """The incident a finding is part of, among the active findings, when it has others too (grouped once a
-        second at most: a burst of findings opening at once is grouped once)."""
+        """Return the incident a finding is part of, among the active findings, when it has others too.
+
+        The active findings are grouped once a second at most: a burst of findings opening at once is grouped once.
+        """
         now = int(time.monotonic())
         if self._incidents[0] != now:
             findings = self.detector.active()

@@ -1,2 +1,5 @@
-"""Serving securely: TLS with certificates that rotate, and callers authenticated and authorized by the API server
-(TokenReview, SubjectAccessReview), for the endpoints (sinks.http) and the audit webhook (sources.audit_webhook)."""
+"""Serving securely, for the endpoints (sinks.http) and the audit webhook (sources.audit_webhook).
+
+TLS with certificates that rotate, and callers authenticated and authorized by the API server (TokenReview,
+SubjectAccessReview).
+"""

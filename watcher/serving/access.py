@@ -1,6 +1,7 @@
-"""Who may read what fightwatch serves, decided the Kubernetes way (as controller-runtime's metrics filters and
-kube-rbac-proxy do): a bearer token is authenticated with a `TokenReview`, and the caller's access is decided with a
-`SubjectAccessReview` against the cluster's own RBAC.
+"""Who may read what fightwatch serves, decided the Kubernetes way.
+
+As controller-runtime's metrics filters and kube-rbac-proxy do it: a bearer token is authenticated with a
+`TokenReview`, and the caller's access is decided with a `SubjectAccessReview` against the cluster's own RBAC.
 
 Both answers are cached, bounded in size: a success for `allowed_ttl`, a refusal for `denied_ttl` (shorter, so a new
 RoleBinding takes effect soon), so a scrape every 15 seconds is not an API call each time. When the API server
@@ -44,8 +45,10 @@ class Caller:
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """What a caller wants to read: `verb` on a resource (in a namespace, "" for cluster scope), or on a
-    non-resource path."""
+    """What a caller wants to read.
+
+    `verb` on a resource (in a namespace, "" for cluster scope), or on a non-resource path.
+    """
 
     verb: str
     resource: str = ""
@@ -110,7 +113,7 @@ class Access:
         self._in_flight: dict[tuple[str, Any], asyncio.Future[Any]] = {}
 
     async def authenticate(self, token: str) -> Caller | None:
-        """The caller a bearer token belongs to, or None when the API server does not accept it."""
+        """Return the caller a bearer token belongs to, or None when the API server does not accept it."""
         key = hashlib.sha256(token.encode()).digest()
 
         async def review() -> Caller | None:
@@ -206,8 +209,11 @@ NEEDED = (("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "s
 
 
 async def missing_permissions(post: Post) -> list[str]:
-    """What fightwatch itself may not do of what reviewing callers needs (`create` on tokenreviews and
-    subjectaccessreviews), asked with SelfSubjectAccessReviews (which every authenticated user may create)."""
+    """Return what fightwatch itself may not do of what reviewing callers needs.
+
+    Reviewing needs `create` on tokenreviews and subjectaccessreviews; each is asked with a SelfSubjectAccessReview
+    (which every authenticated user may create).
+    """
     missing = []
     for group, resource in NEEDED:
         answer = await post(
@@ -225,8 +231,11 @@ async def missing_permissions(post: Post) -> list[str]:
 
 
 def certificate_caller(peer: Any) -> Caller | None:
-    """The caller a verified client certificate names, as the API server takes it: the subject's common name is
-    the user, its organizations the groups (with system:authenticated, as every authenticated user has)."""
+    """Return the caller a verified client certificate names, as the API server takes it.
+
+    The subject's common name is the user, its organizations the groups (with system:authenticated, as every
+    authenticated user has).
+    """
     if not isinstance(peer, dict):
         return None
     attributes = [pair for rdn in peer.get("subject", ()) for pair in rdn if isinstance(pair, tuple) and len(pair) == 2]

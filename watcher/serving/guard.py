@@ -21,8 +21,10 @@ class Guard(Protocol):
     secure: bool  # False: the development mode, where nothing is checked
 
     async def caller(self, request: web.Request) -> Caller | None:
-        """The authenticated caller; None when the request carries no credential the API server accepts.
-        Raises AccessUnavailableError when the API server cannot say and nothing is cached."""
+        """Return the authenticated caller; None when the request carries no credential the API server accepts.
+
+        Raises AccessUnavailableError when the API server cannot say and nothing is cached.
+        """
         ...
 
     async def allowed(self, caller: Caller, want: Resource) -> bool: ...
@@ -58,15 +60,17 @@ class OpenGuard:
 
 
 def verified_certificate(request: web.Request) -> dict[str, Any] | None:
-    """The client certificate of the request's TLS connection, as `ssl.SSLObject.getpeercert()` decodes it: only
-    ever one the handshake verified against the configured CA (None without one)."""
+    """Return the client certificate of the request's TLS connection, as `ssl.SSLObject.getpeercert()` decodes it.
+
+    Only ever one the handshake verified against the configured CA (None without one).
+    """
     transport = request.transport
     peer = transport.get_extra_info("peercert") if transport is not None else None
     return peer or None
 
 
 def bearer_token(request: web.Request) -> str:
-    """The token of an `Authorization: Bearer` header, "" without one."""
+    """Return the token of an `Authorization: Bearer` header, "" without one."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
 

@@ -65,9 +65,12 @@ class ServingTls:
         hosts: tuple[str, ...] = (),
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
-        """`client_auth` applies with a `client_ca_file`: `required` refuses a handshake without a certificate of
-        that CA, `optional` lets the request authenticate otherwise. `hosts`: extra names and addresses a
-        self-signed certificate is for. Raises CertificateError when the files cannot be used."""
+        """Load the server's certificate (the files, else a self-signed one) and the client CA.
+
+        `client_auth` applies with a `client_ca_file`: `required` refuses a handshake without a certificate of that
+        CA, `optional` lets the request authenticate otherwise. `hosts`: extra names and addresses a self-signed
+        certificate is for. Raises CertificateError when the files cannot be used.
+        """
         if (cert_file is None) != (key_file is None):
             raise ValueError("give both cert_file and key_file, or neither")
         self._cert_file, self._key_file, self._ca_file = cert_file, key_file, client_ca_file
@@ -90,8 +93,11 @@ class ServingTls:
         return self._client_auth != "none"
 
     def refresh(self) -> bool:
-        """Load the certificate again if its files changed (or a self-signed one expires within 30 days); True when a
-        new one is served from now on. A pair that cannot be loaded keeps the old one (`last_error` says why)."""
+        """Load the certificate again if its files changed (or a self-signed one expires within 30 days).
+
+        True when a new one is served from now on. A pair that cannot be loaded keeps the old one
+        (`last_error` says why).
+        """
         if self._cert_file is None:
             if self.certificate.not_after - self._clock() > RENEW_BEFORE:
                 return False
@@ -159,7 +165,7 @@ class ServingTls:
 
 
 def describe(cert_pem: bytes, *, source: str) -> Certificate:
-    """The first certificate of a PEM chain, as `Certificate`."""
+    """Describe the first certificate of a PEM chain, as `Certificate`."""
     from cryptography import x509  # noqa: PLC0415 - 14 MiB, only where certificates are served
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
 
@@ -184,7 +190,10 @@ def fingerprint(der: bytes) -> str:
 
 
 def self_signed(hosts: tuple[str, ...] = (), *, now: datetime.datetime) -> tuple[bytes, bytes]:
-    """A new key and a certificate signed by it for localhost, this host's name, $POD_IP and `hosts`: PEM bytes."""
+    """Generate a key and a certificate signed by it, as PEM bytes.
+
+    The certificate is for localhost, this host's name, $POD_IP and `hosts`.
+    """
     from cryptography import x509  # noqa: PLC0415 - 14 MiB, only where certificates are served
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
@@ -230,8 +239,10 @@ def _read(path: Path) -> bytes:
 
 @contextlib.contextmanager
 def _in_memory(data: bytes) -> Iterator[str]:
-    """A path the ssl module can load `data` from, never on a disk (a read-only root filesystem has no room):
-    a memfd on Linux, a private temporary file elsewhere."""
+    """Yield a path the ssl module can load `data` from, never on a disk (a read-only root filesystem has no room).
+
+    A memfd on Linux, a private temporary file elsewhere.
+    """
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("fightwatch-tls", os.MFD_CLOEXEC)
         try:

@@ -84,7 +84,10 @@ class ServedRequests:
 def make_app(
     state: StateReaders, guard: Guard, served: ServedRequests | None = None, *, refresh: float = 30.0
 ) -> web.Application:
-    """The endpoints; `refresh`: how often the page fetches the findings again (seconds)."""
+    """Make the application that serves the endpoints.
+
+    `refresh`: how often the page fetches the findings again (seconds).
+    """
     counts = (served or ServedRequests()).counts
 
     @web.middleware
@@ -120,7 +123,7 @@ class Endpoints:
         self.live = page.LivePage(fragment_url=f"{PAGE_PATH.lstrip('/')}?fragment=1", refresh_seconds=refresh)
 
     def protected(self, handler: Callable[[web.Request, Caller], Awaitable[web.Response]]) -> Handler:
-        """The handler, for authenticated callers only (401 otherwise; 503 when that cannot be decided)."""
+        """Wrap a handler for authenticated callers only (401 otherwise; 503 when that cannot be decided)."""
 
         async def guarded(request: web.Request) -> web.Response:
             try:
@@ -164,8 +167,10 @@ class Endpoints:
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def _visible(self, request: web.Request, caller: Caller) -> list[Finding]:
-        """The findings the query's filters choose that the caller may see, most severe first; a bad filter is a
-        400 that says why."""
+        """Return the findings the query's filters choose that the caller may see, most severe first.
+
+        A bad filter is a 400 that says why.
+        """
         try:
             wanted = parse_filters((k, v) for k, v in request.query.items() if k != "fragment")
         except ValueError as exc:
@@ -185,18 +190,21 @@ class Endpoints:
         return _json({"findings": [finding_json(f, incident_of[f.id]) for f in chosen]})
 
     async def incidents(self, request: web.Request, caller: Caller) -> web.Response:
-        """The incidents of the findings the caller may see: an incident with the objects it may read."""
+        """Serve the incidents of the findings the caller may see: an incident with the objects it may read."""
         chosen = await self._visible(request, caller)
         return _json({"incidents": [incident_json(i) for i in group(chosen)]})
 
     async def _fragment(self, request: web.Request, caller: Caller) -> web.Response:
-        """The findings part of the page, for its script to show and refresh (with the token it was given)."""
+        """Serve the findings part of the page, for its script to show and refresh (with the token it was given)."""
         chosen = await self._visible(request, caller)
         return _html(page.render_findings(chosen, now=time.time()), nonce="")
 
     async def page(self, request: web.Request) -> web.StreamResponse:
-        """The page: for a request with credentials, the findings the caller may see with their timelines; for one
-        without (a browser), the page without them, whose script asks for a token and fetches them with it."""
+        """Serve the page, with the findings for a request with credentials.
+
+        For a request with credentials, the page holds the findings the caller may see with their timelines; for one
+        without (a browser), the page without them, whose script asks for a token and fetches them with it.
+        """
         if "fragment" in request.query:
             return await self.protected(self._fragment)(request)
         try:
@@ -221,9 +229,12 @@ async def readable(
     allowed: Callable[[Caller, Resource], Awaitable[bool]],
     resource: Callable[[ObjectRef], str],
 ) -> list[Finding]:
-    """The findings about objects the caller may `list`: on the object's resource in its namespace, or at cluster
-    scope (which covers every namespace, and is asked first: one review per resource for a cluster-wide reader).
-    Reviews run a few at a time; each (caller, resource, namespace) is asked once and cached by `allowed`."""
+    """Return the findings about objects the caller may `list`.
+
+    The `list` review is on the object's resource in its namespace, or at cluster scope (which covers every
+    namespace, and is asked first: one review per resource for a cluster-wide reader). Reviews run a few at a time;
+    each (caller, resource, namespace) is asked once and cached by `allowed`.
+    """
     if not findings:
         return []
     limit = asyncio.Semaphore(REVIEWS_AT_ONCE)
@@ -277,8 +288,10 @@ def keep(finding: Finding, wanted: dict[str, set[str]]) -> bool:
 
 
 def _html(body: str, *, nonce: str) -> web.Response:
-    """A page (or a part of one) with headers that keep it to itself: its own scripts and styles only, no frames,
-    no caching, no referrer."""
+    """Return a page (or a part of one) with headers that keep it to itself.
+
+    Its own scripts and styles only, no frames, no caching, no referrer.
+    """
     headers = {
         "Content-Security-Policy": page.content_security_policy(nonce, live=True),
         "X-Content-Type-Options": "nosniff",

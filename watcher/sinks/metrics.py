@@ -75,7 +75,10 @@ DROP_REASONS = ("queue_full", "attempts", "rejected", "stopped", "lost_leadershi
 
 
 def new_registry() -> CollectorRegistry:
-    """The registry `/metrics` serves: the process, platform and GC collectors, and then `Metrics` its families."""
+    """Make the registry `/metrics` serves.
+
+    It holds the process, platform and GC collectors, and then `Metrics` its families.
+    """
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
@@ -91,7 +94,7 @@ def package_version() -> str:
 
 
 def exposition(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
-    """The body and content type of a scrape of `registry` (OpenMetrics when the scraper asks for it)."""
+    """Return the body and content type of a scrape of `registry` (OpenMetrics when the scraper asks for it)."""
     encoder, content_type = choose_encoder(accept or "")
     return encoder(registry), content_type
 
@@ -200,11 +203,14 @@ class Metrics:
         engine: str = "python",
         alerts_per: str = "incident",
     ) -> None:
-        """`active`: where scrapes read the active findings, current to the last write (`Engine.active`); without
-        it, the snapshots of the last changes passed to `on_changes`, which the engine only emits on notable
-        changes (so handovers and rates lag). `shard` labels the per-finding series; `engine` names the engine's
-        attribution implementation (`native` or `python`) in `fightwatch_build_info`; `alerts_per`: `delivery.per`, for
-        `fightwatch_alerting_info`."""
+        """Register the metric families on `registry`.
+
+        `active`: where scrapes read the active findings, current to the last write (`Engine.active`); without it,
+        the snapshots of the last changes passed to `on_changes`, which the engine only emits on notable changes (so
+        handovers and rates lag). `shard` labels the per-finding series; `engine` names the engine's attribution
+        implementation (`native` or `python`) in `fightwatch_build_info`; `alerts_per`: `delivery.per`, for
+        `fightwatch_alerting_info`.
+        """
         self.registry = registry
         self.settings = settings or MetricsSettings()
         self.active = active
@@ -276,8 +282,10 @@ class Metrics:
             child.inc()
 
     def count_conflict(self, manager: str, reason: str) -> None:
-        """One write by a client under `manager` rejected with 409 (`reason`: version or apply), top-K managers by
-        name like the writes."""
+        """Count one write by a client under `manager` rejected with 409 (`reason`: version or apply).
+
+        The managers are labelled top-K by name, like the writes.
+        """
         key = (self._conflict_managers.label(manager), reason)
         child = self._conflict_children.get(key)
         if child is None:
@@ -305,8 +313,10 @@ class Metrics:
         lag: float | None,
         received_at: float | None = None,
     ) -> None:
-        """One watch event of `resource` processed in `duration` seconds; `lag`: receive time minus its
-        object's newest managedFields time (None when the object has none)."""
+        """Count one watch event of `resource`, processed in `duration` seconds.
+
+        `lag`: receive time minus its object's newest managedFields time (None when the object has none).
+        """
         children = self._event_children.get((resource, event_type))
         if children is None:  # (once per resource and type: label lookups cost more than the updates)
             group, plural = resource
@@ -322,14 +332,19 @@ class Metrics:
             self._lag.observe(max(lag, 0.0))
 
     def watch_restart(self, resource: ResourceKey, reason: str) -> None:
-        """A watch of `resource` (re)started; `reason` is one of RESTART_REASONS (others count as `other`)."""
+        """Count a (re)start of a watch of `resource`.
+
+        `reason` is one of RESTART_REASONS (others count as `other`).
+        """
         labels = (*resource, reason if reason in RESTART_REASONS else OTHER)
         self._restarts.labels(*labels).inc()
         self._note(resource, self._restarts, labels)
 
     def watch_error(self, resource: ResourceKey, code: int | str | None) -> None:
-        """A list or watch of `resource` failed with HTTP status `code` (None: no HTTP answer; else one of
-        ERROR_CODES)."""
+        """Count a list or watch of `resource` that failed with HTTP status `code`.
+
+        `code` is None without an HTTP answer; else one of ERROR_CODES.
+        """
         if code is None:
             label = "network"
         elif isinstance(code, int):
@@ -341,7 +356,7 @@ class Metrics:
         self._note(resource, self._errors, labels)
 
     def set_resources(self, watched: Collection[ResourceKey], forbidden: Collection[ResourceKey]) -> None:
-        """What API discovery found: the resources watched now and those the RBAC forbids listing/watching.
+        """Record what API discovery found: the resources watched now and those the RBAC forbids listing/watching.
 
         Every watched resource gets its `fightwatch_events_total` series at 0, so "no events" is a value an
         alert can compare; the series of resources neither watched nor forbidden any more are removed (a
@@ -399,8 +414,10 @@ class Metrics:
     # ------------------------------------------------------------------------------------ at scrape time
 
     def read_at_scrape(self, reader: Callable[[], Samples]) -> None:
-        """Have every scrape add `reader()`'s samples to the collected families they name (a name that is not a
-        collected family of the table is a bug, and fails the scrape)."""
+        """Have every scrape add `reader()`'s samples to the collected families they name.
+
+        A name that is not a collected family of the table is a bug, and fails the scrape.
+        """
         self._readers.append(reader)
 
     def collect(self) -> Iterator[Metric]:
@@ -438,8 +455,10 @@ class Metrics:
         yield from families.values()
 
     def _incident_series(self, families: dict[str, Any], roots: list[Finding]) -> None:
-        """The series of the active incidents (capped, most objects first); their labels are the same on every
-        shard and replica (the writers and fields of the pattern, by name)."""
+        """Add the series of the active incidents (capped, most objects first).
+
+        Their labels are the same on every shard and replica (the writers and fields of the pattern, by name).
+        """
         incidents = group(roots)
         cap = self.settings.max_incident_series
         families["fightwatch_incident_series_omitted"].add_metric([], max(len(incidents) - cap, 0))

@@ -69,7 +69,7 @@ class LeaderChange:
 
 
 def lease_namespace(settings: LeaderElectionSettings, service_account_dir: Path) -> str:
-    """The Lease's namespace: configured, else $POD_NAMESPACE, else the service account's, else `default`."""
+    """Return the Lease's namespace: configured, else $POD_NAMESPACE, else the service account's, else `default`."""
     if settings.lease_namespace:
         return settings.lease_namespace
     if os.environ.get("POD_NAMESPACE"):
@@ -128,7 +128,7 @@ class _Lock(LeaseLock):
         return spec
 
     def election_record(self, lease: client.V1Lease) -> LeaderElectionRecord:
-        """The record with the Lease's times in the library's format (local time, as `str(datetime)`)."""
+        """Return the record with the Lease's times in the library's format (local time, as `str(datetime)`)."""
         record: LeaderElectionRecord = super().election_record(lease)
         spec = lease.spec
         if spec is not None:
@@ -137,7 +137,7 @@ class _Lock(LeaseLock):
         return record
 
     def time_str_to_iso(self, str_time: str | None) -> str | None:
-        """A record time (local, as `str(datetime)`) as the Lease's MicroTime: UTC, with microseconds."""
+        """Convert a record time (local, as `str(datetime)`) to the Lease's MicroTime: UTC, with microseconds."""
         for fmt in _RECORD_FORMATS:
             try:
                 moment = datetime.strptime(str_time or "", fmt)  # noqa: DTZ007 - the library's local time
@@ -271,7 +271,10 @@ class LeaderElector:
         return time.monotonic() - self._renewed_at >= self.settings.renew_deadline
 
     def attempt_timeout(self) -> float:
-        """A leader's attempt may take what is left of its renew deadline; a candidate's, the whole deadline."""
+        """Return how long an attempt may take.
+
+        A leader's attempt may take what is left of its renew deadline; a candidate's, the whole deadline.
+        """
         if not self._leading:
             return self.settings.renew_deadline
         return max(0.1, self._renewed_at + self.settings.renew_deadline - time.monotonic())
@@ -327,8 +330,10 @@ class LeaderElector:
     def after_attempt(
         self, *, renewed: bool, holder: str | None, changed_at: float, error: BaseException | None, started: float
     ) -> None:
-        """Judge one attempt (begun at monotonic `started`) to acquire or renew; raises _Lost when this leader must
-        stop."""
+        """Judge one attempt (begun at monotonic `started`) to acquire or renew.
+
+        Raises _Lost when this leader must stop.
+        """
         if holder is not None and holder != self.identity:
             if holder != self.holder:
                 log.info("leader", lease=self._lease(), holder=holder)
@@ -346,8 +351,10 @@ class LeaderElector:
             raise _Lost
 
     def _renewed(self, started: float) -> None:
-        """A successful renewal (or acquisition) whose request began at `started`: the deadline counts from there,
-        since the Lease may have been written as early as that."""
+        """Record a successful renewal (or acquisition) whose request began at `started`.
+
+        The deadline counts from there, since the Lease may have been written as early as that.
+        """
         self._renewed_at = started
         loop = asyncio.get_running_loop()
         if self._watchdog is not None:
@@ -391,7 +398,10 @@ class LeaderElector:
 
 
 async def _nothing() -> None:
-    """The library's leading callbacks: the elector tells its own listener, synchronously, on each change."""
+    """Do nothing, as the library's leading callbacks.
+
+    The elector tells its own listener, synchronously, on each change.
+    """
 
 
 def _describe(exc: BaseException) -> str:
