@@ -40,7 +40,7 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from watcher.cli import tune_gc  # noqa: E402
+from watcher.offline import tune_gc  # noqa: E402
 from watcher.config import Config, ShardingSettings  # noqa: E402
 from watcher.detection import events  # noqa: E402
 from watcher.detection.engine import Engine  # noqa: E402
