@@ -43,10 +43,10 @@ sys.path.insert(0, str(REPO))
 from bench_machine import machine  # noqa: E402
 
 from harness.envelopes import WRITERS, gke_degraded, raw_lines  # noqa: E402
-from watcher.offline import tune_gc  # noqa: E402
 from watcher.config import Config  # noqa: E402
 from watcher.detection.request_engine import RequestEngine  # noqa: E402
 from watcher.model import format_observed  # noqa: E402
+from watcher.offline import tune_gc  # noqa: E402
 from watcher.sources.audit import AuditStats, read_audit_log  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "audit"
