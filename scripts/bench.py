@@ -37,10 +37,11 @@ from typing import Any
 import bench_memory
 import orjson
 import synthetic_cluster
-from bench_machine import machine
 from bench_recall import NOT_CHECKED, check
 from bench_report import markdown
-from engine_under_test import (
+from synthetic_cluster import stream_summary
+
+from harness.bench.engine import (
     READ_BUFFER,
     Engine,
     add_engine_argument,
@@ -49,8 +50,7 @@ from engine_under_test import (
     replay_events,
     tracked_objects,
 )
-from synthetic_cluster import stream_summary
-
+from harness.bench.machine import machine
 from watcher.config import Config, DetectionSettings
 from watcher.offline import tune_gc
 

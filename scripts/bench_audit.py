@@ -37,18 +37,15 @@ from typing import Any
 
 import orjson
 
+from harness.bench.machine import machine
+from harness.envelopes import WRITERS, gke_degraded, raw_lines
+from watcher.config import Config
+from watcher.detection.request_engine import RequestEngine
+from watcher.model import format_observed
+from watcher.offline import tune_gc
+from watcher.sources.audit import AuditStats, read_audit_log
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench_machine import machine  # noqa: E402
-
-from harness.envelopes import WRITERS, gke_degraded, raw_lines  # noqa: E402
-from watcher.config import Config  # noqa: E402
-from watcher.detection.request_engine import RequestEngine  # noqa: E402
-from watcher.model import format_observed  # noqa: E402
-from watcher.offline import tune_gc  # noqa: E402
-from watcher.sources.audit import AuditStats, read_audit_log  # noqa: E402
-
 FIXTURES = REPO / "tests" / "fixtures" / "audit"
 POD_NAME = "authentication.kubernetes.io/pod-name"
 START = 1_795_000_000.0

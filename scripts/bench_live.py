@@ -65,7 +65,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from informer_build import informer_binary  # noqa: E402
 from livebench import (  # noqa: E402
     aligned,
     cpu_seconds,
@@ -80,6 +79,7 @@ from livebench import (  # noqa: E402
 )
 
 from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
+from harness.go_build import informer_binary  # noqa: E402
 from harness.kube import CONFIGMAPS, DEPLOYMENTS, Kube, new_api_client  # noqa: E402
 
 MARKER = "bench-marker-"

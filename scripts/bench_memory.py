@@ -32,8 +32,9 @@ from typing import Any
 
 import orjson
 import synthetic_cluster
-from bench_machine import machine
-from engine_under_test import (
+from synthetic_cluster import SPAN, Truth, stream_summary
+
+from harness.bench.engine import (
     add_engine_argument,
     clock,
     findings,
@@ -43,8 +44,7 @@ from engine_under_test import (
     state_sizes,
     tracked_objects,
 )
-from synthetic_cluster import SPAN, Truth, stream_summary
-
+from harness.bench.machine import machine
 from watcher.config import Config, DetectionSettings
 from watcher.offline import tune_gc
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from engine_under_test import add_engine_argument, findings, make_engine, replay_events
 from synthetic_cluster import Truth, load_truth
 
+from harness.bench.engine import add_engine_argument, findings, make_engine, replay_events
 from watcher.config import Config
 from watcher.model import Finding, FindingType
 

@@ -32,15 +32,12 @@ from typing import Any
 import aiohttp
 import orjson
 
+from harness.bench.machine import machine
+from harness.control_plane import start_control_plane
+from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client
+from harness.watcher import Watcher
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench_machine import machine  # noqa: E402
-
-from harness.control_plane import start_control_plane  # noqa: E402
-from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client  # noqa: E402
-from harness.watcher import Watcher  # noqa: E402
-
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 

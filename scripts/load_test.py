@@ -68,7 +68,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from informer_build import informer_binary  # noqa: E402
 from livebench import (  # noqa: E402
     aligned,
     cpu_seconds,
@@ -89,6 +88,7 @@ from harness.control_plane import (  # noqa: E402
     control_plane_bin_dir,
     start_control_plane,
 )
+from harness.go_build import informer_binary  # noqa: E402
 from harness.kube import Kube, Resource, new_api_client  # noqa: E402
 from watcher.config import Config, ShardingSettings  # noqa: E402
 from watcher.model import parse_time  # noqa: E402

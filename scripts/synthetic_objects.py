@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from engine_under_test import capture_objects
+
+from harness.bench.engine import capture_objects
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,28 +13,28 @@ from pathlib import Path
 
 import pytest
 
+from harness import krew as krew_plugin
 from harness.control_plane import control_plane_bin_dir
+from harness.go_build import go_binary
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
-
-import informer_build  # noqa: E402
-import krew_package  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def krew() -> Path:
-    return informer_build.go_binary(REPO / "scripts" / "krew", "sigs.k8s.io/krew/cmd/krew", "krew")
+    return go_binary(REPO / "scripts" / "krew", "sigs.k8s.io/krew/cmd/krew", "krew")
 
 
 def test_the_committed_manifest_matches_the_archive_built_now() -> None:
     """Byte for byte the same archive on every machine: the manifest's sha256 holds until the launcher changes."""
-    assert krew_package.main(["--check"]) == 0
-    assert krew_package.archive_bytes("1.2.3") == krew_package.archive_bytes("1.2.3")
+    script = REPO / "scripts" / "krew_package.py"
+    checked = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+    assert krew_plugin.archive_bytes("1.2.3") == krew_plugin.archive_bytes("1.2.3")
 
 
 def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, tmp_path: Path) -> None:
-    validator = informer_build.go_binary(
+    validator = go_binary(
         REPO / "scripts" / "krew", "sigs.k8s.io/krew/cmd/validate-krew-manifest", "validate-krew-manifest"
     )
     manifest = REPO / "deploy" / "krew" / "fightwatch.yaml"
@@ -44,8 +44,9 @@ def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, 
     assert checked.returncode == 0, checked.stderr
     assert "structural validation OK" in checked.stderr
 
-    assert krew_package.main(["--out", str(tmp_path / "dist")]) == 0
-    archive = tmp_path / "dist" / krew_package.archive_name(krew_package.version())
+    release = krew_plugin.version()
+    archive = tmp_path / krew_plugin.archive_name(release)
+    archive.write_bytes(krew_plugin.archive_bytes(release))  # (what scripts/krew_package.py writes to dist/)
     root = tmp_path / "krew"
     env = {**os.environ, "KREW_ROOT": str(root)}
     installed = subprocess.run(
@@ -67,7 +68,7 @@ def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, 
     version = [str(kubectl), "fightwatch", "--version"]
     first = subprocess.run(version, env=run_env, capture_output=True, text=True, check=False)
     assert first.returncode == 0, first.stderr
-    assert first.stdout.startswith(f"fightwatch {krew_package.version()} ")
+    assert first.stdout.startswith(f"fightwatch {krew_plugin.version()} ")
     assert "installing fightwatch" in first.stderr
     again = subprocess.run(version, env=run_env, capture_output=True, text=True, check=False)
     assert again.returncode == 0, again.stderr
@@ -82,7 +83,7 @@ def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, 
 
 def test_the_launcher_says_what_is_missing(tmp_path: Path) -> None:
     launcher = tmp_path / "kubectl-fightwatch"
-    launcher.write_text(krew_package.LAUNCHER.read_text().replace("@VERSION@", "0.0.0"))
+    launcher.write_text(krew_plugin.LAUNCHER.read_text().replace("@VERSION@", "0.0.0"))
     launcher.chmod(0o755)
     env = {**os.environ, "FIGHTWATCH_HOME": str(tmp_path / "home"), "FIGHTWATCH_PYTHON": str(tmp_path / "nope")}
     done = subprocess.run([str(launcher), "--version"], env=env, capture_output=True, text=True, check=False)
