@@ -71,7 +71,7 @@ unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit
 
 bench: $(CHECKOUT_PTH)
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench_replay.py
 
 ## The live watcher under write load on a real API server, against kubernetes-asyncio's Watch().stream() and a
 ## client-go metadata informer (scripts/informer: needs Go, as the control plane's build does).
