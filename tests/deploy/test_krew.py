@@ -9,15 +9,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-from harness import krew as krew_plugin
 from harness.control_plane import control_plane_bin_dir
 from harness.go_build import go_binary
 
 REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "scripts" / "krew_package.py"  # run as users run it: `python scripts/krew_package.py`
+LAUNCHER = REPO / "deploy" / "krew" / "kubectl-fightwatch"
+VERSION = metadata.version("fightwatch")
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +30,8 @@ def krew() -> Path:
 
 def test_the_committed_manifest_matches_the_archive_built_now() -> None:
     """Byte for byte the same archive on every machine: the manifest's sha256 holds until the launcher changes."""
-    script = REPO / "scripts" / "krew_package.py"
-    checked = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, check=False)
+    checked = subprocess.run([sys.executable, str(PACKAGE), "--check"], capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stderr
-    assert krew_plugin.archive_bytes("1.2.3") == krew_plugin.archive_bytes("1.2.3")
 
 
 def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, tmp_path: Path) -> None:
@@ -44,9 +45,11 @@ def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, 
     assert checked.returncode == 0, checked.stderr
     assert "structural validation OK" in checked.stderr
 
-    release = krew_plugin.version()
-    archive = tmp_path / krew_plugin.archive_name(release)
-    archive.write_bytes(krew_plugin.archive_bytes(release))  # (what scripts/krew_package.py writes to dist/)
+    built = subprocess.run(
+        [sys.executable, str(PACKAGE), "--out", str(tmp_path / "dist")], capture_output=True, text=True, check=False
+    )
+    assert built.returncode == 0, built.stderr
+    archive = tmp_path / "dist" / f"kubectl-fightwatch-v{VERSION}.tar.gz"
     root = tmp_path / "krew"
     env = {**os.environ, "KREW_ROOT": str(root)}
     installed = subprocess.run(
@@ -68,7 +71,7 @@ def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, 
     version = [str(kubectl), "fightwatch", "--version"]
     first = subprocess.run(version, env=run_env, capture_output=True, text=True, check=False)
     assert first.returncode == 0, first.stderr
-    assert first.stdout.startswith(f"fightwatch {krew_plugin.version()} ")
+    assert first.stdout.startswith(f"fightwatch {VERSION} ")
     assert "installing fightwatch" in first.stderr
     again = subprocess.run(version, env=run_env, capture_output=True, text=True, check=False)
     assert again.returncode == 0, again.stderr
@@ -83,7 +86,7 @@ def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, 
 
 def test_the_launcher_says_what_is_missing(tmp_path: Path) -> None:
     launcher = tmp_path / "kubectl-fightwatch"
-    launcher.write_text(krew_plugin.LAUNCHER.read_text().replace("@VERSION@", "0.0.0"))
+    launcher.write_text(LAUNCHER.read_text().replace("@VERSION@", "0.0.0"))
     launcher.chmod(0o755)
     env = {**os.environ, "FIGHTWATCH_HOME": str(tmp_path / "home"), "FIGHTWATCH_PYTHON": str(tmp_path / "nope")}
     done = subprocess.run([str(launcher), "--version"], env=env, capture_output=True, text=True, check=False)
