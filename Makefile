@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench bench-live load-test record clean-build
+.PHONY: demo test lint unit bench-replay bench-live load-test record-captures clean-build
 
 # The install compiles the per-event code (setup.py: mypyc, and the native engine in Rust): a change to it
 # installs again.
@@ -70,7 +70,9 @@ lint: $(CHECKOUT_PTH)
 unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit
 
-bench: $(CHECKOUT_PTH)
+## The detection engine on a seeded synthetic stream of 200,000 events over 20,000 objects: throughput against the
+## decode floor, memory per object, recall (results in bench-results/replay.json).
+bench-replay: $(CHECKOUT_PTH)
 	$(BIN)/python scripts/bench_replay.py
 
 ## The live watcher under write load on a real API server, against kubernetes-asyncio's Watch().stream() and a
@@ -79,7 +81,8 @@ bench-live: $(CHECKOUT_PTH)
 	scripts/control-plane.sh >/dev/null
 	$(BIN)/python scripts/bench_live.py
 
-record: $(CHECKOUT_PTH)
+## Record the scenario captures again from a real API server (tests/fixtures/captures).
+record-captures: $(CHECKOUT_PTH)
 	$(BIN)/python scripts/record_captures.py
 
 ## Scale and HA under load on a real API server: 20,000 objects, 300 writes/s for 5 minutes, one shard with a

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How to split the watch between shards: each candidate partition measured on recorded watch streams.
 
-For every stream given (JSON Lines of watch events, as `fightwatch run --record` writes and as scripts/bench.py
+For every stream given (JSON Lines of watch events, as `fightwatch run --record` writes and as scripts/bench_replay.py
 generates) and every number of shards, each partition is replayed through one detection engine per shard, and
 compared with one engine that saw everything:
 
