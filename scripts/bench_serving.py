@@ -168,7 +168,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     return request
 
                 tenant_first = await timed(1, get(secure, "/api/v1/findings", tokens["tenant"]))
-                results = {
+                results: dict[str, Any] = {
                     "metrics_plain_http": await timed(args.requests, get(plain, "/metrics", None)),
                     "metrics_https_cached": await timed(args.requests, get(secure, "/metrics", tokens["scraper"])),
                     "findings_tenant_first": tenant_first,
