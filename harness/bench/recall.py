@@ -23,8 +23,9 @@ NOT_CHECKED: dict[str, Any] = {
 
 
 def check(active: list[Finding], resolved: list[Finding], truth: Truth) -> dict[str, Any]:
-    """Check the findings against the truth: the recall of injected fights and hot loops, and findings on objects
-    that were not made to misbehave (false positives).
+    """Check the findings against the truth: recall, and findings on objects not made to misbehave.
+
+    The recall of the injected fights and hot loops; the false positives, by the role of their objects.
     """
     everything = active + resolved
     found: dict[FindingType, dict[str, Finding]] = {FindingType.FIGHT: {}, FindingType.HOT_LOOP: {}}

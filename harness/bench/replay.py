@@ -47,7 +47,7 @@ class Timing:
 
 
 def replay(path: Path, settings: DetectionSettings, engine_name: str) -> tuple[float, Engine, int]:
-    """One full replay, timed (the engine made before the clock starts): seconds, the engine, events read."""
+    """Time one full replay (the engine made before the clock starts): return seconds, the engine, events read."""
     engine = make_engine(settings, engine_name)
     start = time.perf_counter()
     events = replay_events(path, engine)
@@ -66,7 +66,7 @@ def decode_only(path: Path) -> tuple[float, int]:
 
 
 def k8s_models(path: Path, total: int, sample: int) -> tuple[float, int, int]:
-    """Decode + deserialize each sampled event's object into kubernetes-asyncio models (V1Deployment, ...)."""
+    """Time decoding and deserializing each sampled event's object into kubernetes-asyncio models (V1Deployment)."""
     stride = max(1, total // sample)
     lines = []
     with path.open("rb") as stream:

@@ -33,7 +33,7 @@ LIST_KEYS: dict[str, tuple[tuple[str, ...], bool]] = {  # list -> (merge keys, h
 
 
 def trie(value: Any, name: str = "") -> dict[str, Any]:
-    """The fieldsV1 trie the API server records for a manager that set `value` (an Update that created it)."""
+    """Make the fieldsV1 trie the API server records for a manager that set `value` (an Update that created it)."""
     if name in ATOMIC_FIELDS or not isinstance(value, dict | list) or not value:
         return {}
     if isinstance(value, list):
@@ -88,7 +88,7 @@ def rename_keys(node: dict[str, Any], old: str, new: str) -> dict[str, Any]:
 
 
 def entry_of(obj: dict[str, Any], writer: Writer, when: float) -> dict[str, Any]:
-    """The writer's managedFields entry, created if missing, stamped with the write time."""
+    """Return the writer's managedFields entry, created if missing, stamped with the write time."""
     entries: list[dict[str, Any]] = obj["metadata"].setdefault("managedFields", [])
     for entry in entries:
         if (entry["manager"], entry["operation"], entry.get("subresource", "")) == writer_key(writer):
@@ -105,8 +105,11 @@ def writer_key(writer: Writer) -> tuple[str, str, str]:
 
 
 def claim(doc: dict[str, Any], entry: dict[str, Any], keys: tuple[str, ...]) -> None:
-    """An Update that sets a field makes its manager the owner: other managers lose it, and a manager left
-    owning nothing loses its entry (structured-merge-diff drops empty managers)."""
+    """Make the writer of `entry` the owner of the field at `keys`, as an Update that sets it does.
+
+    Other managers lose it, and a manager left owning nothing loses its entry (structured-merge-diff drops empty
+    managers).
+    """
     own(entry["fieldsV1"], keys)
     entries = doc["metadata"]["managedFields"]
     for other in list(entries):

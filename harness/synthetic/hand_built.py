@@ -21,7 +21,7 @@ LEADER_KEY = "control-plane.alpha.kubernetes.io/leader"
 
 
 def pod_template(app: str, seed: int) -> tuple[dict[str, Any], str]:
-    """A pod template as the API server stores it (defaults filled in), and the main container's image."""
+    """Make a pod template as the API server stores it (defaults filled in); return it and the main image."""
     rng = random.Random(seed)  # noqa: S311 - deterministic test data
     team = app.split("-", maxsplit=1)[0]
     image = f"registry.example.com/{team}/{app}:1.{rng.randint(0, 30)}.0"
@@ -78,7 +78,7 @@ def pod_template(app: str, seed: int) -> tuple[dict[str, Any], str]:
 
 
 def primary_labels(obj: Planned) -> tuple[dict[str, str], dict[str, str]]:
-    """Labels and annotations that the primary manager sets (GitOps tools leave their marks)."""
+    """Return the labels and annotations that the primary manager sets (GitOps tools leave their marks)."""
     labels = {"app": obj.app}
     annotations: dict[str, str] = {}
     if obj.primary[0] == "helm":
@@ -122,7 +122,7 @@ def last_applied(obj: dict[str, Any]) -> str:
 def meta_for(
     obj: Planned, labels: dict[str, str], annotations: dict[str, str], generation: int | None = None
 ) -> dict[str, Any]:
-    """ObjectMeta in the order the API server writes it."""
+    """Make ObjectMeta in the order the API server writes it."""
     meta: dict[str, Any] = {"name": obj.name, "namespace": obj.namespace, "uid": obj.uid, "resourceVersion": "0"}
     if generation is not None:
         meta["generation"] = generation

@@ -1,5 +1,7 @@
-"""Plan the synthetic cluster's objects: who each is (kind, namespace, name, app, team, primary manager), when it
-was created and first listed, and the role it plays in the stream.
+"""Plan the synthetic cluster's objects: who each is, when it appears, and the role it plays in the stream.
+
+Who: kind, namespace, name, app, team, primary manager; when: created (before the stream, for most) and first
+listed.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class Planned:
 
 
 class Population:
+    """The objects of the stream, as planned: kinds in a current cluster's proportions, over teams' namespaces."""
+
     def __init__(self, rng: random.Random, objects: int) -> None:
         self.rng = rng
         namespaces = [f"{team}-{env}" for team in TEAMS for env in ENVS]

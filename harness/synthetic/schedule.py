@@ -82,7 +82,7 @@ def spread(rng: random.Random, budget: int, count: int, cap: int = 120) -> list[
 
 
 def fight(rng: random.Random, obj: Planned, what: str) -> list[tuple[float, str, tuple[Any, ...]]]:
-    """Two managers alternately taking spec.replicas or the `team` label: A->B->A->B..."""
+    """Plan a fight: two managers alternately taking spec.replicas or the `team` label, A->B->A->B..."""
     writes = rng.randint(4, 12)
     period = rng.choice((rng.uniform(2.0, 15.0), rng.uniform(15.0, 120.0)))
     start = rng.uniform(obj.listed + 30.0, max(obj.listed + 31.0, SPAN - writes * period * 1.1 - 10.0))
@@ -107,7 +107,7 @@ def fight(rng: random.Random, obj: Planned, what: str) -> list[tuple[float, str,
 
 
 def hot_loop(rng: random.Random, obj: Planned) -> list[tuple[float, str, tuple[Any, ...]]]:
-    """One writer stamping an annotation with the time, >= 1 write/s for 1-2 minutes."""
+    """Plan a hot loop: one writer stamping an annotation with the time, >= 1 write/s for 1-2 minutes."""
     writer = rng.choice(HOT_WRITERS)
     period, duration = rng.uniform(0.5, 1.0), rng.uniform(60.0, 120.0)
     start = rng.uniform(obj.listed + 10.0, max(obj.listed + 11.0, SPAN - duration - 10.0))
@@ -120,7 +120,7 @@ def hot_loop(rng: random.Random, obj: Planned) -> list[tuple[float, str, tuple[A
 
 
 def correction(rng: random.Random, obj: Planned) -> list[tuple[float, str, tuple[Any, ...]]]:
-    """Not a fight: someone edits spec.replicas once and the owner sets it back (A->B->A)."""
+    """Plan a correction, not a fight: someone edits spec.replicas once and the owner sets it back (A->B->A)."""
     t = rng.uniform(obj.listed + 30.0, max(obj.listed + 31.0, SPAN - 700.0))
     edit = ("kubectl-edit", "Update")
     return [
@@ -130,7 +130,7 @@ def correction(rng: random.Random, obj: Planned) -> list[tuple[float, str, tuple
 
 
 def migration(rng: random.Random, obj: Planned) -> list[tuple[float, str, tuple[Any, ...]]]:
-    """Not a fight: ownership of a label moves on, A->B->C, with a new value each time."""
+    """Plan a migration, not a fight: ownership of a label moves on, A->B->C, with a new value each time."""
     t = rng.uniform(obj.listed + 30.0, max(obj.listed + 31.0, SPAN - 1300.0))
     b, c = ("helm", "Update"), ("argocd-controller", "Update")
     if obj.primary[0] == "helm":
@@ -144,7 +144,7 @@ def migration(rng: random.Random, obj: Planned) -> list[tuple[float, str, tuple[
 
 
 def benign(rng: random.Random, obj: Planned, count: int) -> list[tuple[float, str, tuple[Any, ...]]]:
-    """Everyday churn: rollouts with a status burst, status writes, config edits; values never go back."""
+    """Plan everyday churn: rollouts with a status burst, status writes, config edits; values never go back."""
     groups: list[list[tuple[str, tuple[Any, ...]]]] = []
     left = count
     while left > 0:

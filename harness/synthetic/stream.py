@@ -37,9 +37,11 @@ def generate(
     templates_dir: Path = REAL_CAPTURES,
     metadata_only: bool = False,
 ) -> Truth:
-    """Write the stream (JSON Lines, ordered by observedAt) and return what was injected and its sizes; with
-    `metadata_only`, each object as a metadata-only watch sends it (PartialObjectMetadata: kind, apiVersion and
-    metadata) and a recording writes it (with the kind and apiVersion of the resource watched)."""
+    """Write the stream (JSON Lines, ordered by observedAt); return what was injected and its sizes.
+
+    With `metadata_only`, each object as a metadata-only watch sends it (PartialObjectMetadata: kind, apiVersion
+    and metadata) and a recording writes it (with the kind and apiVersion of the resource watched).
+    """
     rng = random.Random(seed)  # noqa: S311 - deterministic test data, not security
     pop = plan(rng, events, objects)
     templates = Templates(templates_dir)
@@ -89,7 +91,7 @@ def generate(
 
 
 def obtain_as_asked(args: argparse.Namespace, workdir: Path) -> tuple[Path, Truth | None, float | None]:
-    """`obtain` with the options of `add_arguments` (and the caller's `--stream`)."""
+    """Obtain the stream with the options of `add_arguments` (and the caller's `--stream`)."""
     return obtain(
         args.stream,
         workdir,
@@ -111,8 +113,11 @@ def obtain(
     templates: Path = REAL_CAPTURES,
     metadata_only: bool = False,
 ) -> tuple[Path, Truth | None, float | None]:
-    """The stream to measure: `stream` with its truth if it exists; else one generated there (and kept, with its
-    sidecar) or, without `stream`, in `workdir`. Returns its path, its truth and the seconds generating took."""
+    """Obtain the stream to measure; return its path, its truth and the seconds generating it took (None: given).
+
+    `stream` with its truth if it exists; else one generated there (and kept, with its sidecar) or, without
+    `stream`, in `workdir`.
+    """
     if stream is not None and stream.exists():
         return stream, load_truth(stream), None
     path = stream or workdir / "stream.jsonl"
@@ -128,7 +133,7 @@ def obtain(
 
 
 def stream_summary(path: Path, truth: Truth | None, events: int) -> dict[str, Any]:
-    """The stream as results describe it: its size and, from its truth, its make-up."""
+    """Describe the stream as results do: its size and, from its truth, its make-up."""
     size = path.stat().st_size
     summary: dict[str, Any] = {"path": str(path), "events": events, "bytes": size, "mean_bytes": size / max(1, events)}
     if truth is not None:
@@ -146,7 +151,7 @@ def stream_summary(path: Path, truth: Truth | None, events: int) -> dict[str, An
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The generator's options (for the scripts that generate the stream they measure)."""
+    """Add the generator's options to a script's (those that generate the stream they measure)."""
     parser.add_argument("--events", type=int, default=200_000, help="events to generate (default 200,000)")
     parser.add_argument("--objects", type=int, default=20_000, help="objects to generate (default 20,000)")
     parser.add_argument("--seed", type=int, default=20210304, help="random seed of the generated stream")

@@ -57,7 +57,7 @@ def copy_json(value: Any) -> Any:
 
 
 def _template_score(obj: dict[str, Any]) -> tuple[int, int, int]:
-    """Prefer objects with content (data/spec), then more managers, then larger ones."""
+    """Score a real object as a template: with content (data/spec) first, then more managers, then larger."""
     entries = obj["metadata"].get("managedFields") or []
     return (int(bool(obj.get("data") or obj.get("spec"))), len(entries), len(orjson.dumps(obj)))
 
@@ -96,7 +96,7 @@ class Templates:
             self.sources[kind] = f"real: {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}"
 
     def build(self, obj: Planned, owner: Planned | None, rng: random.Random) -> dict[str, Any]:
-        """The object's body when it is first listed (`owner`: a ReplicaSet's Deployment)."""
+        """Build the object's body when it is first listed (`owner`: a ReplicaSet's Deployment)."""
         if obj.role == "static":  # kube-root-ca.crt, written by kube-controller-manager in every namespace
             meta = meta_for(obj, {}, {})
             del meta["labels"]
@@ -113,7 +113,7 @@ class Templates:
         return hand_configmap(obj, rng)
 
     def _from_real(self, obj: Planned, owner: Planned | None, rng: random.Random) -> dict[str, Any]:
-        """A real object with this object's identity; its managers renamed to this object's roles."""
+        """Copy the real object of the kind with this object's identity; its managers renamed to this one's roles."""
         doc: dict[str, Any] = copy_json(self.real[obj.kind])
         meta = doc["metadata"]
         meta.pop("selfLink", None)

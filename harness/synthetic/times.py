@@ -12,7 +12,7 @@ EPOCH = 1614848400  # 2021-03-04T09:00:00Z; stream times are seconds after this
 
 
 def server_time(t: float) -> str:
-    """managedFields time: RFC 3339, one-second resolution (what the API server writes)."""
+    """Stamp a managedFields time: RFC 3339, one-second resolution (what the API server writes)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH + math.floor(t)))
 
 

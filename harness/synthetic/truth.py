@@ -12,8 +12,11 @@ from harness.synthetic.population import SPAN
 
 @dataclass(slots=True)
 class Truth:
-    """What the stream is made of: the objects of each role (the injected fights and hot loops among them),
-    the flavor of each injected fight, and the stream's sizes; written beside it as STREAM.truth.json."""
+    """What the stream is made of, written beside it as STREAM.truth.json.
+
+    The objects of each role (the injected fights and hot loops among them), the flavor of each injected fight,
+    and the stream's sizes.
+    """
 
     events: int = 0
     objects: int = 0
@@ -36,6 +39,6 @@ def write_truth(stream: Path, truth: Truth) -> None:
 
 
 def load_truth(stream: Path) -> Truth | None:
-    """The stream's truth sidecar, or None (a recording has none)."""
+    """Read the stream's truth sidecar, or None (a recording has none)."""
     sidecar = truth_path(stream)
     return Truth(**orjson.loads(sidecar.read_bytes())) if sidecar.exists() else None

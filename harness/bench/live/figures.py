@@ -1,5 +1,6 @@
-"""Make one run's figures of the live benchmark's samples: each watcher's over the load, and each fightwatch's
-over the client-go informer.
+"""Make one run's figures of the live benchmark's samples.
+
+Each watcher's over the load, and each fightwatch watcher's over the client-go informer.
 """
 
 from __future__ import annotations
