@@ -3,12 +3,19 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench bench-live load-test record clean-build
+.PHONY: demo test lint unit bench-replay bench-live load-test record-captures clean-build
 
 # The install compiles the per-event code (setup.py: mypyc, and the native engine in Rust): a change to it
 # installs again.
 COMPILED := watcher/model.py watcher/sources/audit.py watcher/sources/capture.py watcher/sources/envelopes.py $(wildcard watcher/detection/*.py) \
 	native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
+
+# The dev venv also has the checkout on its import path (a .pth file in its site-packages, as scripts/runtime-venv.sh
+# writes one): the scripts import the harness package (harness/) with a plain import, as the tests do. Only this venv
+# has it; the wheel ships watcher alone. ($(CHECKOUT_PTH) writes it into a venv built before it was.)
+CHECKOUT_PTH := $(VENV)/.checkout-pth
+WRITE_CHECKOUT_PTH = $(BIN)/python -c 'import pathlib, sys, sysconfig; \
+	pathlib.Path(sysconfig.get_paths()["purelib"], "fightwatch-checkout.pth").write_text(sys.argv[1] + "\n")' $(CURDIR)
 
 # Both compiled parts are optional to the install (it goes on in pure Python or with the Python engine), and pip
 # shows no build output: scripts/check-build.sh prints a warning box, with the reasons from the build's log, when
@@ -26,7 +33,12 @@ $(BIN)/fightwatch: pyproject.toml setup.py $(COMPILED) scripts/native.sh scripts
 	@$(BIN)/pip install -v -e '.[test]' >$(VENV)/install.log 2>&1 \
 		|| { tail -n 40 $(VENV)/install.log; echo "make: pip install failed: see $(VENV)/install.log" >&2; exit 1; }
 	scripts/check-build.sh $(BIN)/python $(VENV)/install.log
+	$(WRITE_CHECKOUT_PTH)
 	$(BIN)/fightwatch --version
+	touch $@
+
+$(CHECKOUT_PTH): $(BIN)/fightwatch
+	$(WRITE_CHECKOUT_PTH)
 	touch $@
 
 ## Replay the capture bundled in the package: no cluster needed.
@@ -47,7 +59,7 @@ test: $(BIN)/fightwatch lint
 
 ## Static checks; and the Rust-only logic's unit tests (cargo test without the extension-module feature, so that
 ## its test binary links libpython).
-lint: $(BIN)/fightwatch
+lint: $(CHECKOUT_PTH)
 	$(BIN)/ruff check watcher tests scripts harness setup.py
 	$(BIN)/ruff format --check watcher tests scripts harness setup.py
 	$(BIN)/mypy
@@ -58,21 +70,24 @@ lint: $(BIN)/fightwatch
 unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit
 
-bench: $(BIN)/fightwatch
-	$(BIN)/python scripts/bench.py
+## The detection engine on a seeded synthetic stream of 200,000 events over 20,000 objects: throughput against the
+## decode floor, memory per object, recall (results in bench-results/replay.json).
+bench-replay: $(CHECKOUT_PTH)
+	$(BIN)/python scripts/bench_replay.py
 
 ## The live watcher under write load on a real API server, against kubernetes-asyncio's Watch().stream() and a
 ## client-go metadata informer (scripts/informer: needs Go, as the control plane's build does).
-bench-live: $(BIN)/fightwatch
+bench-live: $(CHECKOUT_PTH)
 	scripts/control-plane.sh >/dev/null
 	$(BIN)/python scripts/bench_live.py
 
-record: $(BIN)/fightwatch
+## Record the scenario captures again from a real API server (tests/fixtures/captures).
+record-captures: $(CHECKOUT_PTH)
 	$(BIN)/python scripts/record_captures.py
 
 ## Scale and HA under load on a real API server: 20,000 objects, 300 writes/s for 5 minutes, one shard with a
 ## leader killed halfway, then two shards (about 16 minutes; results in bench-results/load.json).
-load-test: $(BIN)/fightwatch
+load-test: $(CHECKOUT_PTH)
 	scripts/control-plane.sh >/dev/null
 	$(BIN)/python scripts/load_test.py
 

@@ -339,7 +339,7 @@ async def benign(clients: Clients, ns: str) -> None:
         for who, name in ((gitops, "own-a"), (labeler, "own-b")):
             await who.merge_patch(CONFIGMAPS.path(ns, name), {"data": {"n": str(n)}}, manager="own")
     # a Secret: its value is in the RequestResponse log, and must be nowhere else
-    secret = {
+    secret: JSON = {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": "credentials", "namespace": ns},

@@ -33,7 +33,8 @@ from selenium.webdriver.common.print_page_options import PrintOptions
 from selenium.webdriver.remote.command import Command
 from selenium.webdriver.support.wait import WebDriverWait
 
-from .control_plane import LOG_TAIL_LINES, REPO_ROOT
+from . import REPO_ROOT
+from .control_plane import LOG_TAIL_LINES
 
 BROWSER_SCRIPT = REPO_ROOT / "scripts" / "browser.sh"
 

@@ -40,7 +40,8 @@ from typing import IO, Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from . import REPO_ROOT
+
 CONTROL_PLANE_SCRIPT = REPO_ROOT / "scripts" / "control-plane.sh"
 
 READY_DEADLINE = 60.0  # seconds for one component to become healthy

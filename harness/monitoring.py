@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from .control_plane import LOG_TAIL_LINES, REPO_ROOT, _Process, _spawn, _wait_healthy, free_port
+from . import REPO_ROOT
+from .control_plane import LOG_TAIL_LINES, _Process, _spawn, _wait_healthy, free_port
 
 MONITORING_SCRIPT = REPO_ROOT / "scripts" / "monitoring.sh"
 RULES_FILE = REPO_ROOT / "deploy" / "prometheus" / "fightwatch-rules.yaml"

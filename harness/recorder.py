@@ -185,7 +185,7 @@ class Recorder:
             done, _ = await asyncio.wait(pending | watches, return_when=asyncio.FIRST_COMPLETED)
             if done & watches:
                 self._check()
-                raise WatchError(f"a watch ended unexpectedly: {[t.get_name() for t in done & watches]}")
+                raise WatchError(f"a watch ended unexpectedly: {[t.get_name() for t in self._tasks if t in done]}")
             pending -= done
 
     async def _watch(self, resource: Resource, resource_version: str, established: asyncio.Event) -> None:

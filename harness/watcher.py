@@ -130,9 +130,11 @@ class Watcher:
                 raise WatcherError(
                     f"the watcher did not stop within {STOP_DEADLINE}s of signal {signum}\n{self.tail()}"
                 ) from None
-        self.returncode = proc.returncode
+        returncode = proc.returncode
+        assert returncode is not None  # (waited for)
+        self.returncode = returncode
         self._proc = None
-        return self.returncode
+        return returncode
 
     def pause(self) -> None:
         assert self._proc is not None
@@ -165,7 +167,10 @@ class Watcher:
     async def wait_for_log(
         self, match: Callable[[dict[str, Any]], bool], *, what: str, deadline: float = DEADLINE
     ) -> dict[str, Any]:
-        return await self.poll(lambda: next((e for e in self.log() if match(e)), None), what=what, deadline=deadline)
+        entry: dict[str, Any] = await self.poll(
+            lambda: next((e for e in self.log() if match(e)), None), what=what, deadline=deadline
+        )
+        return entry
 
     # ------------------------------------------------------------------------------------------------- HTTP
 
@@ -197,7 +202,10 @@ class Watcher:
                 return None
             return body if (status == 200) is ready else None
 
-        return await self.poll_async(check, what=f"/readyz {'200' if ready else '503'}", deadline=deadline)
+        body: dict[str, Any] = await self.poll_async(
+            check, what=f"/readyz {'200' if ready else '503'}", deadline=deadline
+        )
+        return body
 
     async def wait_for_finding(
         self, match: Callable[[dict[str, Any]], bool], *, what: str = "a finding", deadline: float = DEADLINE
@@ -205,7 +213,8 @@ class Watcher:
         async def check() -> dict[str, Any] | None:
             return next((f for f in await self.findings() if match(f)), None)
 
-        return await self.poll_async(check, what=what, deadline=deadline)
+        finding: dict[str, Any] = await self.poll_async(check, what=what, deadline=deadline)
+        return finding
 
     async def scrape(self) -> str:
         """The text of GET /metrics (Prometheus text format)."""

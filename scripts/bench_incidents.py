@@ -20,22 +20,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from harness.bench.machine import machine
+from watcher.config import Config
+from watcher.detection.engine import Engine
+from watcher.detection.incidents import group
+from watcher.model import Finding, FindingState, WriterCount
+from watcher.sources.capture import ReadStats, read_capture
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench_machine import machine  # noqa: E402
-
-from watcher.config import Config  # noqa: E402
-from watcher.detection.engine import Engine  # noqa: E402
-from watcher.detection.incidents import group  # noqa: E402
-from watcher.model import Finding, FindingState, WriterCount  # noqa: E402
-from watcher.sources.capture import ReadStats, read_capture  # noqa: E402
-
 DEMO = REPO / "watcher" / "data" / "demo-capture.jsonl.gz"
 
 

@@ -27,10 +27,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from livebench import aligned, cpu_seconds, memory_kib
-
+from harness.bench.process import cpu_seconds, memory_kib
+from harness.bench.table import aligned
 from harness.control_plane import ControlPlane, start_control_plane
 from harness.kube import CONFIGMAPS, Kube, new_api_client
 

@@ -32,15 +32,12 @@ from typing import Any
 import aiohttp
 import orjson
 
+from harness.bench.machine import machine
+from harness.control_plane import start_control_plane
+from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client
+from harness.watcher import Watcher
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench_machine import machine  # noqa: E402
-
-from harness.control_plane import start_control_plane  # noqa: E402
-from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client  # noqa: E402
-from harness.watcher import Watcher  # noqa: E402
-
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
@@ -171,7 +168,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     return request
 
                 tenant_first = await timed(1, get(secure, "/api/v1/findings", tokens["tenant"]))
-                results = {
+                results: dict[str, Any] = {
                     "metrics_plain_http": await timed(args.requests, get(plain, "/metrics", None)),
                     "metrics_https_cached": await timed(args.requests, get(secure, "/metrics", tokens["scraper"])),
                     "findings_tenant_first": tenant_first,

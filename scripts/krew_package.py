@@ -1,4 +1,4 @@
-"""The krew plugin: the archive krew installs (`dist/kubectl-fightwatch-vVERSION.tar.gz`) and its manifest
+"""Build the krew plugin: the archive krew installs (`dist/kubectl-fightwatch-vVERSION.tar.gz`) and its manifest
 (`deploy/krew/fightwatch.yaml`).
 
 The archive holds the launcher `deploy/krew/kubectl-fightwatch` (which installs fightwatch of this version from

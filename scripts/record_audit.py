@@ -31,12 +31,10 @@ from pathlib import Path
 
 import orjson
 
+from harness import audit_scenarios as scenarios
+from harness.control_plane import RELEASES
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the shared test harness (harness/) and watcher
-
-from harness import audit_scenarios as scenarios  # noqa: E402
-from harness.control_plane import RELEASES  # noqa: E402
-
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "audit"
 
 

@@ -37,13 +37,11 @@ from typing import Any
 
 import orjson
 
+from harness.control_plane import ControlPlane, start_control_plane
+from harness.recording import record_scenarios
+from harness.scenarios import SCENARIO_INFO, SCENARIOS, SLOW_PERIOD, scenario_of
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the shared test harness (harness/) and watcher
-
-from harness.control_plane import ControlPlane, start_control_plane  # noqa: E402
-from harness.recording import record_scenarios  # noqa: E402
-from harness.scenarios import SCENARIO_INFO, SCENARIOS, SLOW_PERIOD, scenario_of  # noqa: E402
-
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "captures"
 DEFAULT_DEMO = REPO / "watcher" / "data" / "demo-capture.jsonl.gz"
 Event = dict[str, Any]

@@ -9,6 +9,7 @@ tests/fixtures/discovery/<gitVersion>.json, one JSON object keyed by path.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import shutil
 import sys
@@ -18,13 +19,11 @@ from typing import Any
 
 import orjson
 
+from harness.control_plane import start_control_plane
+from harness.kube import Kube, new_api_client
+from harness.scenarios import ensure_widget_crd
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the shared test harness (harness/)
-
-from harness.control_plane import start_control_plane  # noqa: E402
-from harness.kube import Kube, new_api_client  # noqa: E402
-from harness.scenarios import ensure_widget_crd  # noqa: E402
-
 OUT = REPO / "tests" / "fixtures" / "discovery"
 
 
@@ -44,6 +43,7 @@ async def record(kubeconfig: Path) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="fightwatch-discovery-"))
     cp = start_control_plane(workdir)
     try:

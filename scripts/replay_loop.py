@@ -16,9 +16,8 @@ import argparse
 import time
 from pathlib import Path
 
-from bench import decode_only  # (scripts/bench.py, beside this script: the floor is defined once)
-from engine_under_test import findings, make_engine, replay_events
-
+from harness.bench.engine import findings, make_engine, replay_events
+from harness.bench.replay import decode_only  # (the replay benchmark's floor: defined once)
 from watcher.config import Config
 from watcher.offline import tune_gc
 

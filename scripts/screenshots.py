@@ -18,10 +18,9 @@ from pathlib import Path
 
 from selenium.webdriver.common.by import By
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from harness.browser import Browser, open_browser
 
-from harness.browser import Browser, open_browser  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 # file name -> the object whose finding it shows
 CARDS = {

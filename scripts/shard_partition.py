@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How to split the watch between shards: each candidate partition measured on recorded watch streams.
 
-For every stream given (JSON Lines of watch events, as `fightwatch run --record` writes and as scripts/bench.py
+For every stream given (JSON Lines of watch events, as `fightwatch run --record` writes and as scripts/bench_replay.py
 generates) and every number of shards, each partition is replayed through one detection engine per shard, and
 compared with one engine that saw everything:
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import statistics
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,17 +36,15 @@ from typing import Any
 
 import orjson
 
+from watcher.config import Config, ShardingSettings
+from watcher.detection import events
+from watcher.detection.engine import Engine
+from watcher.detection.events import Event
+from watcher.offline import tune_gc
+from watcher.sources.capture import ReadStats, read_capture
+from watcher.sources.discovery import ApiResource, shard_of
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from watcher.cli import tune_gc  # noqa: E402
-from watcher.config import Config, ShardingSettings  # noqa: E402
-from watcher.detection import events  # noqa: E402
-from watcher.detection.engine import Engine  # noqa: E402
-from watcher.detection.events import Event  # noqa: E402
-from watcher.sources.capture import ReadStats, read_capture  # noqa: E402
-from watcher.sources.discovery import ApiResource, shard_of  # noqa: E402
-
 PARTITIONS = ("resource-hash", "resource-balanced", "namespace-hash", "uid-hash", "label-hash")
 LABEL = "team"
 

@@ -10,7 +10,7 @@
 //
 //	go build -o informer . && ./informer --kubeconfig KUBECONFIG --out times.json --marker bench-marker-
 //
-// The benchmarks build it once per source (scripts/informer_build.py) and cache the binary.
+// The benchmarks build it once per source (harness/go_build.py) and cache the binary.
 package main
 
 import (

@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools pins krew (the kubectl plugin manager) and its manifest validator, which tests/deploy/test_krew.py
-// builds with `go build` (scripts/informer_build.py: go_binary) to install the plugin as users do.
+// builds with `go build` (harness/go_build.py: go_binary) to install the plugin as users do.
 package tools
 
 import (

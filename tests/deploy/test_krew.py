@@ -9,32 +9,33 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from harness.control_plane import control_plane_bin_dir
+from harness.go_build import go_binary
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts"))
-
-import informer_build  # noqa: E402
-import krew_package  # noqa: E402
+PACKAGE = REPO / "scripts" / "krew_package.py"  # run as users run it: `python scripts/krew_package.py`
+LAUNCHER = REPO / "deploy" / "krew" / "kubectl-fightwatch"
+VERSION = metadata.version("fightwatch")
 
 
 @pytest.fixture(scope="module")
 def krew() -> Path:
-    return informer_build.go_binary(REPO / "scripts" / "krew", "sigs.k8s.io/krew/cmd/krew", "krew")
+    return go_binary(REPO / "scripts" / "krew", "sigs.k8s.io/krew/cmd/krew", "krew")
 
 
 def test_the_committed_manifest_matches_the_archive_built_now() -> None:
     """Byte for byte the same archive on every machine: the manifest's sha256 holds until the launcher changes."""
-    assert krew_package.main(["--check"]) == 0
-    assert krew_package.archive_bytes("1.2.3") == krew_package.archive_bytes("1.2.3")
+    checked = subprocess.run([sys.executable, str(PACKAGE), "--check"], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
 
 
 def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, tmp_path: Path) -> None:
-    validator = informer_build.go_binary(
+    validator = go_binary(
         REPO / "scripts" / "krew", "sigs.k8s.io/krew/cmd/validate-krew-manifest", "validate-krew-manifest"
     )
     manifest = REPO / "deploy" / "krew" / "fightwatch.yaml"
@@ -44,8 +45,11 @@ def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, 
     assert checked.returncode == 0, checked.stderr
     assert "structural validation OK" in checked.stderr
 
-    assert krew_package.main(["--out", str(tmp_path / "dist")]) == 0
-    archive = tmp_path / "dist" / krew_package.archive_name(krew_package.version())
+    built = subprocess.run(
+        [sys.executable, str(PACKAGE), "--out", str(tmp_path / "dist")], capture_output=True, text=True, check=False
+    )
+    assert built.returncode == 0, built.stderr
+    archive = tmp_path / "dist" / f"kubectl-fightwatch-v{VERSION}.tar.gz"
     root = tmp_path / "krew"
     env = {**os.environ, "KREW_ROOT": str(root)}
     installed = subprocess.run(
@@ -67,7 +71,7 @@ def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, 
     version = [str(kubectl), "fightwatch", "--version"]
     first = subprocess.run(version, env=run_env, capture_output=True, text=True, check=False)
     assert first.returncode == 0, first.stderr
-    assert first.stdout.startswith(f"fightwatch {krew_package.version()} ")
+    assert first.stdout.startswith(f"fightwatch {VERSION} ")
     assert "installing fightwatch" in first.stderr
     again = subprocess.run(version, env=run_env, capture_output=True, text=True, check=False)
     assert again.returncode == 0, again.stderr
@@ -82,7 +86,7 @@ def test_krew_validates_and_installs_the_plugin_and_kubectl_runs_it(krew: Path, 
 
 def test_the_launcher_says_what_is_missing(tmp_path: Path) -> None:
     launcher = tmp_path / "kubectl-fightwatch"
-    launcher.write_text(krew_package.LAUNCHER.read_text().replace("@VERSION@", "0.0.0"))
+    launcher.write_text(LAUNCHER.read_text().replace("@VERSION@", "0.0.0"))
     launcher.chmod(0o755)
     env = {**os.environ, "FIGHTWATCH_HOME": str(tmp_path / "home"), "FIGHTWATCH_PYTHON": str(tmp_path / "nope")}
     done = subprocess.run([str(launcher), "--version"], env=env, capture_output=True, text=True, check=False)

@@ -9,7 +9,7 @@ from typing import Any, get_args
 
 import yaml
 
-from harness.control_plane import REPO_ROOT
+from harness import REPO_ROOT
 from harness.monitoring import RULES_FILE, RULES_TEST_FILE, promtool
 from watcher.config import DeliverySettings
 from watcher.model import FindingType

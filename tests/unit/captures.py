@@ -29,7 +29,7 @@ def capture(name: str, release: str = "current") -> Path:
     """The recorded capture of a scenario: from the current release, or from `v1.20`."""
     path = RELEASE_CAPTURES[release] / f"{name}.jsonl"
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: record it with `make record`")
+        raise FileNotFoundError(f"{path} is missing: record it with `make record-captures`")
     return path
 
 

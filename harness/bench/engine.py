@@ -1,6 +1,7 @@
-"""The detection engine as the benchmark scripts drive it: the one module of scripts/ that uses the engine's and the
-capture reader's API (`watcher.detection.engine`, `watcher.sources.capture`), so that a change to that API is
-followed here alone.
+"""Drive the detection engine as the benchmarks do.
+
+The one module of the benchmarks that uses the engine's and the capture reader's API (`watcher.detection.engine`,
+`watcher.sources.capture`), so that a change to that API is followed here alone.
 
 `engine_name` names the engine's attribution implementation: "native" (Rust: parses the events and keeps the
 attribution state natively; the default where it is built) or "python" (the reference).
@@ -58,7 +59,9 @@ def make_engine(settings: DetectionSettings, engine_name: str) -> Engine:
 
 def replay_events(path: Path, engine: Engine, after_each: Callable[[int], None] | None = None) -> int:
     """Feed the capture at `path` to `engine`, as `fightwatch replay` does; return the events read.
-    `after_each(events so far)` is called after each event when given (the timed loop has none)."""
+
+    `after_each(events so far)` is called after each event when given (the timed loop has none).
+    """
     stats = ReadStats()
     if after_each is not None:
         for count, _ in enumerate(_each(path, engine, stats), 1):
@@ -77,8 +80,10 @@ def _each(path: Path, engine: Engine, stats: ReadStats) -> Iterator[None]:
 
 
 def native_bytes(engine_name: str) -> int:
-    """Bytes the native engine holds (its own allocator count: tracemalloc sees only Python's); 0 for the
-    Python engine."""
+    """Count the bytes the native engine holds (its own allocator's count: tracemalloc sees only Python's).
+
+    0 for the Python engine.
+    """
     if engine_name != "native":
         return 0
     from watcher import _native  # noqa: PLC0415 - only where it is built
@@ -91,18 +96,21 @@ def tracked_objects(engine: Engine) -> int:
 
 
 def findings(engine: Engine) -> tuple[list[Finding], list[Finding]]:
-    """The engine's active findings and its resolved ones."""
+    """Return the engine's active findings and its resolved ones."""
     return engine.active(), engine.resolved()
 
 
 def clock(engine: Engine) -> float:
-    """The engine's time: that of the latest event with a time (-inf before the first)."""
+    """Return the engine's time: that of the latest event with a time (-inf before the first)."""
     return engine.now
 
 
 def state_sizes(engine: Engine) -> dict[str, int]:
-    """What the engine's state holds: tracked objects, those with a handover log and the handovers logged (a
-    look inside the engine: the native implementation keeps its attribution state out of sight), idle evictions."""
+    """Count what the engine's state holds: tracked objects, those with a handover log, the handovers logged.
+
+    A look inside the Python engine (the native implementation keeps its attribution state out of sight); and the
+    idle evictions.
+    """
     states = engine._objects
     logs = [s.history.size() for s in states.values() if s.history is not None]  # (handovers, not words)
     return {
@@ -114,6 +122,6 @@ def state_sizes(engine: Engine) -> dict[str, int]:
 
 
 def capture_objects(path: Path) -> Iterator[dict[str, Any]]:
-    """The object of each event of a recorded capture, invalid lines skipped (ValueError: not a capture)."""
+    """Yield the object of each event of a recorded capture, invalid lines skipped (ValueError: not a capture)."""
     for event in read_capture(str(path), events.decode, stats=ReadStats(), skip_invalid=True):
         yield events.event_object(event)

@@ -1,5 +1,8 @@
-"""What the benchmark ran on, as its results record it: the CPU, the cores it was pinned to, the interpreter and
-how it was built, and the versions of the decoding libraries."""
+"""Describe the machine a benchmark ran on, as its results record it.
+
+The CPU, the cores it was pinned to, the interpreter and how it was built, and the versions of the decoding
+libraries.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Any
 
 
 def machine() -> dict[str, Any]:
+    """Describe this machine: CPU, cores, interpreter, and the decoding libraries' versions."""
     model = "unknown"
     with Path("/proc/cpuinfo").open(encoding="utf-8") as cpuinfo:
         for line in cpuinfo:
@@ -37,7 +41,7 @@ def machine() -> dict[str, Any]:
 
 
 def interpreter_build() -> dict[str, Any]:
-    """How the interpreter was built: it moves the replay by about a fifth on the same code (README, "Benchmark").
+    """Describe how the interpreter was built: it moves the replay by about a fifth on the same code.
 
     `libpython` is the shared library the interpreter runs from, or none when it is linked into the executable;
     `configure_flags` are the optimization flags its configure recorded (Debian's python3.11 records none although

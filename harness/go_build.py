@@ -1,5 +1,7 @@
-"""Go programs the benchmarks and tests run, built with `go build` on first use: the client-go informer of
-`bench_live.py` (scripts/informer), and krew (scripts/krew) for tests/deploy/test_krew.py.
+"""Build the Go programs the benchmarks and tests run, with `go build` on first use.
+
+They are the client-go informer of scripts/bench_live.py and scripts/load_test.py (scripts/informer), and krew
+(scripts/krew) for tests/deploy/test_krew.py.
 
 A binary is cached by the sha256 of its module's sources (go.mod, go.sum, main.go) in
 `${FIGHTWATCH_CACHE:-${XDG_CACHE_HOME:-~/.cache}/fightwatch}/MODULE/DIGEST/NAME`, as scripts/control-plane.sh
@@ -16,7 +18,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parent / "informer"
+from . import REPO_ROOT
+
+SOURCE = REPO_ROOT / "scripts" / "informer"
 SOURCE_FILES = ("go.mod", "go.sum", "main.go")
 LOG_TAIL_LINES = 40
 
@@ -28,13 +32,15 @@ def cache_root() -> Path:
 
 
 def informer_binary() -> Path:
-    """The informer built from the sources as they are now; RuntimeError with go's output if the build fails."""
+    """Build the informer from its sources as they are now (cached); RuntimeError with go's output if it fails."""
     return go_binary(SOURCE, ".", "informer", SOURCE_FILES)
 
 
 def go_binary(source: Path, package: str, name: str, files: tuple[str, ...] = ("go.mod", "go.sum")) -> Path:
-    """`package` built in the Go module at `source` (its `files` make the cache key), as `name`; RuntimeError with
-    go's output if the build fails."""
+    """Build `package` of the Go module at `source` as `name`, or take it from the cache.
+
+    The module's `files` make the cache key; RuntimeError with go's output if the build fails.
+    """
     digest = hashlib.sha256(b"\0".join((source / f).read_bytes() for f in files)).hexdigest()
     cache = cache_root() / source.name
     binary = cache / digest[:16] / name

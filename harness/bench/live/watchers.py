@@ -1,0 +1,150 @@
+"""Start the live benchmark's watchers, tell when each is ready, sample what each has used, and stop them.
+
+The watchers, by default: `fightwatch run` as shipped (metadata-only lists and watches) and with full objects, both
+with --record on (for the lag); kubernetes-asyncio's standard `Watch().stream()` (scripts/bench_baseline_watch.py);
+and a client-go metadata-only informer (scripts/informer).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from harness import REPO_ROOT
+from harness.bench.endpoints import is_ready, listening, metrics_of, total
+from harness.bench.process import cpu_seconds, memory_kib
+from harness.control_plane import ControlPlane
+
+MARKER = "bench-marker-"  # the name prefix of the objects the baseline watchers say they have seen
+PHASES = ("ready", "idle", "load")  # when each watcher is sampled: every one ready, after the idle time, drained
+IDLE_SECONDS = 10.0  # from the sample "ready" to the sample "idle"
+INFORMER = "informer"  # the client-go watcher, which each fightwatch watcher is compared with
+BASELINE = "baseline"  # the kubernetes-asyncio watcher
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One `fightwatch run` of the benchmark: which installation (its interpreter), engine and objects."""
+
+    name: str
+    python: str
+    engine: str
+    full: bool
+
+
+DEFAULT_VARIANTS = (
+    Variant("fightwatch-metadata", sys.executable, "auto", False),
+    Variant("fightwatch-full", sys.executable, "auto", True),
+)
+
+
+@dataclass
+class Watcher:
+    """A watcher process, and its samples by phase (`PHASES`)."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    recording: Path | None = None  # fightwatch's --record
+    out: Path | None = None  # a baseline's --out: {"events": n, "times": [[resourceVersion, seconds], ...]}
+    url: str = ""
+    # by phase (PHASES): CPU seconds so far, fightwatch's events and bytes received so far, VmRSS in KiB
+    cpu: dict[str, float] = field(default_factory=dict)
+    events: dict[str, float] = field(default_factory=dict)
+    bytes: dict[str, float] = field(default_factory=dict)
+    rss_kib: dict[str, int] = field(default_factory=dict)
+    peak_kib: int = 0  # VmHWM at the last sample
+
+
+def start_fightwatch(variant: Variant, cp: ControlPlane, workdir: Path) -> Watcher:
+    """Start `fightwatch run` of one variant, from the workdir.
+
+    The workdir, so that its interpreter imports its own installation, never this checkout's `watcher/`.
+    """
+    name, full = variant.name, variant.full
+    config: dict[str, Any] = {
+        # plain HTTP: the benchmark polls its own endpoints, and TLS and access reviews are not what it measures
+        "serve": {"address": "127.0.0.1", "port": 0, "insecure_http": True},
+        "log": {"format": "json"},
+        "watch": {"resources": ["configmaps", "deployments.apps"]},
+    }
+    if full:
+        config["watch"]["per_resource"] = {"*": {"full_objects": True}}
+    config_path = workdir / f"{name}.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    log, recording = workdir / f"{name}.log", workdir / f"{name}.jsonl"
+    profile = ["-m", "cProfile", "-o", str(workdir / f"{name}.prof")] if os.environ.get("BENCH_PROFILE") else []
+    argv = [variant.python, *profile, "-m", "watcher", "run", "--kubeconfig", str(cp.kubeconfig)]
+    argv += ["--config", str(config_path), "--engine", variant.engine]
+    argv += ["--record", str(recording)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=out, cwd=workdir)
+    return Watcher(name, proc, log, recording)
+
+
+def start_baseline(name: str, argv: list[str], cp: ControlPlane, workdir: Path) -> Watcher:
+    """Start a baseline watcher (scripts/bench_baseline_watch.py, scripts/informer).
+
+    It prints `ready` and `seen NAME`, and writes the events it received to --out on SIGTERM.
+    """
+    log, out = workdir / f"{name}.log", workdir / f"{name}.json"
+    argv = [*argv, "--kubeconfig", str(cp.kubeconfig), "--out", str(out), "--marker", MARKER]
+    with log.open("wb") as output:
+        proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+    return Watcher(name, proc, log, out=out)
+
+
+def start_watchers(
+    variants: Sequence[Variant], cp: ControlPlane, workdir: Path, *, informer: Path, run: int
+) -> list[Watcher]:
+    """Start every watcher: fightwatch's, the kubernetes-asyncio baseline, the client-go informer.
+
+    In that order, and the other way round on every other run; the list is in the order started.
+    """
+    baseline = [sys.executable, str(REPO_ROOT / "scripts" / "bench_baseline_watch.py")]
+    starts: list[Callable[[], Watcher]] = [
+        *(functools.partial(start_fightwatch, variant, cp, workdir) for variant in variants),
+        functools.partial(start_baseline, BASELINE, baseline, cp, workdir),
+        functools.partial(start_baseline, INFORMER, [str(informer)], cp, workdir),
+    ]
+    return [start() for start in (starts[::-1] if run % 2 else starts)]
+
+
+def stop(watchers: list[Watcher]) -> None:
+    """Stop every watcher (SIGTERM) and wait for each."""
+    for watcher in watchers:
+        if watcher.proc.poll() is None:
+            watcher.proc.send_signal(signal.SIGTERM)
+    for watcher in watchers:
+        watcher.proc.wait(60)
+
+
+async def ready(session: aiohttp.ClientSession, watcher: Watcher) -> bool:
+    """Tell whether a watcher is ready; RuntimeError, with its log's end, if it exited."""
+    if watcher.proc.poll() is not None:
+        raise RuntimeError(f"{watcher.name} exited: {watcher.log.read_text()[-2000:]}")
+    if watcher.recording is None:
+        return b"ready" in watcher.log.read_bytes().splitlines()
+    watcher.url = watcher.url or listening(watcher.log)
+    return bool(watcher.url) and await is_ready(session, watcher.url)
+
+
+async def sample(session: aiohttp.ClientSession, watcher: Watcher, phase: str) -> None:
+    """Sample a watcher at the end of `phase`: its CPU and memory, and a fightwatch's events and bytes received."""
+    watcher.cpu[phase] = cpu_seconds(watcher.proc.pid)
+    memory = memory_kib(watcher.proc.pid)
+    watcher.rss_kib[phase], watcher.peak_kib = memory["VmRSS"], memory["VmHWM"]
+    if watcher.recording is not None:
+        m = await metrics_of(session, watcher.url)
+        watcher.events[phase] = total(m, "fightwatch_events_total")
+        watcher.bytes[phase] = total(m, "fightwatch_watch_received_bytes_total")
