@@ -32,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -224,9 +225,11 @@ async def scale_fight(clients: Clients, ns: str) -> None:
     manifest = _deployment(ns, "web", replicas=2)
     for _ in range(6):
         await helm.apply(path, manifest, manager="helm", force=True)
-        scale = await autoscaler.get(path + "/scale")
-        scale["spec"]["replicas"] = 5
-        await autoscaler.request("PUT", path + "/scale", body=scale)
+        while True:  # (as client-go's RetryOnConflict: the deployment controller may write the status in between)
+            scale = await autoscaler.get(path + "/scale")
+            scale["spec"]["replicas"] = 5
+            if await _update(autoscaler, path + "/scale", scale):
+                break
 
 
 async def hpa_fight(clients: Clients, ns: str, *, period: float = 3.0) -> None:
@@ -386,6 +389,29 @@ def start(
         cp.stop()
         raise
     return cp
+
+
+def start_each(
+    workdirs: Mapping[str, Path], names: Sequence[str], *, audit_webhooks: Mapping[str, Path] | None = None
+) -> dict[str, ControlPlane]:
+    """Start a control plane for the scenarios per release (`start`), each in its workdir, all at once.
+
+    If one fails to start, those that started are stopped before the error is raised.
+    """
+    hooks = audit_webhooks or {}
+    with ThreadPoolExecutor(max_workers=len(workdirs) or 1) as pool:
+        futures = {
+            release: pool.submit(start, workdir, names, audit_webhook=hooks.get(release), release=release)
+            for release, workdir in workdirs.items()
+        }
+        wait(futures.values())
+    errors = [error for f in futures.values() if (error := f.exception()) is not None]
+    started = {release: f.result() for release, f in futures.items() if f.exception() is None}
+    if errors:
+        for cp in started.values():
+            cp.stop()
+        raise errors[0]
+    return started
 
 
 async def connect(cp: ControlPlane) -> tuple[Kube, Clients, list[ApiClient]]:

@@ -4,19 +4,22 @@ The harness recorder (full objects, the reference) and `fightwatch run` (the liv
 metadata-only except Deployments, short server-side watch timeouts so its watches are resumed several times
 during the run) watch the same traffic. Both are read afterwards: the recorder's events by
 test_live_detection, the watcher's findings, log, metrics and recording by test_watcher_live. The scenarios
-take about 3.5 minutes (the slow fight writes once every 50 s); running them once keeps the suite short.
+take about 3.5 minutes (the slow fight writes once every 50 s); running them once keeps the suite short. The other
+release test_live_detection checks (the oldest supported) runs them at the same time, on a control plane of its own
+under a recorder alone: the runs wait on real time far more than they compute.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.control_plane import ControlPlane, default_release
+from harness.control_plane import ControlPlane, default_release, start_control_plane
 from harness.kube import Kube, new_api_client
 from harness.recorder import BARRIER_NAMESPACE, BARRIER_PREFIX, DEFAULT_RESOURCES
 from harness.recording import record_scenarios
@@ -53,6 +56,8 @@ class LiveRun:
     recording: Path
     returncode: int
     server_version: str  # the control plane's release (`/version`)
+    # The recorder's events of the same scenarios on each other release `live_releases` names (run at the same time).
+    other_releases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _is_barrier(event: dict[str, Any]) -> bool:
@@ -60,8 +65,36 @@ def _is_barrier(event: dict[str, Any]) -> bool:
     return meta.get("namespace") == BARRIER_NAMESPACE or str(meta.get("name", "")).startswith(BARRIER_PREFIX)
 
 
+async def _recorded_on(release: str, workdir: Path) -> list[dict[str, Any]]:
+    """Run every scenario on a control plane of `release` (with its controller manager) under a recorder alone."""
+    cp = await asyncio.to_thread(start_control_plane, workdir, release=release)
+    try:
+        await asyncio.to_thread(cp.start_controller_manager)
+        events, version = await record_scenarios(cp, list(SCENARIOS))
+        assert version["gitVersion"] == cp.version
+        return events
+    finally:
+        await asyncio.to_thread(cp.stop)
+
+
 @pytest.fixture(scope="session")
 async def live_run(controller_manager: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
+    others = {
+        release: asyncio.create_task(_recorded_on(release, tmp_path_factory.mktemp(f"control-plane-{release}")))
+        for release in live_releases()
+        if release != default_release()
+    }
+    try:
+        run = await _live_run(controller_manager, tmp_path_factory)
+        run.other_releases = {release: await task for release, task in others.items()}
+    finally:
+        for task in others.values():
+            task.cancel()
+        await asyncio.gather(*others.values(), return_exceptions=True)
+    return run
+
+
+async def _live_run(controller_manager: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
     client = await new_api_client(controller_manager.kubeconfig)
     try:
         await ensure_widget_crd(Kube(client))  # served before the watcher starts: widgets are watched from the start

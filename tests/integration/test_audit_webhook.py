@@ -6,7 +6,9 @@ release."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import gzip
 import io
 import secrets
@@ -33,6 +35,7 @@ from watcher.sources.audit_webhook import PATH
 pytestmark = pytest.mark.integration
 NAMES = list(scenarios.SCENARIOS)
 REPO = Path(__file__).resolve().parents[2]
+Plane = tuple[ControlPlane, "Webhook"]
 
 
 class Webhook:
@@ -84,39 +87,60 @@ class Webhook:
         }
 
 
-@pytest.fixture(scope="module", params=scenarios.tested_releases())
-def webhook_plane(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[ControlPlane, Webhook]]:
-    workdir = tmp_path_factory.mktemp(f"audit-webhook-{request.param}")
-    hook = Webhook(workdir)
-    cp = scenarios.start(workdir, NAMES, audit_webhook=hook.kubeconfig, release=request.param)
+@pytest.fixture(scope="module")
+def webhook_planes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[ControlPlane, Webhook]]]:
+    """A control plane per tested release, each posting its audit events to a webhook of its own, started at once."""
+    releases = scenarios.tested_releases()
+    workdirs = {release: tmp_path_factory.mktemp(f"audit-webhook-{release}") for release in releases}
+    hooks = {release: Webhook(workdir) for release, workdir in workdirs.items()}
+    planes = scenarios.start_each(workdirs, NAMES, audit_webhooks={r: hook.kubeconfig for r, hook in hooks.items()})
     try:
-        yield cp, hook
+        yield {release: (planes[release], hooks[release]) for release in releases}
     finally:
-        cp.stop()
+        for cp in planes.values():
+            cp.stop()
 
 
 @pytest.fixture(scope="module")
-async def watching(
-    webhook_plane: tuple[ControlPlane, Webhook], tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[tuple[Watcher, Webhook]]:
-    cp, hook = webhook_plane
-    config = {
-        "watch": {
-            "resources": ["configmaps", "deployments"],
-            # spec.replicas values (on servers before 1.22 the scale writes showed in no managedFields entry)
-            "per_resource": {"deployments.apps": {"full_objects": True}},
-        },
-        "audit_webhook": hook.settings(),
-    }
-    cert, key = cp.watcher_serving_pair  # (a CA-signed serving certificate, which Prometheus verifies)
-    config["serve"] = {"tls": {"cert_file": str(cert), "key_file": str(key)}}
-    workdir = tmp_path_factory.mktemp("watcher")
-    async with Watcher(workdir, kubeconfig=cp.kubeconfig, config=config, ca_file=cp.ca_file) as watcher:
-        await watcher.wait_ready()
-        await scenarios.record(cp, NAMES)
-        yield watcher, hook
+async def watchings(
+    webhook_planes: dict[str, tuple[ControlPlane, Webhook]], tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[dict[str, tuple[Watcher, Webhook]]]:
+    """A watcher per control plane, fed by its webhook, while the scenarios run on every release at the same time
+    (they wait on real time far more than they compute)."""
+    async with contextlib.AsyncExitStack() as stack:
+        found: dict[str, tuple[Watcher, Webhook]] = {}
+        for release, (cp, hook) in webhook_planes.items():
+            config = {
+                "watch": {
+                    "resources": ["configmaps", "deployments"],
+                    # spec.replicas values (on servers before 1.22 the scale writes showed in no managedFields entry)
+                    "per_resource": {"deployments.apps": {"full_objects": True}},
+                },
+                "audit_webhook": hook.settings(),
+            }
+            cert, key = cp.watcher_serving_pair  # (a CA-signed serving certificate, which Prometheus verifies)
+            config["serve"] = {"tls": {"cert_file": str(cert), "key_file": str(key)}}
+            workdir = tmp_path_factory.mktemp(f"watcher-{release}")
+            watcher = Watcher(workdir, kubeconfig=cp.kubeconfig, config=config, ca_file=cp.ca_file)
+            found[release] = (await stack.enter_async_context(watcher), hook)
+        await asyncio.gather(*(watcher.wait_ready() for watcher, _ in found.values()))
+        await asyncio.gather(*(scenarios.record(webhook_planes[release][0], NAMES) for release in found))
+        yield found
+
+
+@pytest.fixture(scope="module", params=scenarios.tested_releases())
+def release(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def webhook_plane(release: str, webhook_planes: dict[str, Plane]) -> Plane:
+    return webhook_planes[release]
+
+
+@pytest.fixture(scope="module")
+def watching(release: str, watchings: dict[str, tuple[Watcher, Webhook]]) -> tuple[Watcher, Webhook]:
+    return watchings[release]
 
 
 async def test_findings_over_requests_arrive_live_with_their_clients(

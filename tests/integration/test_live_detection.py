@@ -15,9 +15,8 @@ from collections import defaultdict
 import orjson
 import pytest
 
-from harness.control_plane import default_release, start_control_plane
-from harness.recording import record_scenarios
-from harness.scenarios import SCENARIOS, scenario_of
+from harness.control_plane import default_release
+from harness.scenarios import scenario_of
 from tests.expectations import BENIGN, FINDINGS, assert_found
 from tests.integration.conftest import LiveRun, live_releases
 from watcher.config import Config
@@ -26,22 +25,11 @@ from watcher.model import Finding
 
 
 @pytest.fixture(scope="module", params=live_releases())
-async def live_events(
-    request: pytest.FixtureRequest, live_run: LiveRun, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, list[dict[str, object]]]:
-    """Each scenario's watch events, live on one release: the session's run on the default release, a run of its own
+async def live_events(request: pytest.FixtureRequest, live_run: LiveRun) -> dict[str, list[dict[str, object]]]:
+    """Each scenario's watch events, live on one release: the session's run on the default release, the run beside it
     (a recorder, no watcher) on the other."""
     release = request.param
-    if release == default_release():
-        recorded = live_run.events
-    else:
-        cp = start_control_plane(tmp_path_factory.mktemp(f"control-plane-{release}"), release=release)
-        try:
-            cp.start_controller_manager()
-            recorded, version = await record_scenarios(cp, list(SCENARIOS))
-            assert version["gitVersion"] == cp.version
-        finally:
-            cp.stop()
+    recorded = live_run.events if release == default_release() else live_run.other_releases[release]
     by_scenario: dict[str, list[dict[str, object]]] = defaultdict(list)
     for event in recorded:
         scenario = scenario_of(event["object"])
