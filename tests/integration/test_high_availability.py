@@ -68,7 +68,8 @@ async def _leader_and_standby(a: Watcher, b: Watcher) -> tuple[Watcher, Watcher]
             return (a, b) if first else (b, a)
         return None
 
-    return await a.poll_async(one_leads, what="exactly one replica leading", deadline=DEADLINE)
+    pair: tuple[Watcher, Watcher] = await a.poll_async(one_leads, what="exactly one replica leading", deadline=DEADLINE)
+    return pair
 
 
 async def _flip(kube: Kube, name: str, writes: range) -> None:

@@ -16,7 +16,7 @@ import re
 import shutil
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -110,8 +110,8 @@ async def _bind(kube: Kube) -> None:
         "fightwatch-findings-reader": [{"apiGroups": ["fightwatch.io"], "resources": ["findings"], "verbs": ["list"]}],
     }
     for name, rules in roles.items():
-        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}}
-        await kube.ensure(f"{RBAC}/clusterroles", role | {"rules": rules}, manager="test")
+        cluster_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}}
+        await kube.ensure(f"{RBAC}/clusterroles", cluster_role | {"rules": rules}, manager="test")
     for name, role, subjects in (
         ("scraper", "fightwatch-metrics-reader", [subject("monitoring", "prometheus")]),
         ("reporter", "fightwatch-findings-reader", [subject("tools", "reporter")]),
@@ -149,6 +149,11 @@ async def _fight(kube: Kube, namespace: str) -> None:
         await kube.read_modify_write(path, label("b"), manager="team-b-operator")
 
 
+def _in_namespace(namespace: str) -> Callable[[dict[str, Any]], bool]:
+    """Match a finding on an object in this namespace."""
+    return lambda f: f["object"]["namespace"] == namespace
+
+
 @pytest.fixture(scope="module")
 async def watcher(
     plane: ControlPlane, kube: Kube, tokens: dict[str, str], tmp_path_factory: pytest.TempPathFactory
@@ -176,7 +181,7 @@ async def watcher(
         for team in TEAMS:
             await _fight(kube, team)
         for team in TEAMS:
-            await running.wait_for_finding(lambda f, t=team: f["object"]["namespace"] == t, what=f"the fight in {team}")
+            await running.wait_for_finding(_in_namespace(team), what=f"the fight in {team}")
         yield running
 
 
