@@ -138,7 +138,7 @@ async def _fight(kube: Kube, namespace: str) -> None:
     def create() -> JSON:
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "contested", "namespace": namespace}}
 
-    def label(value: str) -> Any:
+    def label(value: str) -> Callable[[JSON], None]:
         def mutate(obj: JSON) -> None:
             obj["metadata"].setdefault("labels", {})["owner"] = value
 
