@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ UNISSUED = "never-issued-by-the-api-server"  # a bearer token no TokenReview acc
 FINDINGS_BOT = {"kind": "ServiceAccount", "name": "findings-bot", "namespace": RELEASE_NAMESPACE}
 
 
-def _label(value: str) -> Any:
+def _label(value: str) -> Callable[[JSON], None]:
     def mutate(obj: JSON) -> None:
         obj["metadata"].setdefault("labels", {})["owner"] = value
 

@@ -18,7 +18,8 @@ RATE = re.compile(r"\b(rate|increase|irate)\([^\[]*\[([^\]]+)\]")
 
 
 def load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    board: dict[str, Any] = json.loads(path.read_text())
+    return board
 
 
 def queries(board: dict[str, Any]) -> list[str]:

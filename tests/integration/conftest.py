@@ -110,9 +110,10 @@ async def _live_run(controller_manager: ControlPlane, tmp_path_factory: pytest.T
         # The recorder's sync() wrote one barrier object per resource after every scenario's last write: once
         # the watcher has recorded each (leases aside: not watched by default), it has seen every write.
         kinds = {r.kind for r in DEFAULT_RESOURCES if r.plural != "leases"}
-        assert watcher.recording is not None
+        recording = watcher.recording
+        assert recording is not None
         await watcher.poll(
-            lambda: kinds <= {e["object"]["kind"] for e in recorded(watcher.recording) if _is_barrier(e)} or None,
+            lambda: kinds <= {e["object"]["kind"] for e in recorded(recording) if _is_barrier(e)} or None,
             what=f"the recorder's barrier objects ({sorted(kinds)}) in the watcher's recording",
         )
         watcher_findings = await watcher.findings()
@@ -144,7 +145,7 @@ async def _live_run(controller_manager: ControlPlane, tmp_path_factory: pytest.T
         metrics=metrics,
         metrics_text=metrics_text,
         log=watcher.log(),
-        recording=watcher.recording,
+        recording=recording,
         returncode=returncode,
         server_version=controller_manager.version,
     )

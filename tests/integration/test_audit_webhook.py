@@ -13,7 +13,7 @@ import gzip
 import io
 import secrets
 import ssl
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,11 @@ class Webhook:
         }
 
 
+def _finding(kind: str, namespace: str) -> Callable[[dict[str, Any]], bool]:
+    """Match a finding of this type on an object in this namespace."""
+    return lambda f: f["type"] == kind and f["object"]["namespace"] == namespace
+
+
 @pytest.fixture(scope="module")
 def webhook_planes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[ControlPlane, Webhook]]]:
     """A control plane per tested release, each posting its audit events to a webhook of its own, started at once."""
@@ -155,10 +160,7 @@ async def test_findings_over_requests_arrive_live_with_their_clients(
         ("conflict_storm", "cascade"),
     }
     for kind, ns in wanted:
-        await watcher.wait_for_finding(
-            lambda f, kind=kind, ns=ns: f["type"] == kind and f["object"]["namespace"] == ns,
-            what=f"a {kind} in {ns}",
-        )
+        await watcher.wait_for_finding(_finding(kind, ns), what=f"a {kind} in {ns}")
     findings = await watcher.findings()
     by_key = {(f["type"], f["object"]["namespace"]): f for f in findings}
     storm = by_key["conflict_storm", "rmw-fight"]
@@ -217,7 +219,7 @@ async def test_findings_over_requests_arrive_live_with_their_clients(
     ]
     assert ("conflict_storm", "rmw-fight", "settings") in series
     assert ("conflict_storm", "cascade", "app-rendered") not in series
-    assert await watcher.metric("fightwatch_audit_batches_total", outcome="accepted") >= 1
+    assert (await watcher.metric("fightwatch_audit_batches_total", outcome="accepted") or 0) >= 1
     # the Secret of `benign-full` was posted with its value (RequestResponse level): it is nowhere fightwatch tells,
     # once fightwatch has received every request the log backend wrote up to the end of the scenarios
     cp, _ = webhook_plane
@@ -235,9 +237,11 @@ async def test_findings_over_requests_arrive_live_with_their_clients(
     told = watcher.log_path.read_text() + await watcher.scrape() + orjson.dumps(await watcher.findings()).decode()
     assert scenarios.SECRET_VALUE not in told
     assert encoded not in told
-    assert await watcher.metric("fightwatch_conflicts_total", group="", resource="configmaps", reason="version") >= 42
-    assert await watcher.metric("fightwatch_client_conflicts_total", manager="annotator", reason="version") >= 30
-    assert await watcher.metric("fightwatch_client_conflicts_total", manager="kubectl", reason="apply") >= 3
+    assert (
+        await watcher.metric("fightwatch_conflicts_total", group="", resource="configmaps", reason="version") or 0
+    ) >= 42
+    assert (await watcher.metric("fightwatch_client_conflicts_total", manager="annotator", reason="version") or 0) >= 30
+    assert (await watcher.metric("fightwatch_client_conflicts_total", manager="kubectl", reason="apply") or 0) >= 3
 
 
 async def test_the_endpoint_turns_away_strangers_and_oversized_batches(watching: tuple[Watcher, Webhook]) -> None:
@@ -268,7 +272,7 @@ async def test_the_endpoint_turns_away_strangers_and_oversized_batches(watching:
             async with session.post(plain, data=body, headers=right):
                 pass
     for outcome in ("unauthorized", "invalid", "too_large"):
-        assert await watcher.metric("fightwatch_audit_batches_total", outcome=outcome) >= 1
+        assert (await watcher.metric("fightwatch_audit_batches_total", outcome=outcome) or 0) >= 1
 
 
 async def test_the_dashboards_audit_panels_have_data_in_a_real_prometheus(
@@ -344,7 +348,6 @@ async def test_a_shipper_forwards_a_managed_clusters_audit_stream_in_the_clouds_
                     assert (await response.json())["requestId"] == form
     for form in ("eks-firehose-http", "gke-pubsub-push", "aks-event-hubs"):
         storm = await watcher.wait_for_finding(
-            lambda f, ns=f"{form}-rmw": f["type"] == "conflict_storm" and f["object"]["namespace"] == ns,
-            what=f"the conflict storm forwarded through {form}",
+            _finding("conflict_storm", f"{form}-rmw"), what=f"the conflict storm forwarded through {form}"
         )
         assert {c["user"] for c in storm["clients"]} == {scenarios.LABELER.user, scenarios.GITOPS.user}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,8 @@ async def _leader_and_standby(a: Watcher, b: Watcher) -> tuple[Watcher, Watcher]
             return (a, b) if first else (b, a)
         return None
 
-    return await a.poll_async(one_leads, what="exactly one replica leading", deadline=DEADLINE)
+    pair: tuple[Watcher, Watcher] = await a.poll_async(one_leads, what="exactly one replica leading", deadline=DEADLINE)
+    return pair
 
 
 async def _flip(kube: Kube, name: str, writes: range) -> None:
@@ -172,10 +173,10 @@ async def test_a_stopped_leader_releases_its_lease_and_the_standby_takes_over_at
     assert lease["spec"]["leaseTransitions"] >= 1
 
 
-def _truthy(check: Any) -> Any:
+def _truthy(check: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[object | None]]:
     """A poll check that answers None until `check()` (a coroutine function) gives something truthy."""
 
-    async def wrapped() -> Any:
+    async def wrapped() -> object | None:
         result = await check()
         return result or None
 

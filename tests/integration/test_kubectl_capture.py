@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ async def _printed(path: Path, text: bytes, kubectl: asyncio.subprocess.Process)
         await asyncio.sleep(0.05)  # polling kubectl's output for a known event, not waiting blindly
 
 
-def _label(key: str, value: str) -> Any:
+def _label(key: str, value: str) -> Callable[[dict[str, Any]], None]:
     def mutate(obj: dict[str, Any]) -> None:
         obj["metadata"].setdefault("labels", {})[key] = value
 

@@ -16,7 +16,7 @@ import re
 import shutil
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -110,8 +110,8 @@ async def _bind(kube: Kube) -> None:
         "fightwatch-findings-reader": [{"apiGroups": ["fightwatch.io"], "resources": ["findings"], "verbs": ["list"]}],
     }
     for name, rules in roles.items():
-        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}}
-        await kube.ensure(f"{RBAC}/clusterroles", role | {"rules": rules}, manager="test")
+        cluster_role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}}
+        await kube.ensure(f"{RBAC}/clusterroles", cluster_role | {"rules": rules}, manager="test")
     for name, role, subjects in (
         ("scraper", "fightwatch-metrics-reader", [subject("monitoring", "prometheus")]),
         ("reporter", "fightwatch-findings-reader", [subject("tools", "reporter")]),
@@ -138,7 +138,7 @@ async def _fight(kube: Kube, namespace: str) -> None:
     def create() -> JSON:
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "contested", "namespace": namespace}}
 
-    def label(value: str) -> Any:
+    def label(value: str) -> Callable[[JSON], None]:
         def mutate(obj: JSON) -> None:
             obj["metadata"].setdefault("labels", {})["owner"] = value
 
@@ -147,6 +147,11 @@ async def _fight(kube: Kube, namespace: str) -> None:
     for _ in range(3):
         await kube.read_modify_write(path, label("a"), manager="team-a-operator", create=create)
         await kube.read_modify_write(path, label("b"), manager="team-b-operator")
+
+
+def _in_namespace(namespace: str) -> Callable[[dict[str, Any]], bool]:
+    """Match a finding on an object in this namespace."""
+    return lambda f: f["object"]["namespace"] == namespace
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +181,7 @@ async def watcher(
         for team in TEAMS:
             await _fight(kube, team)
         for team in TEAMS:
-            await running.wait_for_finding(lambda f, t=team: f["object"]["namespace"] == t, what=f"the fight in {team}")
+            await running.wait_for_finding(_in_namespace(team), what=f"the fight in {team}")
         yield running
 
 

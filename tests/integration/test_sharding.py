@@ -21,7 +21,7 @@ NAMESPACE = "sharding"
 DEADLINE = 120.0
 SHARDS = 2
 # One object of each of these kinds, fought over (a label taken back and forth by two operators).
-OBJECTS = {
+OBJECTS: dict[Resource, dict[str, Any]] = {
     Resource("/api/v1", "configmaps", "ConfigMap"): {"data": {"a": "1"}},
     Resource("/api/v1", "secrets", "Secret"): {"data": {"a": "MQ=="}},
     Resource("/api/v1", "services", "Service"): {"spec": {"ports": [{"port": 80}]}},

@@ -51,7 +51,7 @@ def test_the_watcher_serves_each_injected_fight_and_hot_loop(live_run: LiveRun, 
     if expected.driver is None and expected.type is FindingType.FIGHT:
         assert set(found["fields"]) == expected.fields
     if expected.driver is not None:
-        assert (found["writers"][0]["manager"], set(found["writers"][0]["fields"])) == (
+        assert (found["writers"][0]["manager"], frozenset(found["writers"][0]["fields"])) == (
             expected.driver,
             expected.fields,
         )

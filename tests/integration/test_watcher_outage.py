@@ -8,7 +8,7 @@ This module starts its own etcd + kube-apiserver, since it stops and restarts th
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ def own_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cont
         cp.stop()
 
 
-def _owner(value: str) -> Any:
+def _owner(value: str) -> Callable[[JSON], None]:
     def mutate(obj: JSON) -> None:
         obj["metadata"].setdefault("labels", {})["owner"] = value
 

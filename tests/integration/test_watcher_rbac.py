@@ -8,8 +8,8 @@ KUBERNETES_SERVICE_HOST/PORT set as in a pod. Forbidden kinds are skipped and re
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
@@ -108,7 +108,7 @@ async def _fight(kube: Kube, namespace: str) -> None:
         await kube.read_modify_write(path, _label("b"), manager="team-b-operator")
 
 
-def _label(value: str) -> Any:
+def _label(value: str) -> Callable[[JSON], None]:
     def mutate(obj: JSON) -> None:
         obj["metadata"].setdefault("labels", {})["owner"] = value
 

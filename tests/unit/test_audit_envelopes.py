@@ -259,7 +259,7 @@ def test_mixed_envelopes_in_one_file_are_an_error_at_the_first_of_another(tmp_pa
 
 
 def test_gke_maps_methods_resource_names_and_statuses_as_its_entries_spell_them() -> None:
-    entry = {
+    entry: dict[str, Any] = {  # (a Cloud Logging entry: JSON)
         "protoPayload": {
             "serviceName": "k8s.io",
             "methodName": "io.k8s.authorization.rbac.v1.clusterrolebindings.update",

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, timedelta, timezone
 from pathlib import Path
+from types import FrameType
 from typing import Any, Final
 
 import pytest
@@ -240,6 +241,13 @@ def _inner(text: str) -> tuple[str, Any] | None:
     return ("base64-gzip" if packed else "base64"), value
 
 
+def _held(text: str) -> tuple[str, Any]:
+    """`_inner` of a string a path steps INSIDE of (`_paths` steps only into strings that hold JSON)."""
+    inner = _inner(text)
+    assert inner is not None
+    return inner
+
+
 def _outer(how: str, value: object, original: str) -> str:
     """The string that holds `value` the way `original` held its value."""
     text = _dump(value)
@@ -267,7 +275,7 @@ def _paths(value: object, path: ValuePath = ()) -> Iterator[ValuePath]:
 
 def _at(value: Any, path: ValuePath) -> Any:
     for step in path:
-        value = _inner(value)[1] if step is INSIDE else value[step]
+        value = _held(value)[1] if step is INSIDE else value[step]
     return value
 
 
@@ -277,7 +285,7 @@ def _replaced(value: Any, path: ValuePath, new: object) -> Any:
         return new
     step, rest = path[0], path[1:]
     if step is INSIDE:
-        how, inner = _inner(value)
+        how, inner = _held(value)
         return _outer(how, _replaced(inner, rest, new), value)
     copy = list(value) if isinstance(value, list) else dict(value)
     copy[step] = _replaced(value[step], rest, new)
@@ -300,7 +308,7 @@ def _retyped(draw: st.DrawFn, value: Any) -> Any:
 def _json_texts(text: str) -> list[tuple[int, int, Any]]:
     """(start, end, value) of the JSON objects and arrays in a text, outermost only, in order."""
     decoder = json.JSONDecoder()
-    out = []
+    out: list[tuple[int, int, Any]] = []
     position = 0
     while True:
         starts = [i for i in (text.find("{", position), text.find("[", position)) if i >= 0]
@@ -642,7 +650,8 @@ def _stack_of_a_program() -> Iterator[None]:
     """The frames a program has free under Python's default recursion limit (1000), which hypothesis raises by 2000
     while it runs a test: what recurses as deep as its input nests must fail here as it would there."""
     limit = sys.getrecursionlimit()
-    depth, frame = 0, sys._getframe()
+    depth = 0
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
     sys.setrecursionlimit(depth + 950)

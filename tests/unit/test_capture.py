@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -37,8 +37,8 @@ def kubectl_style(docs: list[dict[str, object]], *, observed: bool = False) -> s
     return "".join(json.dumps(doc, indent=4) + "\n" for doc in kept)
 
 
-def _read(path: Path | str, decode: Decoder, **kwargs: bool) -> list[ObjectEvent]:
-    return list(read_capture(str(path), decode, stats=ReadStats(), **kwargs))
+def _read(path: Path | str, decode: Decoder, *, skip_invalid: bool = False) -> list[ObjectEvent]:
+    return list(read_capture(str(path), decode, stats=ReadStats(), skip_invalid=skip_invalid))
 
 
 def _view(event: ObjectEvent) -> tuple[Any, ...]:
@@ -150,7 +150,7 @@ def test_missing_file_is_a_capture_error(tmp_path: Path, decode: Decoder) -> Non
 def test_several_files_are_merged_by_event_time(decode: Decoder) -> None:
     a, b = capture("fight-update-vs-update-label"), capture("fight-shared-manager")
     merged = list(read_captures([str(a), str(b)], decode, stats=ReadStats()))
-    times = [e.observed_at for e in merged]
+    times = [cast(float, e.observed_at) for e in merged]  # (every event of a capture has its observedAt)
     assert times == sorted(times)
     assert len(merged) == len(_read(a, decode)) + len(_read(b, decode))
 

@@ -8,6 +8,7 @@ import base64
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -65,7 +66,8 @@ def scenario(namespace: str) -> str:
     return namespace.removesuffix("-full").removesuffix("-omf")
 
 
-def findings(result: subprocess.CompletedProcess[bytes]) -> list[dict[str, object]]:
+def findings(result: subprocess.CompletedProcess[bytes]) -> list[dict[str, Any]]:
+    """The findings of `-o json` output, one JSON document a line (read as JSON: values of any type)."""
     return [orjson.loads(line) for line in result.stdout.splitlines()]
 
 
@@ -80,7 +82,7 @@ def test_audit_finds_storms_stuck_appliers_and_no_op_loops_in_every_scenario_at_
     logs = (fixture(f"{s}.{level}.jsonl", recording) for s in SCENARIOS[recording])
     result = run("audit", "--output", "json", "--fail-on-findings", *logs)
     assert result.returncode == 3, result.stderr
-    found = sorted((f["type"], scenario(f["object"]["namespace"])) for f in findings(result))  # type: ignore[index]
+    found = sorted((f["type"], scenario(f["object"]["namespace"])) for f in findings(result))
     assert found == [
         ("apply_conflict", "apply-stuck"),
         ("conflict_storm", "cascade"),
@@ -103,14 +105,14 @@ def test_audit_json_names_the_object_by_resource_and_every_client(recording: Pat
         "subresource": None,
         "namespace": "rmw-fight",
         "name": "settings",
-        "uid": storm["object"]["uid"],  # type: ignore[index]
+        "uid": storm["object"]["uid"],
     }
     assert storm["conflicts"] == 12
-    assert {(c["manager"], c["conflicts"], c["writes"]) for c in storm["clients"]} == {  # type: ignore[attr-defined, index]
+    assert {(c["manager"], c["conflicts"], c["writes"]) for c in storm["clients"]} == {
         ("labeler", 12, 13),
         ("argocd-application-controller", 0, 12),
     }
-    assert {c["user"]: c["pod"] for c in storm["clients"]} == {  # type: ignore[attr-defined, index]
+    assert {c["user"]: c["pod"] for c in storm["clients"]} == {
         "system:serviceaccount:ops:labeler": pod(recording, "ops/labeler-6d9c7f5b4-qx2lp"),
         "system:serviceaccount:argocd:argocd-application-controller": pod(
             recording, "argocd/argocd-application-controller-0"
@@ -150,7 +152,7 @@ def test_replay_with_audit_names_the_users_behind_a_fights_writers_and_its_confl
     watch, audit = fixture("rmw-fight.watch.jsonl", recording), fixture("rmw-fight.metadata.jsonl", recording)
     result = run("replay", "-o", "json", watch, "--audit", audit)
     assert result.returncode == 0, result.stderr
-    by_type: dict[str, list[dict]] = {}  # type: ignore[type-arg]
+    by_type: dict[str, list[dict[str, Any]]] = {}
     for f in findings(result):
         by_type.setdefault(str(f["type"]), []).append(f)
     # the fight in the namespace logged at Metadata level has the audit's clients; its -full twin has none
@@ -226,7 +228,7 @@ def test_replay_with_audit_names_the_hpa_behind_kube_controller_managers_scale_w
         ("kube-controller-manager", "Update", "scale", [HPA]),
         ("kubectl-client-side-apply", "Update", None, ["system:serviceaccount:ci:deployer"]),
     ]
-    clients = {(c["user"], c["manager"], c["pod"]) for c in fight["clients"]}  # type: ignore[attr-defined, index]
+    clients = {(c["user"], c["manager"], c["pod"]) for c in fight["clients"]}
     assert {
         (HPA, "kube-controller-manager", None),
         ("system:serviceaccount:kube-system:deployment-controller", "kube-controller-manager", None),

@@ -105,7 +105,9 @@ def test_a_storm_is_found_while_the_file_grows_and_ctrl_c_prints_the_summary(
     cut = audit_lines[storm_opens_at() - 1] + 1
     log.write_bytes(b"".join(lines[:5]))
     process = start(follow, "--output", "json", "--html", str(tmp_path / "report.html"), str(log))
-    out = Output(process.stdout)  # type: ignore[arg-type]
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out = Output(process.stdout)
     with log.open("ab") as growing:
         growing.write(b"".join(lines[5:cut]))
     opened = json.loads(out.until(b'"finding opened"'))
@@ -123,13 +125,14 @@ def test_a_storm_is_found_while_the_file_grows_and_ctrl_c_prints_the_summary(
     )
     assert {f["type"] for f in summary} == {"conflict_storm", "noop_writes"}
     assert (tmp_path / "report.html").exists()
-    assert b"wrote the report" in process.stderr.read()  # type: ignore[union-attr]
+    assert b"wrote the report" in process.stderr.read()
 
 
 def test_a_pipe_is_read_as_it_is_written_and_its_end_prints_the_summary(follow: list[subprocess.Popen[bytes]]) -> None:
     process = start(follow, "-", stdin=subprocess.PIPE)
-    out = Output(process.stdout)  # type: ignore[arg-type]
     assert process.stdin is not None
+    assert process.stdout is not None
+    out = Output(process.stdout)
     data = WRITERS["gke-sink"][1](EVENTS).splitlines(keepends=True)
     process.stdin.write(b"".join(data[: storm_opens_at()]))
     process.stdin.flush()

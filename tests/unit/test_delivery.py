@@ -7,7 +7,7 @@ is the queueing and retry policy; the real sinks meet real receivers in tests/e2
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -17,7 +17,7 @@ from tests.unit.captures import events
 from watcher.config import Config, DeliverySettings
 from watcher.detection.engine import Engine
 from watcher.model import FindingChange
-from watcher.sinks.delivery import Delivery, DeliveryError
+from watcher.sinks.delivery import Change, Delivery, DeliveryError
 from watcher.sinks.metrics import Metrics
 
 
@@ -45,18 +45,18 @@ class FakeSink:
     resend_interval: float | None = None
     per_incident: bool = False
     every_finding: bool = False
-    sent: list[list[FindingChange]] = field(default_factory=list)
+    sent: list[list[Change]] = field(default_factory=list)
     attempts: int = 0
     restarts: int = 0
     gate: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def wants(self, change: FindingChange) -> bool:  # noqa: ARG002
+    def wants(self, change: Change) -> bool:  # noqa: ARG002
         return True
 
     def restart(self) -> None:
         self.restarts += 1
 
-    async def send(self, changes: Sequence[FindingChange]) -> None:
+    async def send(self, changes: Sequence[Change]) -> None:
         self.attempts += 1
         if self.hang:
             await self.gate.wait()
@@ -81,9 +81,9 @@ def _metrics() -> tuple[CollectorRegistry, Metrics]:
     return registry, Metrics(registry)
 
 
-async def _until(condition: object, deadline: float = 10.0) -> None:
+async def _until(condition: Callable[[], object], deadline: float = 10.0) -> None:
     async with asyncio.timeout(deadline):
-        while not condition():  # type: ignore[operator]  # noqa: ASYNC110 - polls a plain condition against the deadline
+        while not condition():  # noqa: ASYNC110 - polls a plain condition against the deadline
             await asyncio.sleep(0.005)
 
 

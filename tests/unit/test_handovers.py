@@ -55,7 +55,8 @@ def test_the_packed_log_keeps_and_counts_what_a_list_would(
     limit: int,
     window: float,
 ) -> None:
-    log, reference = HandoverLog.empty(), []
+    log = HandoverLog.empty()
+    reference: list[Handover] = []
     at = 1_600_000_000.0
     for batch in batches:
         made = []

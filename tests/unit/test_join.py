@@ -4,7 +4,7 @@ by field manager and subresource; the join finds the same with and without manag
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,7 +33,7 @@ def joined(name: str, level: str = "metadata", recording: Path = CURRENT) -> Joi
     both = Joined(watch, RequestEngine(settings))
     events = read_captures([str(recording / f"{name}.watch.jsonl")], watch.decode, stats=ReadStats())
     requests = read_audit_logs([str(recording / f"{name}.{level}.jsonl")], stats=AuditStats())
-    streams: list[Iterator[ObjectEvent | Request]] = [events, requests]
+    streams: list[Generator[ObjectEvent | Request, None, None]] = [events, requests]
     for item in merged(streams, lambda i: i.time or 0.0):
         if isinstance(item, Request):
             both.process_request(item)

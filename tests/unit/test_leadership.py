@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry
 
 from tests.unit.captures import events
-from watcher.config import Config
+from watcher.config import Config, DeliverySettings
 from watcher.detection.engine import Engine
 from watcher.leadership import DeliveryGate, catch_up
 from watcher.model import ChangeKind, FindingChange
+from watcher.sinks.delivery import Delivery
 from watcher.sinks.metrics import LEADER_CHANGES, Metrics
 from watcher.sources.election import LeaderChange
 
@@ -27,10 +28,11 @@ def _engine() -> Engine:
     return engine
 
 
-class _Delivery:
-    """What the gate does to delivery, in order."""
+class _Delivery(Delivery):
+    """What the gate does to delivery, in order (a delivery to no sink, that records its calls instead)."""
 
     def __init__(self) -> None:
+        super().__init__([], DeliverySettings())
         self.calls: list[tuple[str, list[FindingChange]]] = []
 
     def pause(self) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.captures import IMPLEMENTATIONS, events
@@ -43,7 +44,7 @@ def _replay(metrics: Metrics, *names: str, follow: bool = True) -> tuple[Engine,
     return engine, changes
 
 
-def _families(registry: CollectorRegistry) -> dict[str, object]:
+def _families(registry: CollectorRegistry) -> dict[str, Metric]:
     body, _ = exposition(registry, None)
     return {f.name: f for f in text_string_to_metric_families(body.decode())}
 
@@ -67,8 +68,8 @@ def test_every_family_is_exposed_as_declared_and_nothing_else() -> None:
     assert set(exposed) == set(declared)
     for name, family in declared.items():
         assert name.startswith(PREFIX)
-        assert exposed[name].type == family.type  # type: ignore[attr-defined]
-        assert exposed[name].documentation == family.help  # type: ignore[attr-defined]
+        assert exposed[name].type == family.type
+        assert exposed[name].documentation == family.help
     assert not [name for name in exposed if name.endswith("_created")]
 
 
@@ -321,7 +322,7 @@ def test_plain_numbers_read_at_scrape_time_fill_the_collected_families() -> None
     assert registry.get_sample_value("fightwatch_watch_received_bytes_total", labels) == 250  # read on every scrape
     assert registry.get_sample_value("fightwatch_watches", {**labels, "state": "watching"}) == 1
     assert registry.get_sample_value("fightwatch_ready") == 1
-    assert _families(registry)["fightwatch_watch_received_bytes"].type == "counter"  # type: ignore[attr-defined]
+    assert _families(registry)["fightwatch_watch_received_bytes"].type == "counter"
 
 
 @pytest.mark.parametrize("name", ["fightwatch_watch_state", "fightwatch_events"])  # undeclared; not collected

@@ -85,7 +85,7 @@ def test_native_and_python_find_the_same(tmp_path: Path, output: str, release: s
     audit = AUDIT / ("" if release == "current" else release)
     captures = sorted(str(path) for path in RELEASE_CAPTURES[release].glob("*.jsonl"))
     captures += sorted(str(path) for path in audit.glob("*.watch.jsonl"))
-    runs = [("replay", "--output", output, c) for c in captures]
+    runs: list[tuple[str, ...]] = [("replay", "--output", output, c) for c in captures]
     runs += [("replay", "--output", output, *captures), ("demo", "--output", output)]
     fights = 0
     for args in runs:
@@ -141,7 +141,7 @@ def test_native_reads_entries_without_a_time_as_the_reference_does(tmp_path: Pat
     """A managedFields entry may lack its time, or hold null: the write is untimed by it, in both engines."""
 
     def event(kind: str, rv: int, value: str, time: str | None) -> bytes:
-        entry = {"manager": "m", "operation": "Update", "fieldsV1": {"f:data": {"f:k": {}}}}
+        entry: dict[str, object] = {"manager": "m", "operation": "Update", "fieldsV1": {"f:data": {"f:k": {}}}}
         if time != "missing":
             entry["time"] = time
         meta = {"uid": "u1", "name": "a", "namespace": "n", "resourceVersion": str(rv), "managedFields": [entry]}

@@ -11,20 +11,20 @@ import pytest
 from tests.unit.versions import DETECTION, EPOCH, Entry, Version
 from watcher.config import parse_config
 from watcher.detection.attribution import Write
-from watcher.detection.events import encode
+from watcher.detection.events import ObjectEvent, encode
 from watcher.detection.handovers import Handover
 from watcher.detection.ignore import NO_RULES
 from watcher.detection.reference import PythonAttribution
 from watcher.detection.rules import FightRule, HotLoopRule
 from watcher.detection.state import ObjectState
-from watcher.model import UNATTRIBUTED, ChangeKind, FindingType, Writer
+from watcher.model import UNATTRIBUTED, ChangeKind, FindingChange, FindingType, Writer
 
 A, B, C = Writer("a-operator", "Update"), Writer("b-operator", "Update"), Writer("c-operator", "Update")
 STATUS = Writer("kube-controller-manager", "Update", "status")  # a controller reporting its object's state
 FIELD = "metadata.labels.owner"
 
 
-def _object() -> tuple[PythonAttribution, ObjectState, object]:
+def _object() -> tuple[PythonAttribution, ObjectState, ObjectEvent]:
     attribution = PythonAttribution()
     event = attribution.decode(encode("ADDED", Version((Entry("a-operator", 0, (FIELD,)),)).object(1)))
     assert event is not None
@@ -101,7 +101,7 @@ def test_fight_rule(name: str) -> None:
     opened = None
     for n, step in enumerate(steps, start=1):
         handover = Handover(EPOCH + step.at, state.seq + 1, FIELD, step.by, step.before, step.after, step.was, step.now)
-        change = rule.observe(state, [handover], _write(state, step.at, [step.by], [handover]), event)  # type: ignore[arg-type]
+        change = rule.observe(state, [handover], _write(state, step.at, [step.by], [handover]), event)
         if change is not None and change.kind is ChangeKind.OPENED:
             assert opened is None
             opened = n
@@ -124,7 +124,7 @@ def test_one_manager_the_audit_events_show_several_users_behind_fights_at_the_us
         handover = Handover(EPOCH + step.at, state.seq + 1, FIELD, step.by, step.before, step.after, step.was, step.now)
         write = _write(state, step.at, [step.by], [handover])
         shared = frozenset({("kube-controller-manager", "status"), ("a-operator", "")})
-        change = rule.observe(state, [handover], write, event, shared)  # type: ignore[arg-type]
+        change = rule.observe(state, [handover], write, event, shared)
         if change is not None and change.kind is ChangeKind.OPENED:
             opened.append((n + 1, change.finding))
     assert [n for n, _ in opened] == [3]
@@ -165,7 +165,7 @@ def test_hot_loop_rule(name: str) -> None:
     for n in range(1, 200):
         write = _write(state, n * gap, writers, [])
         write.changed = [FIELD]
-        change = rule.observe(state, writers, write, event, attribution)  # type: ignore[arg-type]
+        change = rule.observe(state, writers, write, event, attribution)
         if change is not None and change.kind is ChangeKind.OPENED:
             opened = n
             assert change.finding.type is FindingType.HOT_LOOP
@@ -182,8 +182,8 @@ def test_a_pause_of_two_time_constants_starts_a_new_streak() -> None:
     settings = parse_config({"detection": {"hot_loop": {"min_writes": 40}}}, source="test").detection
     rule = HotLoopRule(settings)
 
-    def write(at: float) -> object:
-        return rule.observe(state, [A], _write(state, at, [A], []), event, attribution)  # type: ignore[arg-type]
+    def write(at: float) -> FindingChange | None:
+        return rule.observe(state, [A], _write(state, at, [A], []), event, attribution)
 
     at = 0.0
     for _ in range(39):  # fast enough (39 writes in 4 s), but one write short of a streak of 40
@@ -195,14 +195,14 @@ def test_a_pause_of_two_time_constants_starts_a_new_streak() -> None:
         assert write(at) is None
     change = write(at + 0.1)
     assert change is not None
-    assert change.kind is ChangeKind.OPENED  # type: ignore[attr-defined]
+    assert change.kind is ChangeKind.OPENED
 
 
 def test_an_object_keeps_one_rate_per_writer_in_the_order_they_first_wrote() -> None:
     attribution, state, event = _object()
     rule = HotLoopRule(DETECTION)
     for n, writers in enumerate(([B], [A, B], [B], [C, A], [A]), start=1):
-        rule.observe(state, writers, _write(state, float(n), writers, []), event, attribution)  # type: ignore[arg-type]
+        rule.observe(state, writers, _write(state, float(n), writers, []), event, attribution)
     assert state.rates is not None
     assert [(r.writer, r.streak) for r in state.rates] == [(B, 3), (A, 3), (C, 1)]
     assert [r.start_seq for r in state.rates] == [1, 2, 4]  # (the write each streak began with)

@@ -5,8 +5,9 @@ The parts are stand-ins with the numbers the real ones keep (a running watcher's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 
@@ -24,7 +25,8 @@ from watcher.samples import (
 from watcher.serving.security import ServingSecurity
 from watcher.sinks.http import ServedRequests
 from watcher.sinks.metrics import Metrics, Samples, exposition
-from watcher.sources.audit_webhook import ReceiverStats
+from watcher.sinks.recording import Recording
+from watcher.sources.audit_webhook import AuditReceiver
 from watcher.sources.watch import State
 
 
@@ -49,6 +51,10 @@ def _cluster() -> Any:
 
 async def _post(path: str, body: dict[str, Any]) -> Any:
     raise AssertionError(f"no review asked here: {path} {body}")
+
+
+def _reader(samples: Samples) -> Callable[[], Samples]:
+    return lambda: samples
 
 
 def test_the_watches_of_one_resource_add_up_and_every_state_has_its_series() -> None:
@@ -77,19 +83,20 @@ def test_every_invalid_event_is_an_engine_outcome_and_the_limit_is_read_only_whe
 def test_every_part_reads_into_collected_families_of_the_table() -> None:
     """A scrape fails on a name that is not a collected family: each reader, with every part there, is scraped."""
     config = Config()
-    receiver = SimpleNamespace(stats=ReceiverStats())
+    receiver = AuditReceiver(config.audit_webhook)
+    recording = cast(Recording, SimpleNamespace(events=3, bytes_written=300))  # (a real one opens its file)
     readers: list[Samples] = [
         event_loop_samples(0.1),
         engine_samples(Stats(), invalid=0, max_objects=100),
         audit_samples(receiver, RequestEngine(config.detection)),
         serving_samples(ServedRequests(), ServingSecurity(ServeSettings(), _post)),
-        recording_samples(SimpleNamespace(events=3, bytes_written=300)),
+        recording_samples(recording),
         cluster_samples(_cluster()),
     ]
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     for samples in readers:
-        metrics.read_at_scrape(lambda samples=samples: samples)
+        metrics.read_at_scrape(_reader(samples))
     body, _ = exposition(registry, None)
     for name in ("fightwatch_event_loop_lag_seconds", "fightwatch_audit_batches_total", "fightwatch_ready"):
         assert f"\n{name}" in body.decode()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.kube_api import NoServer
 from watcher.cli import _duration, _parser, plugin_argv
 from watcher.config import WatchSettings
 from watcher.scan import not_watched
@@ -115,11 +116,12 @@ def test_scan_takes_kubectls_flags() -> None:
 # ------------------------------------------------------------------------------------------ access reviews
 
 
-class Reviews:
+class Reviews(NoServer):
     """Answers SelfSubjectAccessReviews from a set of (verb, group, resource, namespace) it allows (namespace None:
     cluster-wide), as the API server's authorizer answers them; counts the reviews."""
 
     def __init__(self, allowed: set[tuple[str, str, str, str | None]], *, failing: bool = False) -> None:
+        super().__init__()
         self.allowed = allowed
         self.failing = failing
         self.asked: list[dict[str, Any]] = []
@@ -137,7 +139,7 @@ class Reviews:
 
 
 def _choose(reviews: Reviews, resources: list[ApiResource], **kwargs: Any) -> tuple[list[Target], list[Denied]]:
-    permissions = Permissions(reviews, WatchSettings(exclude_resources=()), **kwargs)  # type: ignore[arg-type]
+    permissions = Permissions(reviews, WatchSettings(exclude_resources=()), **kwargs)
     targets = asyncio.run(permissions.choose(resources))
     return targets, permissions.take_denied()
 
@@ -184,7 +186,7 @@ def test_reviews_that_cannot_be_asked_leave_it_to_the_watch() -> None:
 
 def test_answers_are_kept_and_each_refusal_is_told_once() -> None:
     reviews = Reviews(_both("", "configmaps", None))
-    permissions = Permissions(reviews, WatchSettings(exclude_resources=()))  # type: ignore[arg-type]
+    permissions = Permissions(reviews, WatchSettings(exclude_resources=()))
     asyncio.run(permissions.choose([CONFIGMAPS, NODES]))
     first = permissions.take_denied()
     asked = len(reviews.asked)

@@ -4,6 +4,7 @@ the delivery config are read. Findings come from captures recorded from a real k
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ from watcher.model import ChangeKind, Finding, FindingChange, IncidentChange, Ob
 from watcher.sinks import alertmanager, webhook
 from watcher.sinks import events as kube_events
 from watcher.sinks.credentials import CredentialError, read_headers, read_secret
-from watcher.sinks.delivery import Delivery
+from watcher.sinks.delivery import Change, Delivery
+from watcher.sinks.http_client import JsonPoster
 from watcher.sinks.outlets import build_sinks
 
 
@@ -41,6 +43,24 @@ def _lifecycle(name: str) -> list[FindingChange]:
 
 FIGHT = _lifecycle("fight-apply-vs-update-replicas")
 CABUNDLE = _lifecycle("fight-cabundle")  # a cluster-scoped object
+
+
+class _RecordingPoster(JsonPoster):
+    """Keeps the alerts a sink posts instead of sending them: the HTTP side is tested against a real Alertmanager."""
+
+    def __init__(self) -> None:
+        super().__init__("http://127.0.0.1:9/", headers={}, tls=False)
+        self.posted: list[list[dict[str, Any]]] = []
+
+    async def post(self, payload: Any) -> None:
+        self.posted.append(payload)
+
+
+def _record_posts(sink: alertmanager.AlertmanagerSink) -> list[list[dict[str, Any]]]:
+    """Return the list the sink's posts go to from now on (each one a list of alerts)."""
+    poster = _RecordingPoster()
+    sink._poster = poster
+    return poster.posted
 
 
 def test_an_active_alert_ends_a_few_resends_ahead_and_a_resolved_one_when_it_resolved() -> None:
@@ -76,35 +96,25 @@ def test_a_cluster_scoped_object_has_no_namespace_label() -> None:
 
 async def test_the_alertmanager_sink_keeps_the_active_set_and_sends_resolved_once() -> None:
     sink = alertmanager.AlertmanagerSink("http://127.0.0.1:9/", AlertmanagerSettings())
-    posted: list[list[dict[str, object]]] = []
-
-    async def post(payload: list[dict[str, object]]) -> None:
-        posted.append(payload)
-
-    sink._poster.post = post  # type: ignore[method-assign]  # the HTTP side is tested against a real Alertmanager
+    posted = _record_posts(sink)
     await sink.send(FIGHT[:1] + CABUNDLE[:1])
     assert len(posted[-1]) == 2
     await sink.send([])  # a re-send
-    assert [a["labels"]["name"] for a in posted[-1]] == ["web", "fightwatch-test-validate"]  # type: ignore[index]
+    assert [a["labels"]["name"] for a in posted[-1]] == ["web", "fightwatch-test-validate"]
     await sink.send(FIGHT[-1:])
-    assert [a["labels"]["name"] for a in posted[-1]] == ["fightwatch-test-validate", "web"]  # type: ignore[index]
+    assert [a["labels"]["name"] for a in posted[-1]] == ["fightwatch-test-validate", "web"]
     await sink.send([])
-    assert [a["labels"]["name"] for a in posted[-1]] == ["fightwatch-test-validate"]  # type: ignore[index]
+    assert [a["labels"]["name"] for a in posted[-1]] == ["fightwatch-test-validate"]
     assert sink.name == "alertmanager:127.0.0.1:9"
 
 
 async def test_a_new_leader_s_alertmanager_sink_re_sends_the_active_set_it_is_told() -> None:
     sink = alertmanager.AlertmanagerSink("http://127.0.0.1:9/", AlertmanagerSettings())
-    posted: list[list[dict[str, object]]] = []
-
-    async def post(payload: list[dict[str, object]]) -> None:
-        posted.append(payload)
-
-    sink._poster.post = post  # type: ignore[method-assign]
+    posted = _record_posts(sink)
     await sink.send(FIGHT[:1] + CABUNDLE[:1])  # leading once, then a standby while CABUNDLE's fight resolved
     sink.restart()  # leading again: the catch-up tells the current findings
     await sink.send([replace(FIGHT[0], catch_up=True)])
-    assert [a["labels"]["name"] for a in posted[-1]] == ["web"]  # type: ignore[index]
+    assert [a["labels"]["name"] for a in posted[-1]] == ["web"]
 
 
 def test_alertmanager_urls_must_be_http() -> None:
@@ -312,12 +322,7 @@ def test_an_incident_is_one_alert_labelled_by_its_id_with_its_size_and_a_few_exa
 async def test_per_incident_alertmanager_gets_one_alert_per_incident_and_ends_it_once() -> None:
     sink = alertmanager.AlertmanagerSink("http://127.0.0.1:9/", AlertmanagerSettings())
     assert sink.per_incident
-    posted: list[list[dict[str, Any]]] = []
-
-    async def post(payload: list[dict[str, Any]]) -> None:
-        posted.append(payload)
-
-    sink._poster.post = post  # type: ignore[method-assign]
+    posted = _record_posts(sink)
     delivery = Delivery([sink], DeliverySettings(queue_size=1000))
     await delivery.start()
     delivery.submit([c for c in REPLICAS if c.kind is not ChangeKind.RESOLVED])
@@ -415,7 +420,7 @@ async def test_events_tell_every_finding_alerts_and_webhooks_only_root_causes() 
         def restart(self) -> None:
             return None
 
-        async def send(self, batch: list[Any]) -> None:
+        async def send(self, batch: Sequence[Change]) -> None:
             self.sent += batch
 
         async def close(self) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from watcher.cli import main
-from watcher.sinks.columns import Column, lay_out
+from watcher.sinks.columns import Cell, Column, lay_out
 from watcher.sinks.report import table_width
 
 
@@ -100,7 +100,7 @@ COLUMNS = [
     Column("EXTRA", drop=2),
     Column("WHEN", drop=1),
 ]
-ROWS = [
+ROWS: list[list[Cell]] = [
     ["1", ("Deployment.apps team-a/frontend", "Deployment team-a/frontend"), "a rather long text", "x", "yesterday"],
     ["2", ("ConfigMap b/c", "ConfigMap b/c"), "short", "y", "today"],
 ]

@@ -4,7 +4,7 @@ once (a mark or a fold), in time order; filled by the watch engine (fights, hot 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -148,7 +148,7 @@ def _joined(name: str) -> list[Finding]:
     joined = Joined(watch, RequestEngine(settings))
     events = read_captures([str(AUDIT / f"{name}.watch.jsonl")], watch.decode, stats=ReadStats())
     requests = read_audit_logs([str(AUDIT / f"{name}.metadata.jsonl")], stats=AuditStats())
-    streams: list[Iterator[ObjectEvent | Request]] = [events, requests]
+    streams: list[Generator[ObjectEvent | Request, None, None]] = [events, requests]
     for item in merged(streams, lambda i: i.time or 0.0):
         if isinstance(item, Request):
             joined.process_request(item)

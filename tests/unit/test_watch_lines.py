@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from tests.unit.captures import IMPLEMENTATIONS
+from tests.unit.kube_api import NoServer
 from watcher.config import Config, parse_config
 from watcher.detection.attribution import Decoder
 from watcher.detection.events import EventError, ObjectEvent, event_object
@@ -77,7 +78,7 @@ class Watched:
         settings = parse_config({"watch": watch}, source="test").watch if watch else Config().watch
         self.rw = ResourceWatch(
             Target(resource, full_objects=False),
-            api=None,  # type: ignore[arg-type]  # lines only: nothing is requested
+            api=NoServer(),  # lines only: nothing is requested
             on_event=lambda event, _: self.delivered.append(event),
             decode=decode,
             on_invalid=lambda resource, error: self.invalid.append((resource, error)),
