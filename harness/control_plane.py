@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import functools
 import http.client
+import json
 import os
 import secrets
 import shutil
@@ -320,6 +321,11 @@ class ControlPlane:
         if found is None:
             raise RuntimeError(f"no etcdctl in {self.bin_dir} nor on PATH")
         return Path(found)
+
+    def etcd_revision(self) -> int:
+        """Return etcd's current revision (what `etcdctl compact` takes to drop every older one)."""
+        (status,) = json.loads(self.run_etcdctl("endpoint", "status", "--write-out=json"))
+        return int(status["Status"]["header"]["revision"])
 
     def run_etcdctl(self, *args: str) -> str:
         """Run `etcdctl --endpoints=<this etcd> ARGS` (API v3) and return its stdout; raise on failure."""

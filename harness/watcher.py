@@ -136,6 +136,12 @@ class Watcher:
         self._proc = None
         return returncode
 
+    @property
+    def pid(self) -> int:
+        """The running watcher's process id."""
+        assert self._proc is not None
+        return self._proc.pid
+
     def pause(self) -> None:
         assert self._proc is not None
         self._proc.send_signal(signal.SIGSTOP)

@@ -31,8 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from harness.bench.process import memory_kib, reset_peak
 from harness.control_plane import ControlPlane, start_control_plane
 from harness.kube import CONFIGMAPS, Kube, new_api_client
 from harness.watcher import Watcher
@@ -74,17 +73,7 @@ async def populate(kube: Kube, objects: int, namespaces: int) -> None:
 
 def memory_mib(pid: int) -> dict[str, float]:
     """Read VmHWM and VmRSS of a process, in MiB."""
-    found = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmHWM", "VmRSS"):
-            found[key] = int(value.split()[0]) / 1024
-    return found
-
-
-def reset_peak(pid: int) -> None:
-    """Reset a process's peak resident memory (VmHWM) to its resident memory now."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    return {key: kib / 1024 for key, kib in memory_kib(pid).items()}
 
 
 async def lists_done(watcher: Watcher, count: int) -> bool | None:
@@ -106,8 +95,7 @@ async def measure(cp: ControlPlane, kube: Kube, way: str, args: argparse.Namespa
     try:
         await watcher.wait_ready(deadline=600)
         ready_s = time.monotonic() - started
-        assert watcher._proc is not None
-        pid = watcher._proc.pid
+        pid = watcher.pid
         at_start = memory_mib(pid)
         server_at_start = memory_mib(cp.pid("kube-apiserver"))
         reset_peak(pid)
@@ -115,9 +103,9 @@ async def measure(cp: ControlPlane, kube: Kube, way: str, args: argparse.Namespa
         try:
             moved = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"moved-{way}-{pid}"}}
             await kube.create(CONFIGMAPS.path("bench-0"), moved, manager="bench-setup")
-            revision = orjson.loads(cp.run_etcdctl("endpoint", "status", "--write-out=json"))[0]["Status"]["header"]
+            revision = cp.etcd_revision()
             cp.stop_apiserver()
-            cp.run_etcdctl("compact", str(revision["revision"]))
+            cp.run_etcdctl("compact", str(revision))
             cp.start_apiserver()
         finally:
             watcher.resume()

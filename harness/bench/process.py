@@ -14,6 +14,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
 
 
+def reset_peak(pid: int) -> None:
+    """Reset a process's peak resident memory (VmHWM) to its resident memory now (`/proc/PID/clear_refs`)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     """Return the resident memory of a process, now (VmRSS) and at its peak (VmHWM), in KiB."""
     values = {}

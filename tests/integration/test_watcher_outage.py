@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from harness.control_plane import ControlPlane, start_control_plane
@@ -62,11 +61,6 @@ def _seen(watcher: Watcher, names: set[str], owner: str) -> bool | None:
     return ok or None
 
 
-def _etcd_revision(cp: ControlPlane) -> int:
-    (status,) = orjson.loads(cp.run_etcdctl("endpoint", "status", "--write-out=json"))
-    return int(status["Status"]["header"]["revision"])
-
-
 async def test_restart_and_410_keep_findings_and_make_no_phantoms(
     own_control_plane: ControlPlane, tmp_path: Path
 ) -> None:
@@ -110,7 +104,7 @@ async def test_restart_and_410_keep_findings_and_make_no_phantoms(
                 for name in sorted(names):
                     await kube.read_modify_write(CONFIGMAPS.path(GAP_NAMESPACE, name), _owner("a"), manager="owner-a")
                 await kube.request("DELETE", CONFIGMAPS.path(GAP_NAMESPACE, "gap-0"))
-                cp.run_etcdctl("compact", str(_etcd_revision(cp)))
+                cp.run_etcdctl("compact", str(cp.etcd_revision()))
             finally:
                 watcher.resume()
 
