@@ -486,11 +486,12 @@ class ResourceWatch:
         settings = self._settings
         server_timeout = int(self._rng.uniform(settings.watch_timeout, 2 * settings.watch_timeout))
         query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(server_timeout))]
-        initial = self._rv is None
-        if initial:  # (the objects as of now, a consistent read, then their changes)
+        version = self._rv
+        initial = version is None
+        if version is None:  # (the objects as of now, a consistent read, then their changes)
             query += [("sendInitialEvents", "true"), ("resourceVersionMatch", "NotOlderThan")]
         else:
-            query.append(("resourceVersion", self._rv or ""))
+            query.append(("resourceVersion", version))
         query += self._selector
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=settings.request_timeout, sock_read=server_timeout + settings.read_timeout
