@@ -14,6 +14,7 @@ mod digest;
 mod event;
 mod fields;
 mod front;
+mod log;
 mod paths;
 mod values;
 
@@ -58,6 +59,7 @@ fn object_key(uid: &str) -> i64 {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<front::Front>()?;
     m.add_class::<event::Parsed>()?;
+    m.add_class::<log::HandoverLog>()?;
     m.add_function(wrap_pyfunction!(allocated, m)?)?;
     m.add_function(wrap_pyfunction!(object_key, m)?)?;
     Ok(())

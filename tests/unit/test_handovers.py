@@ -1,13 +1,18 @@
 """The packed handover log behaves like the plain list of handovers it stands for (with value hashes cut to 32
-bits and write counters of 32 bits, as it keeps them). Value hashes are 32-bit CRCs (`hashing.py`), which it keeps
-as they are."""
+bits and write counters of 32 bits, as it keeps them), and the native engine's log answers as the Python one does,
+call for call. Value hashes are 32-bit CRCs (`hashing.py`), which it keeps as they are."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watcher.detection.handovers import REMOVED, Handover, HandoverLog, cut
+from tests.unit.captures import IMPLEMENTATIONS
+from watcher.detection.handovers import REMOVED, Handover, HandoverLog, Log, cut
 from watcher.detection.hashing import text_hash, value_hash
 from watcher.model import Writer
 
@@ -48,14 +53,24 @@ def _reference_backs(log: list[Handover], path: str) -> int:
     return back
 
 
+def _new_log(implementation: str) -> Callable[[], Log]:
+    if implementation == "python":
+        return HandoverLog.empty
+    native = importlib.import_module("watcher._native")
+    return lambda: native.HandoverLog(Handover)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @settings(max_examples=200, deadline=None)
 @given(batches=batches, limit=st.integers(4, 12), window=st.floats(30, 600, allow_nan=False))
 def test_the_packed_log_keeps_and_counts_what_a_list_would(
+    implementation: str,
     batches: list[list[tuple[float, int, str, Writer, tuple[Writer, Writer] | None, tuple[int, int] | None]]],
     limit: int,
     window: float,
 ) -> None:
-    log = HandoverLog.empty()
+    log = _new_log(implementation)()
+    python = HandoverLog.empty()  # (the reference, for what a list cannot say: which handovers *may* come back)
     reference: list[Handover] = []
     at = 1_600_000_000.0
     for batch in batches:
@@ -68,12 +83,12 @@ def test_the_packed_log_keeps_and_counts_what_a_list_would(
         if not made:
             continue
         kept = [h._replace(was=_cut(h.was), now=_cut(h.now)) for h in made]  # as the log keeps them
-        for h, k in zip(made, kept, strict=True):  # a handover said not to come back must not come back
-            if not log.may_come_back(h):
+        candidates = log.record(made, horizon=at - window, limit=limit)
+        assert candidates == python.record(made, horizon=at - window, limit=limit)
+        for h, k in zip(made, kept, strict=True):  # a handover not said to come back must not come back
+            if h.path not in candidates:
                 assert _reference_backs([*reference, k], h.path) == _reference_backs(reference, h.path)
-        log.add(made)
         reference += kept
-        log.trim(horizon=at - window, limit=limit)
         horizon = round((at - window) * 1e6)  # (the log keeps times in microseconds)
         reference = [h for h in reference if round(h.at * 1e6) >= horizon][-limit:]
         assert list(log.handovers()) == reference
@@ -81,6 +96,8 @@ def test_the_packed_log_keeps_and_counts_what_a_list_would(
         for path in PATHS:
             assert log.backs(path) == _reference_backs(reference, path)
             assert log.of(path) == [h for h in reference if h.path == path]
+            assert log.single_writer(path) == python.single_writer(path)
+        assert log.of(set(PATHS[:2])) == [h for h in reference if h.path in PATHS[:2]]
 
 
 @settings(max_examples=200, deadline=None)

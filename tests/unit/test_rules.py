@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.unit.captures import IMPLEMENTATIONS
 from tests.unit.versions import DETECTION, EPOCH, Entry, Version
 from watcher.config import parse_config
 from watcher.detection.attribution import Write
 from watcher.detection.events import ObjectEvent, encode
 from watcher.detection.handovers import Handover
 from watcher.detection.ignore import NO_RULES
+from watcher.detection.native import implementation as attribution
 from watcher.detection.reference import PythonAttribution
 from watcher.detection.rules import FightRule, HotLoopRule
 from watcher.detection.state import ObjectState
@@ -93,11 +95,12 @@ FIGHTS = {
 }
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)  # (of the handover log)
 @pytest.mark.parametrize("name", sorted(FIGHTS))
-def test_fight_rule(name: str) -> None:
+def test_fight_rule(name: str, implementation: str) -> None:
     steps, opens_at, writers = FIGHTS[name]
     _, state, event = _object()
-    rule = FightRule(DETECTION)
+    rule = FightRule(DETECTION, attribution(implementation).new_log)
     opened = None
     for n, step in enumerate(steps, start=1):
         handover = Handover(EPOCH + step.at, state.seq + 1, FIELD, step.by, step.before, step.after, step.was, step.now)
@@ -117,7 +120,7 @@ def test_fight_rule(name: str) -> None:
 def test_one_manager_the_audit_events_show_several_users_behind_fights_at_the_usual_flip(writer: Writer) -> None:
     """The audit's evidence (`shared`: two users write as this manager) is all a fight of one manager needs."""
     _, state, event = _object()
-    rule = FightRule(DETECTION)
+    rule = FightRule(DETECTION, PythonAttribution().new_log)
     opened = []
     for n, at in enumerate(range(0, 50, 10)):
         step = flip(at, 1 + n % 2, 2 - n % 2, writer)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from watcher.detection.events import ObjectEvent
-from watcher.detection.handovers import Handover
+from watcher.detection.handovers import Handover, Log
 from watcher.detection.ignore import ObjectRules
 from watcher.detection.state import ObjectState
 from watcher.model import Writer
@@ -106,6 +106,10 @@ class Attribution(Protocol):
 
     def forget(self, key: int) -> None:
         """Let an object go (deleted, or evicted): what the implementation keeps of it outside `state`."""
+        ...
+
+    def new_log(self) -> Log:
+        """Return an empty handover log for an object (the fight rule's, see `handovers.Log`)."""
         ...
 
     def owned(self, state: ObjectState, event: ObjectEvent, writer: Writer) -> frozenset[str] | None:

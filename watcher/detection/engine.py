@@ -127,7 +127,7 @@ class Engine:
         self._idle_after = settings.idle_seconds
         self._max_objects = settings.max_objects
         self._rules = RuleBook(settings.ignore_rules)
-        self._fight = FightRule(settings)
+        self._fight = FightRule(settings, self._attribution.new_log)
         self._hot_loop = HotLoopRule(settings)
         self._tau = settings.hot_loop.time_constant
         # Object key -> the writers (manager, subresource) the audit events show several users behind (`note_shared`).

@@ -18,7 +18,7 @@ from __future__ import annotations
 import array  # noqa: F401
 import struct
 from collections.abc import Iterable, Iterator
-from typing import Final, NamedTuple, TypeVar
+from typing import Final, NamedTuple, Protocol, TypeVar
 
 from mypy_extensions import mypyc_attr
 
@@ -43,6 +43,37 @@ class Handover(NamedTuple):
     after: Writer | None = None  # owner that took it
     was: int | None = None  # value hash before
     now: int | None = None  # value hash after
+
+
+class Log(Protocol):
+    """What the fight rule asks of an object's handover log: `HandoverLog`, or the native engine's own (`_native`).
+
+    Both keep the same words and answer alike (tests/unit/test_handovers.py runs both on the same handovers).
+    """
+
+    def size(self) -> int:
+        """How many handovers the log holds."""
+        ...
+
+    def record(self, handovers: list[Handover], *, horizon: float, limit: int) -> list[str]:
+        """Log one write's handovers and trim the log; return the paths of those that may have come back."""
+        ...
+
+    def backs(self, path: str) -> int:
+        """How many handovers of `path` returned it to an owner or a value it had before."""
+        ...
+
+    def single_writer(self, path: str) -> Writer | None:
+        """Return the one writer behind every handover of `path`, when they are all value flips."""
+        ...
+
+    def of(self, paths: str | set[str]) -> list[Handover]:
+        """Return the handovers of one path, or of any path in a set, oldest first."""
+        ...
+
+    def handovers(self) -> Iterable[Handover]:
+        """Every handover logged, oldest first."""
+        ...
 
 
 _Key = tuple[str, Writer, Writer | None, Writer | None]  # path, by, before, after
@@ -86,6 +117,11 @@ def _index_of(keys: tuple[_Key, ...], key: _Key) -> int:
     return -1
 
 
+def _may_come_back(words: bytes, handover: Handover) -> bool:
+    """`HandoverLog.may_come_back`, on the log's words as bytes."""
+    return handover.after is not None or (handover.now is not None and words.find(_WORD.pack(cut(handover.now))) >= 0)
+
+
 def _micros(at: float) -> int:
     """Return a time as the log keeps it.
 
@@ -119,6 +155,18 @@ class HandoverLog(Words):
     def handovers(self) -> Iterator[Handover]:
         """Yield the handovers logged, their value hashes cut to 32 bits (see above)."""
         return (self._at(i) for i in range(self.size()))
+
+    def record(self, handovers: list[Handover], *, horizon: float, limit: int) -> list[str]:
+        """Log one write's handovers, then trim the log (see `trim`).
+
+        Return the paths of the handovers that may have come back (each once, in order: see `may_come_back`), as
+        tested before they were logged.
+        """
+        words = self.tobytes()
+        candidates = list(dict.fromkeys(h.path for h in handovers if _may_come_back(words, h)))
+        self.add(handovers[-limit:])  # (more could not stay: see `trim`)
+        self.trim(horizon=horizon, limit=limit)
+        return candidates
 
     def add(self, handovers: Iterable[Handover]) -> None:
         keys = self._keys
@@ -170,9 +218,7 @@ class HandoverLog(Words):
         bytes, which is faster than comparing them as ints; a match across two words only says maybe. With `find`,
         not `in`: `bytes in bytes` first tries the operand as an int, and formats the error it then drops.)
         """
-        return handover.after is not None or (
-            handover.now is not None and self.tobytes().find(_WORD.pack(cut(handover.now))) >= 0
-        )
+        return _may_come_back(self.tobytes(), handover)
 
     def backs(self, path: str) -> int:
         """How many handovers of `path` returned it to an owner or a value it had before (within the log)."""

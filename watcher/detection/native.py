@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Final, cast
 from watcher.detection import events
 from watcher.detection.attribution import Attribution, Decoder, Write
 from watcher.detection.events import EventError, ObjectEvent
-from watcher.detection.handovers import Handover
+from watcher.detection.handovers import Handover, Log
 from watcher.detection.ignore import ObjectRules
 from watcher.detection.reference import PythonAttribution
 from watcher.detection.state import ObjectState
 from watcher.model import UNATTRIBUTED, Writer
 
 if TYPE_CHECKING:
-    from watcher._native import Front, Parsed
+    from watcher._native import Front, HandoverLog, Parsed
 
 CHOICES: Final = ("auto", "native", "python")
 
@@ -54,6 +54,7 @@ class NativeAttribution:
     def __init__(self) -> None:
         native = importlib.import_module("watcher._native")  # (built only where Rust was there: ImportError)
         self._front: Front = native.Front(Writer, Handover, UNATTRIBUTED)
+        self._log: type[HandoverLog] = native.HandoverLog
         self.object_key: Callable[[str], int] = native.object_key
 
     @property
@@ -95,6 +96,9 @@ class NativeAttribution:
 
     def forget(self, key: int) -> None:
         self._front.forget(key)
+
+    def new_log(self) -> Log:
+        return self._log(Handover)
 
     def owned(
         self,

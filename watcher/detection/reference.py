@@ -13,7 +13,7 @@ from typing import Final
 from watcher.detection import events, values
 from watcher.detection.attribution import Write
 from watcher.detection.events import Event, ObjectEvent
-from watcher.detection.handovers import REMOVED, Handover
+from watcher.detection.handovers import REMOVED, Handover, HandoverLog
 from watcher.detection.ignore import ObjectRules
 from watcher.detection.managed_fields import (
     Entry,
@@ -142,6 +142,9 @@ class PythonAttribution:
 
     def forget(self, key: int) -> None:
         self._statuses.pop(key, None)
+
+    def new_log(self) -> HandoverLog:
+        return HandoverLog.empty()
 
     def owned(
         self,

@@ -19,12 +19,14 @@ finding it opened or updated (None when nothing notable happened). Resolution is
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from watcher.config import DetectionSettings, ResolveSettings, TimelineSettings
 from watcher.detection import hints, values
 from watcher.detection.attribution import Attribution, Write
 from watcher.detection.events import ObjectEvent, event_object, object_ref
 from watcher.detection.findings import absorb, notable, snapshot
-from watcher.detection.handovers import Handover, HandoverLog
+from watcher.detection.handovers import Handover, Log
 from watcher.detection.state import ObjectState, OpenFinding, WriterRate, rate_of
 from watcher.detection.timeline import Record, new_record
 from watcher.model import HANDOVER, ChangeKind, FindingChange, FindingState, FindingType, Writer
@@ -33,7 +35,8 @@ from watcher.model import HANDOVER, ChangeKind, FindingChange, FindingState, Fin
 class FightRule:
     """Log each object's handovers and call a fight when a field keeps coming back (see the module docstring)."""
 
-    def __init__(self, settings: DetectionSettings) -> None:
+    def __init__(self, settings: DetectionSettings, new_log: Callable[[], Log]) -> None:
+        self._new_log = new_log  # an empty handover log of the engine's attribution (`Attribution.new_log`)
         self._window = settings.fight.window
         self._backs = settings.fight.min_handovers - 1
         self._limit = settings.history
@@ -55,15 +58,12 @@ class FightRule:
         at = write.at
         history = state.history
         if history is None:
-            history = state.history = HandoverLog.empty()
-        # A field becomes contested only by coming back to an earlier owner or value: test that cheaply first.
-        candidates = [h for h in handovers if history.may_come_back(h)]
-        limit = self._limit
-        history.add(handovers[-limit:])  # (more could not stay: see `trim`)
-        history.trim(horizon=at - self._window, limit=limit)
+            history = state.history = self._new_log()
+        # A field becomes contested only by coming back to an earlier owner or value: the log tells cheaply which may.
+        candidates = history.record(handovers, horizon=at - self._window, limit=self._limit)
         contested: set[str] = set()
         evidence = ""
-        for path in {h.path for h in candidates}:
+        for path in candidates:
             backs = history.backs(path)
             if backs < self._backs:
                 continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 
-from watcher.detection.handovers import HandoverLog
+from watcher.detection.handovers import Log
 from watcher.detection.ignore import ObjectRules
 from watcher.detection.timeline import Record
 from watcher.model import FindingType, ObjectRef, Writer
@@ -141,7 +141,7 @@ class ObjectState:
         self.rv = rv  # the version last seen (see `events.version_key`): a repeated one is a duplicate event
         self.rules = rules
         self.seq = 0  # writes seen: the engine counts them, handovers and findings name writes by it
-        self.history: HandoverLog | None = None  # bounded by `history` and the window
+        self.history: Log | None = None  # bounded by `history` and the window
         # Its writers' write rates, in the order they first wrote, while any is recent: a tuple, since an object has
         # one writer or a few (a dict of one costs four times a tuple of one, and most of the objects have a rate).
         self.rates: tuple[WriterRate, ...] | None = None
