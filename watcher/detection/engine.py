@@ -120,6 +120,7 @@ class Engine:
         self._next_deadline = math.inf  # no active finding can resolve before this
         # Objects with a write rate by last write, oldest first: idle ones give up their rates.
         self._rated: dict[int, ObjectState] = {}
+        self._removed = 0  # objects forgotten so far (`_remove`), so that `process` looks an object up only once
         self._next_eviction = -math.inf
         # `_objects` itself is kept in order of last write (first sight for objects never written): the front
         # is the least recently used, gives up its handover history when idle for the window, and is let go when
@@ -172,11 +173,14 @@ class Engine:
         if not event.has_managed_fields:
             self.stats.without_managed_fields += 1
         at, timed = self._event_time(event.time)
+        removed = self._removed
         changes = self.advance(at)
-        if state is not None and key not in self._objects:  # let go by this very advance (idle): seen anew
+        # (let go by this very advance, idle: seen anew; looked up again only when the advance let objects go)
+        if state is not None and self._removed != removed and key not in self._objects:
             state = None
         now = self.now
-        if event.type == "DELETED":
+        kind_of_event = event.type
+        if kind_of_event == "DELETED":
             changes += self._deleted(key, state, now)
             return changes
         if state is None:
@@ -184,7 +188,7 @@ class Engine:
             return changes
         if self._repeated(state, event.rv):
             return changes
-        if event.type == "ADDED":  # listed again (a relist after a gap): its state now, not a write
+        if kind_of_event == "ADDED":  # listed again (a relist after a gap): its state now, not a write
             self._attribution.resync(state, event)
             self.stats.resynced_objects += 1
             return changes
@@ -193,7 +197,7 @@ class Engine:
         write.timed = timed
         write.version = event.resource_version
         self._count(event, write)
-        changes += self._detect(state, write, event)
+        changes += self._detect(key, state, write, event)
         state.last_write = now
         self._touch(key, state)
         return changes
@@ -270,13 +274,13 @@ class Engine:
         self.stats.untimed_events += 1
         return (self.now if self.now > -math.inf else 0.0), False
 
-    def _detect(self, state: ObjectState, write: Write, event: ObjectEvent) -> list[FindingChange]:
+    def _detect(self, key: int, state: ObjectState, write: Write, event: ObjectEvent) -> list[FindingChange]:
         """Hand the write to the rules, after the object's ignore rules; track what they open."""
         changes: list[FindingChange] = []
         rules = state.rules
         handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
         if handovers:
-            change = self._fight.observe(state, handovers, write, event, self._shared.get(event.key, _NO_MANAGERS))
+            change = self._fight.observe(state, handovers, write, event, self._shared.get(key, _NO_MANAGERS))
             if change is not None:
                 changes += self._track_opened(change, state.fight, state, event)
         counted = [w for w in write.writers if not rules.manager_ignored(w)]
@@ -387,8 +391,10 @@ class Engine:
         del objects[key]
         objects[key] = state
         if state.rates is not None:
-            self._rated.pop(key, None)
-            self._rated[key] = state
+            rated = self._rated
+            if key in rated:  # (not `pop(key, None)`: compiled, a method call)
+                del rated[key]
+            rated[key] = state
 
     def _evict_idle(self, now: float) -> None:
         """Drop the write rates, handovers and objects idle for long enough.
@@ -446,6 +452,7 @@ class Engine:
     def _remove(self, key: int) -> None:
         """Forget an object: out of the objects, the rate-eviction queue and the attribution's own state."""
         del self._objects[key]
+        self._removed += 1
         self._rated.pop(key, None)
         self._shared.pop(key, None)
         self._attribution.forget(key)
