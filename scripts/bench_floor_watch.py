@@ -4,7 +4,7 @@
 The least a watcher built on fightwatch's dependencies holds while watching ConfigMaps and Deployments
 cluster-wide: kubernetes-asyncio's kubeconfig loading and its `ApiClient` with raw responses (`_preload_content=
 False`: no models), metadata only (`as=PartialObjectMetadataList` / `as=PartialObjectMetadata`), on uvloop's event
-loop, as `fightwatch run` does. Each resource is listed in pages of 500, then watched from the list's
+loop, as `fightwatch run` does. Each resource is listed in pages of 100, then watched from the list's
 resourceVersion with bookmarks; each line is parsed with orjson and counted as received. No object is kept.
 
 kubernetes-asyncio is imported through fightwatch's import hook (`watcher.sources.lazy_imports`, the standard
@@ -46,7 +46,7 @@ from kubernetes_asyncio.config import load_kube_config  # noqa: E402
 ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 PATHS = ("/api/v1/configmaps", "/apis/apps/v1/deployments")
-PAGE = "500"
+PAGE = "100"  # objects a list page: 2,000 listed in pages of 500 left 5 MiB more heap behind, in pages of 100 1 MiB
 
 
 class Record:
