@@ -10,6 +10,11 @@ Deployments in `--namespaces` namespaces, then runs watchers side by side on the
   baseline              kubernetes-asyncio's standard `Watch().stream()`, every event deserialized into models
   informer              a Go controller's watch: client-go's metadata-only shared informers (scripts/informer, built
                         with `go build` on first use and cached, see harness/go_build.py)
+  floor                 the least a watcher on fightwatch's chosen stack holds: the same metadata-only list and watch
+                        with kubernetes-asyncio's ApiClient and raw JSON on uvloop, nothing else imported
+                        (scripts/bench_floor_watch.py), on the first fightwatch watcher's interpreter
+  floor-libraries       the floor with fightwatch's other required libraries imported and used once (pydantic,
+                        prometheus-client, structlog, PyYAML); `--no-floor` leaves both out
 
 `--fightwatch NAME=PYTHON:ENGINE:OBJECTS` (repeatable) names the fightwatch watchers instead: the interpreter of an
 installed fightwatch (another build of it, to compare two versions on one traffic), `--engine` (auto, native,
@@ -22,12 +27,14 @@ load phase only: events handled per second, CPU seconds per 1,000 events, event 
 server, i.e. its answer read by the writer -> event received by the watcher, p50/p99; fightwatch analyses an event
 in the same step it receives it), resident memory (once every watcher is ready, at the end of 10 s of idling, at the
 end of the load, and the peak), and for fightwatch the bytes received per event; then each fightwatch watcher over
-the client-go informer: CPU per event, and resident memory at the end of the load and of the idle phase. All
-processes share the machine's cores with the API server and etcd, as they would on a small node.
+the client-go informer: CPU per event, and resident memory at the end of the load and of the idle phase; and every
+watcher's resident memory by phase, the median of the runs. All processes share the machine's cores with the API
+server and etcd, as they would on a small node.
 
 `--runs N` measures N times on the one control plane (new watchers, new writes to the same objects), starting the
 watchers in turns (reversed every other run, so that none always lists first), and reports the ratios of each run
-and their median. The JSON's `load`, `watchers` and `findings` are the first run's; `runs` holds every run's.
+and their median. The JSON's `load`, `watchers` and `findings` are the first run's; `runs` holds every run's, and
+`rss_mib_by_phase_median` each watcher's median memory by phase.
 
   .venv/bin/python scripts/bench_live.py                     # 3,000 ConfigMaps + 300 Deployments, 300 writes/s, 60 s
   .venv/bin/python scripts/bench_live.py --configmaps 2000 --deployments 0 --namespaces 4 --managers 3 --runs 3
@@ -51,7 +58,7 @@ import orjson
 from harness import REPO_ROOT
 from harness.bench.live.measure import benchmark
 from harness.bench.live.report import print_summary, report
-from harness.bench.live.watchers import BASELINE, DEFAULT_VARIANTS, INFORMER, Variant
+from harness.bench.live.watchers import BASELINES, DEFAULT_VARIANTS, Variant
 from harness.bench.live.workload import WRITER_KEYS, Workload
 from harness.go_build import informer_binary
 
@@ -83,6 +90,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="NAME=PYTHON:ENGINE:OBJECTS",
         help="a fightwatch watcher (repeatable; default: this build's, metadata-only and full objects)",
     )
+    parser.add_argument("--no-floor", dest="floor", action="store_false", help="leave out the floor watchers")
     return parser.parse_args(argv)
 
 
@@ -97,13 +105,13 @@ def _variant(text: str) -> Variant:
     parts = spec.split(":")
     if (
         not name
-        or name in (BASELINE, INFORMER)
+        or name in BASELINES
         or len(parts) != 3
         or parts[1] not in ("auto", "native", "python")
         or parts[2] not in ("metadata", "full")
     ):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected NAME=PYTHON:auto|native|python:metadata|full, NAME not {BASELINE} or {INFORMER}"
+            f"{text!r}: expected NAME=PYTHON:auto|native|python:metadata|full, NAME not one of {', '.join(BASELINES)}"
         )
     return Variant(name, parts[0], parts[1], parts[2] == "full")
 
@@ -127,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fightwatch-bench-live-"))
     variants = args.fightwatch or DEFAULT_VARIANTS
     runs, server_version = asyncio.run(
-        benchmark(workload, variants, runs=args.runs, workdir=workdir, informer=informer)
+        benchmark(workload, variants, runs=args.runs, workdir=workdir, informer=informer, floor=args.floor)
     )
     result = report(workload, runs, server_version=server_version)
     print_summary(result)

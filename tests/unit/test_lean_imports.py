@@ -1,6 +1,7 @@
 """What `fightwatch run` imports: kubernetes-asyncio without its generated modules, and no library a configuration
 does not use (Jinja2 until a page is rendered, cryptography until a certificate is read or made, the audit
-readers while the audit webhook is off). Each check runs in a fresh interpreter, since this one has imported
+readers while the audit webhook is off). And what the live benchmark's floor watcher imports: the transport alone,
+or with fightwatch's other required libraries. Each check runs in a fresh interpreter, since this one has imported
 everything the other tests use."""
 
 from __future__ import annotations
@@ -9,10 +10,15 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from watcher.sources.lazy_imports import all_names, find_name, lazy_shape
+
+GENERATED = ("kubernetes_asyncio.client.models.", "kubernetes_asyncio.client.api.")  # the generated modules' prefixes
+FLOOR_WATCHER = Path(__file__).resolve().parents[2] / "scripts" / "bench_floor_watch.py"
+LIBRARIES = {"pydantic", "prometheus_client", "structlog"}  # (PyYAML comes with kubernetes-asyncio's kubeconfig loader)
 
 
 def imported_after(code: str) -> set[str]:
@@ -24,9 +30,7 @@ def imported_after(code: str) -> set[str]:
 
 def test_the_service_imports_no_generated_model_and_no_unused_library() -> None:
     modules = imported_after("import watcher.cli, watcher.service")
-    generated = {
-        m for m in modules if m.startswith(("kubernetes_asyncio.client.models.", "kubernetes_asyncio.client.api."))
-    }
+    generated = {m for m in modules if m.startswith(GENERATED)}
     lease = {"kubernetes_asyncio.client.models.v1_lease", "kubernetes_asyncio.client.models.v1_lease_spec"}
     assert generated <= lease  # (kubernetes-asyncio's LeaseLock names these two in its annotations)
     unused = {m.split(".")[0] for m in modules} & {"jinja2", "cryptography", "ijson"}
@@ -66,6 +70,23 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
             raise SystemExit("no AttributeError")
         """
     )
+
+
+def test_the_floor_watcher_imports_the_transport_and_nothing_else() -> None:
+    modules = imported_after(f"import runpy; runpy.run_path({str(FLOOR_WATCHER)!r})")
+    assert not {m for m in modules if m.startswith(GENERATED)}
+    assert {m for m in modules if m.split(".")[0] == "watcher"} == {
+        "watcher",
+        "watcher.sources",
+        "watcher.sources.lazy_imports",  # (the import hook, the standard library only)
+    }
+    assert not LIBRARIES & {m.split(".")[0] for m in modules}
+    assert {"uvloop", "orjson", "kubernetes_asyncio.client.api_client", "kubernetes_asyncio.config"} <= modules
+
+
+def test_the_floor_watcher_with_libraries_imports_and_uses_them() -> None:
+    modules = imported_after(f"import runpy; runpy.run_path({str(FLOOR_WATCHER)!r})['use_libraries']()")
+    assert LIBRARIES | {"yaml"} <= {m.split(".")[0] for m in modules}
 
 
 @pytest.mark.parametrize(

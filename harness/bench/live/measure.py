@@ -23,9 +23,12 @@ DRAIN_DEADLINE = 300.0
 
 
 async def benchmark(
-    workload: Workload, variants: Sequence[Variant], *, runs: int, workdir: Path, informer: Path
+    workload: Workload, variants: Sequence[Variant], *, runs: int, workdir: Path, informer: Path, floor: bool
 ) -> tuple[list[dict[str, Any]], str]:
-    """Measure `runs` times on one control plane; return each run's figures and the API server's version."""
+    """Measure `runs` times on one control plane; return each run's figures and the API server's version.
+
+    `floor`: run the floor watchers too (`watchers.start_watchers`).
+    """
     print(f"control plane in {workdir}", flush=True)
     cp = start_control_plane(workdir / "control-plane")
     client = await new_api_client(cp.kubeconfig, pool_size=IN_FLIGHT)
@@ -35,7 +38,9 @@ async def benchmark(
         objects = await populate(kube, workload)
         print(f"created {len(objects)} objects in {time.monotonic() - started:.0f} s", flush=True)
         figures = [
-            await measure(kube, cp, objects, workload, variants, informer=informer, run=n, runs=runs, workdir=workdir)
+            await measure(
+                kube, cp, objects, workload, variants, informer=informer, floor=floor, run=n, runs=runs, workdir=workdir
+            )
             for n in range(runs)
         ]
     finally:
@@ -52,6 +57,7 @@ async def measure(
     variants: Sequence[Variant],
     *,
     informer: Path,
+    floor: bool,
     run: int,
     runs: int,
     workdir: Path,
@@ -63,7 +69,7 @@ async def measure(
     """
     rundir = workdir / f"run-{run + 1}"
     rundir.mkdir(parents=True, exist_ok=True)
-    watchers = start_watchers(variants, cp, rundir, informer=informer, run=run)
+    watchers = start_watchers(variants, cp, rundir, informer=informer, floor=floor, run=run)
     print(f"run {run + 1} of {runs}, started in turn: {', '.join(w.name for w in watchers)}", flush=True)
     try:
         async with aiohttp.ClientSession() as session:

@@ -1,4 +1,4 @@
-"""Report the live benchmark: its results as written to JSON, and as tables per run and over the informer."""
+"""Report the live benchmark: its results as written to JSON, and as tables per run, over the informer and of memory."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from harness.bench.table import aligned
 
 
 def report(workload: Workload, runs: list[dict[str, Any]], *, server_version: str) -> dict[str, Any]:
-    """Assemble the results: what was measured on, every run's figures, and the median ratios over the informer.
+    """Assemble the results: what was measured on, every run's figures, and their medians.
 
-    `load`, `watchers` and `findings` are the first run's, where they were before there were runs.
+    The medians: of the ratios over the informer, and of every watcher's resident memory by phase. `load`, `watchers`
+    and `findings` are the first run's, where they were before there were runs.
     """
     first = runs[0]
     return {
@@ -39,11 +40,18 @@ def report(workload: Workload, runs: list[dict[str, Any]], *, server_version: st
             name: {key: round(statistics.median(run["vs_informer"][name][key] for run in runs), 2) for key in ratios}
             for name, ratios in first["vs_informer"].items()
         },
+        "rss_mib_by_phase_median": {
+            name: {
+                phase: round(statistics.median(run["watchers"][name]["rss_mib_by_phase"][phase] for run in runs), 1)
+                for phase in PHASES
+            }
+            for name in first["watchers"]
+        },
     }
 
 
 def print_summary(result: dict[str, Any]) -> None:
-    """Print the results: each run's watchers, load and findings, then fightwatch's figures over the informer's."""
+    """Print the results: each run's watchers, load and findings, fightwatch's figures over the informer's, memory."""
     print(orjson.dumps({key: result[key] for key in ("date", "machine", "kubernetes", "objects")}).decode())
     for number, run in enumerate(result["runs"], 1):
         print(f"\nrun {number}, started in turn: {', '.join(run['start_order'])}")
@@ -51,6 +59,8 @@ def print_summary(result: dict[str, Any]) -> None:
         print(orjson.dumps({"load": run["load"], "findings": run["findings"]}).decode())
     print("\nfightwatch next to the client-go informer (fightwatch / informer)")
     print_comparison(result)
+    print(f"\nresident memory by phase, MiB, the median of {len(result['runs'])} runs")
+    print_memory(result["rss_mib_by_phase_median"])
 
 
 def print_watchers(watchers: dict[str, Any]) -> None:
@@ -109,3 +119,10 @@ def print_comparison(result: dict[str, Any]) -> None:
 def ratio_cells(ratios: dict[str, float]) -> tuple[str, str, str]:
     """Render the ratios over the informer: CPU per event, RSS at the end of the load, RSS idle."""
     return f"{ratios['cpu_per_event']:.2f}", f"{ratios['rss_end_of_load']:.2f}", f"{ratios['rss_idle']:.2f}"
+
+
+def print_memory(medians: dict[str, dict[str, float]]) -> None:
+    """Print each watcher's resident memory by phase."""
+    rows: list[tuple[str, ...]] = [("watcher", *PHASES)]
+    rows += [(name, *(f"{rss[phase]:.1f}" for phase in PHASES)) for name, rss in medians.items()]
+    print(aligned(rows))

@@ -2,7 +2,8 @@
 
 The watchers, by default: `fightwatch run` as shipped (metadata-only lists and watches) and with full objects, both
 with --record on (for the lag); kubernetes-asyncio's standard `Watch().stream()` (scripts/bench_baseline_watch.py);
-and a client-go metadata-only informer (scripts/informer).
+a client-go metadata-only informer (scripts/informer); and the floor of fightwatch's chosen stack, the same watch
+with its transport only and with all its required libraries (scripts/bench_floor_watch.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ PHASES = ("ready", "idle", "load")  # when each watcher is sampled: every one re
 IDLE_SECONDS = 10.0  # from the sample "ready" to the sample "idle"
 INFORMER = "informer"  # the client-go watcher, which each fightwatch watcher is compared with
 BASELINE = "baseline"  # the kubernetes-asyncio watcher
+FLOOR = "floor"  # the watch with fightwatch's transport only: kubernetes-asyncio's ApiClient, raw JSON, uvloop
+FLOOR_LIBRARIES = "floor-libraries"  # the same, with the rest of fightwatch's required libraries imported
+BASELINES = (BASELINE, INFORMER, FLOOR, FLOOR_LIBRARIES)  # the names no fightwatch watcher may take
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ def start_fightwatch(variant: Variant, cp: ControlPlane, workdir: Path) -> Watch
 
 
 def start_baseline(name: str, argv: list[str], cp: ControlPlane, workdir: Path) -> Watcher:
-    """Start a baseline watcher (scripts/bench_baseline_watch.py, scripts/informer).
+    """Start a baseline watcher (scripts/bench_baseline_watch.py, scripts/informer, scripts/bench_floor_watch.py).
 
     It prints `ready` and `seen NAME`, and writes the events it received to --out on SIGTERM.
     """
@@ -105,18 +109,27 @@ def start_baseline(name: str, argv: list[str], cp: ControlPlane, workdir: Path) 
 
 
 def start_watchers(
-    variants: Sequence[Variant], cp: ControlPlane, workdir: Path, *, informer: Path, run: int
+    variants: Sequence[Variant], cp: ControlPlane, workdir: Path, *, informer: Path, floor: bool, run: int
 ) -> list[Watcher]:
-    """Start every watcher: fightwatch's, the kubernetes-asyncio baseline, the client-go informer.
+    """Start every watcher: fightwatch's, the kubernetes-asyncio baseline, the client-go informer, the floors.
 
-    In that order, and the other way round on every other run; the list is in the order started.
+    In that order, and the other way round on every other run; the list is in the order started. The baseline runs
+    on this interpreter; the floors (unless `floor` is false) on the first fightwatch variant's, so that they import
+    exactly the libraries that fightwatch runs on (the runtime venv's, when the variant names one).
     """
-    baseline = [sys.executable, str(REPO_ROOT / "scripts" / "bench_baseline_watch.py")]
+    scripts = REPO_ROOT / "scripts"
+    baseline = [sys.executable, str(scripts / "bench_baseline_watch.py")]
+    lean = [variants[0].python, str(scripts / "bench_floor_watch.py")]
     starts: list[Callable[[], Watcher]] = [
         *(functools.partial(start_fightwatch, variant, cp, workdir) for variant in variants),
         functools.partial(start_baseline, BASELINE, baseline, cp, workdir),
         functools.partial(start_baseline, INFORMER, [str(informer)], cp, workdir),
     ]
+    if floor:
+        starts += [
+            functools.partial(start_baseline, FLOOR, lean, cp, workdir),
+            functools.partial(start_baseline, FLOOR_LIBRARIES, [*lean, "--with-libraries"], cp, workdir),
+        ]
     return [start() for start in (starts[::-1] if run % 2 else starts)]
 
 
