@@ -32,7 +32,13 @@ def markdown(results: dict[str, Any]) -> str:
             f"{floor_rate:,.0f} ev/s ({floor['best_s']:.2f} s)",
             "runs: " + ", ".join(f"{t:.2f} s" for t in floor["runs_s"]),
         ),
-        ("Full replay / decode floor", f"{100 * ratio:.1f}%", f">= 40%: {ok(ratio >= 0.40)}"),
+        (
+            "Full replay / decode floor",
+            f"{100 * ratio:.1f}%",
+            f">= 40%: {ok(ratio >= 0.40)}; runs in turns, each turn's: "
+            + ", ".join(f"{100 * r:.1f}%" for r in results.get("ratio_by_turn", ()))
+            + (f" (median {100 * results['ratio_median']:.1f}%)" if "ratio_median" in results else ""),
+        ),
         (
             "kubernetes-asyncio models (orjson.loads + deserialize)",
             f"{k8s['events_per_s']:,.0f} ev/s",

@@ -54,6 +54,18 @@ impl BuildHasher for Keyed {
     }
 }
 
+/// The hasher of maps keyed by this module's own ids (path ids, handed out in order: no input chooses them): ahash
+/// with the fixed seeds, made without drawing keys (an event's leaves are a new map each time).
+#[derive(Clone, Default)]
+pub struct Fixed;
+
+impl BuildHasher for Fixed {
+    type Hasher = ahash::AHasher;
+    fn build_hasher(&self) -> ahash::AHasher {
+        STATE.build_hasher()
+    }
+}
+
 pub type KeyedMap<K, V> = HashMap<K, V, Keyed>;
 pub type KeyedSet<K> = HashSet<K, Keyed>;
 

@@ -10,7 +10,7 @@ use std::ops::Range;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -138,10 +138,60 @@ struct Meta<'a> {
     labels: Option<Pairs<'a>>,
     #[serde(default, borrow)]
     annotations: Option<Pairs<'a>>,
-    #[serde(rename = "ownerReferences", default, borrow)]
-    owner_references: Option<Vec<&'a RawValue>>,
+    #[serde(rename = "ownerReferences", default)]
+    owner_references: Option<Vec<Owner>>,
     #[serde(default, borrow)]
     generation: Option<&'a RawValue>,
+}
+
+/// One ownerReference, read in the same pass for whether it names the object's controller (reference.py's
+/// `controlled`: an object whose `controller` is truthy, the last one when repeated; anything else is no controller).
+struct Owner(bool);
+
+impl<'de> Deserialize<'de> for Owner {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Owner;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an ownerReference")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Owner, A::Error> {
+                let mut controller = false;
+                while let Some(key) = map.next_key::<Key<'de>>()? {
+                    if key.0 == "controller" {
+                        controller = truthy(&map.next_value::<Value>()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Owner(controller))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Owner, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Owner(false))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Owner, E> {
+                Ok(Owner(false))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Owner, E> {
+                Ok(Owner(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Owner, E> {
+                Ok(Owner(false))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Owner, E> {
+                Ok(Owner(false))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Owner, E> {
+                Ok(Owner(false))
+            }
+            fn visit_unit<E>(self) -> Result<Owner, E> {
+                Ok(Owner(false))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
 }
 
 /// One managedFields entry, read in the same pass as the rest (an entry that is not an object, or whose members
@@ -523,9 +573,7 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
     let newest = if newest.is_empty() { None } else { Some(cx.time(py, newest)?) };
     let resource_version = Key::or_empty(meta.resource_version);
     let generation = generation(meta.generation);
-    let controlled = meta.owner_references.unwrap_or_default().iter().any(|o| {
-        matches!(serde_json::from_str::<Value>(o.get()), Ok(Value::Object(m)) if m.get("controller").is_some_and(truthy))
-    });
+    let controlled = meta.owner_references.unwrap_or_default().iter().any(|o| o.0);
     Ok(Outcome::Event(Parsed {
         data: chunk.clone().unbind(),
         event_type,

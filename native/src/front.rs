@@ -11,6 +11,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
+use smallvec::SmallVec;
 
 use crate::digest::{self, KeyedMap, KeyedSet};
 use crate::event::{self, text, Outcome, Parsed};
@@ -39,8 +40,13 @@ struct ObjectState {
 struct RawWriter<'a> {
     writer: WriterId,
     time: &'a str,
-    tries: Vec<&'a str>,
+    tries: SmallVec<[&'a str; 2]>,
 }
+
+/// An event's writers, grouped (`Shared::group`): a few, so on the stack.
+type Grouped<'a> = SmallVec<[RawWriter<'a>; 4]>;
+/// Labels, annotations or body sections as (key, JSON text): on the stack up to a dozen.
+type Members<'a> = SmallVec<[(&'a str, &'a str); 12]>;
 
 struct Writers {
     ids: KeyedMap<u64, WriterId>,
@@ -147,8 +153,8 @@ impl Shared {
         Ok(if text.is_empty() { 0 } else { event::Context::time(self, py, text)?.trunc() as i64 })
     }
 
-    fn group<'a>(&mut self, p: &'a Parsed, data: &'a [u8]) -> Vec<RawWriter<'a>> {
-        let mut grouped: Vec<RawWriter<'a>> = Vec::with_capacity(p.entries.len());
+    fn group<'a>(&mut self, p: &'a Parsed, data: &'a [u8]) -> Grouped<'a> {
+        let mut grouped = Grouped::new();
         for entry in &p.entries {
             let writer = entry.writer;
             let time = entry.time.get(data);
@@ -186,9 +192,8 @@ impl Shared {
         compare: bool,
     ) -> PyResult<Vec<PathId>> {
         let mut changed = Vec::new();
-        let labels: Vec<(&str, &str)> = p.labels.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
-        let annotations: Vec<(&str, &str)> =
-            p.annotations.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
+        let labels: Members = p.labels.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
+        let annotations: Members = p.annotations.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
         let meta = self.tables.meta(&mut self.paths, &labels, &annotations, &state.meta).map_err(invalid)?;
         if !Rc::ptr_eq(&meta, &state.meta) {
             if compare {
@@ -196,7 +201,7 @@ impl Shared {
             }
             state.meta = meta;
         }
-        let body: Vec<(&str, &str)> = p.body.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
+        let body: Members = p.body.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
         let digest = Tables::body_digest(&body);
         if digest != state.body.digest {
             let table = self.tables.body(&mut self.paths, &body, digest).map_err(invalid)?;

@@ -38,7 +38,7 @@ impl Table {
     }
 }
 
-pub type Leaves = IndexMap<PathId, u32>;
+pub type Leaves = IndexMap<PathId, u32, digest::Fixed>;
 
 const MAX_SHAPES: usize = 50_000;
 const MAX_ESCAPED: usize = 4096;
@@ -80,6 +80,9 @@ fn meta_value_hash(text: &str) -> Fallible<u32> {
         if !text.contains('\\') {
             return Ok(digest::crc(digest::STRING, &text.as_bytes()[1..text.len() - 1]));
         }
+        if let Some(hash) = unescaped_crc(text) {
+            return Ok(hash);
+        }
         let unescaped: String = serde_json::from_str(text).map_err(|e| e.to_string())?;
         return Ok(digest::crc(digest::STRING, unescaped.as_bytes()));
     }
@@ -88,6 +91,47 @@ fn meta_value_hash(text: &str) -> Fallible<u32> {
     }
     let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     Ok(scalar_hash(&value))
+}
+
+/// The value hash of a JSON string with escapes (its text, quotes included, as the event's parse validated it), from
+/// its text as it goes, without unescaping it into a copy first. None for what it leaves to serde_json: a `\u`
+/// escape of a surrogate (a pair, or one alone, which serde_json refuses), or text that is not a whole string.
+fn unescaped_crc(text: &str) -> Option<u32> {
+    let inner = text.as_bytes().strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    let mut crc = crc32fast::Hasher::new_with_initial(digest::STRING);
+    let mut rest = inner;
+    while let Some(at) = rest.iter().position(|&b| b == b'\\' || b == b'"') {
+        if rest[at] == b'"' {
+            return None; // (not one string)
+        }
+        crc.update(&rest[..at]);
+        let (byte, used) = match *rest.get(at + 1)? {
+            b'"' => (b'"', 2),
+            b'\\' => (b'\\', 2),
+            b'/' => (b'/', 2),
+            b'b' => (0x08, 2),
+            b'f' => (0x0c, 2),
+            b'n' => (b'\n', 2),
+            b'r' => (b'\r', 2),
+            b't' => (b'\t', 2),
+            b'u' => {
+                let hex = rest.get(at + 2..at + 6)?;
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                let hex = std::str::from_utf8(hex).ok()?;
+                let code = char::from_u32(u32::from_str_radix(hex, 16).ok()?)?; // (None for a surrogate)
+                crc.update(code.encode_utf8(&mut [0; 4]).as_bytes());
+                rest = &rest[at + 6..];
+                continue;
+            }
+            _ => return None,
+        };
+        crc.update(&[byte]);
+        rest = &rest[at + used..];
+    }
+    crc.update(rest);
+    Some(crc.finalize())
 }
 
 impl Tables {
@@ -153,7 +197,7 @@ impl Tables {
         if digest == old.digest {
             return Ok(old.clone());
         }
-        let mut leaves = Leaves::with_capacity(labels.len() + annotations.len());
+        let mut leaves = Leaves::with_capacity_and_hasher(labels.len() + annotations.len(), digest::Fixed);
         for (section, map) in [(self.labels, labels), (self.annotations, annotations)] {
             for (key, value) in map {
                 let hash = if value.starts_with('"') && value.contains('\\') {
@@ -227,7 +271,7 @@ impl Tables {
         if let Some(found) = self.bodies.get(&digest) {
             return Ok(found.clone());
         }
-        let mut leaves = Leaves::new();
+        let mut leaves = Leaves::default();
         for &(prefix, raw) in sections {
             let mut de = serde_json::Deserializer::from_str(raw);
             Flatten { paths, prefix, out: &mut leaves }.deserialize(&mut de).map_err(|e| e.to_string())?;
@@ -406,6 +450,28 @@ mod tests {
 
     fn leaves(paths: &Paths, table: &Table) -> Vec<(String, u32)> {
         table.shape.paths.iter().zip(table.hashes.iter()).map(|(p, h)| (paths.text(*p).to_owned(), *h)).collect()
+    }
+
+    #[test]
+    fn escaped_strings_hash_as_their_unescaped_text() {
+        let texts = [
+            r##""a \"quoted\" \\ path\/x""##,
+            r##""\b\f\n\r\t end""##,
+            r##""{\"apiVersion\":\"v1\",\"data\":{\"k\":\"# revision 1\\n\"}}\n""##,
+            r##""caf\u00e9 \u2603 \u0041 \u001f""##,
+            r##""no escapes at all""##,
+            r##""\\""##,
+        ];
+        for text in texts {
+            let unescaped: String = serde_json::from_str(text).unwrap();
+            assert_eq!(unescaped_crc(text), Some(digest::crc(digest::STRING, unescaped.as_bytes())), "{text}");
+        }
+        // surrogates (a pair, or one alone, which serde_json refuses) are serde_json's to read
+        for text in [r##""\ud83d\ude00""##, r##""\ud83d""##, r##""a" "b""##, r##""\x""##] {
+            assert_eq!(unescaped_crc(text), None, "{text}");
+        }
+        let pair: String = serde_json::from_str(r##""\ud83d\ude00""##).unwrap();
+        assert_eq!(meta_value_hash(r##""\ud83d\ude00""##), Ok(digest::crc(digest::STRING, pair.as_bytes())));
     }
 
     #[test]

@@ -90,10 +90,17 @@ versions = st.builds(
     Version,
     entries=entries,
     labels=st.dictionaries(st.sampled_from(["team", "tier"]), short_text, max_size=2),
-    annotations=st.dictionaries(st.sampled_from(["note", "example.com/hash"]), short_text, max_size=2),
+    # (any text: escapes of control characters, quotes and backslashes, which the native engine hashes unescaping)
+    annotations=st.dictionaries(
+        st.sampled_from(["note", "example.com/hash"]), st.one_of(short_text, st.text(max_size=12)), max_size=2
+    ),
     body=bodies,
     status=statuses,
     controller=st.booleans(),
+    owners=st.lists(
+        st.one_of(st.dictionaries(st.sampled_from(["controller", "kind"]), scalars, max_size=2), scalars),
+        max_size=2,
+    ).map(tuple),
     generation=st.sampled_from([None, 1, 1, 2, 3, -1, 1.0, "2", 2**63]),
 )
 steps = st.lists(

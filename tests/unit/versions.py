@@ -68,6 +68,7 @@ class Version:
     body: JSON = field(default_factory=dict)  # top-level sections other than metadata and status
     status: JSON | None = None
     controller: bool = False  # has a controller ownerReference
+    owners: tuple[Any, ...] = ()  # more ownerReferences, as they are (any JSON: only an object's `controller` counts)
     generation: Any = None  # metadata.generation (any JSON value: the engines read only a whole number)
 
     def object(self, rv: int, *, kind: str = "ConfigMap", uid: str = "uid-1") -> JSON:
@@ -88,6 +89,8 @@ class Version:
             meta["ownerReferences"] = [
                 {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "owner", "controller": True}
             ]
+        if self.owners:
+            meta["ownerReferences"] = [*meta.get("ownerReferences", ()), *self.owners]
         obj: JSON = {"apiVersion": "v1", "kind": kind, "metadata": meta, **self.body}
         if self.status is not None:
             obj["status"] = self.status

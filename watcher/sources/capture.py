@@ -162,35 +162,32 @@ def _chunks(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, b
     """Split a stream into JSON texts: one per line, or pretty-printed ones ending with `}` at column 0.
 
     Yields (line where the text starts, text, whether it is complete); the text is decoded by the caller. Counts
-    the lines read in `stats.lines`; a stream that breaks off is a `_BrokenFileError`.
+    the lines read in `stats.lines`; a stream that breaks off is a `_BrokenFileError`. (One generator, not one
+    delegating to another: each event passes through it.)
     """
-    try:
-        yield from _split(stream, stats)
-    except (OSError, EOFError, zlib.error) as exc:  # (gzip.BadGzipFile is an OSError)
-        raise _broken(exc, stats.file_lines) from None
-
-
-def _split(stream: IO[bytes], stats: ReadStats) -> Iterator[tuple[int, bytes, bool]]:
     pending: list[bytes] = []
     start = 0
     stats.file_lines = 0
-    for number, line in enumerate(stream, 1):
-        stats.file_lines = number
-        stats.lines += 1
-        if pending:
-            pending.append(line)
-            if line[:1] == b"}":
-                yield start, b"".join(pending), True
-                pending = []
-            continue
-        if line[:1] == b"{" and line[-2:] == b"}\n":  # the JSON Lines fast path: no copy
-            yield number, line, True
-            continue
-        text = line.strip()
-        if text == b"{":
-            pending, start = [line], number
-        elif text:
-            yield number, text, True
+    try:
+        for number, line in enumerate(stream, 1):
+            stats.file_lines = number
+            stats.lines += 1
+            if pending:
+                pending.append(line)
+                if line[:1] == b"}":
+                    yield start, b"".join(pending), True
+                    pending = []
+                continue
+            if line[:1] == b"{" and line[-2:] == b"}\n":  # the JSON Lines fast path: no copy
+                yield number, line, True
+                continue
+            text = line.strip()
+            if text == b"{":
+                pending, start = [line], number
+            elif text:
+                yield number, text, True
+    except (OSError, EOFError, zlib.error) as exc:  # (gzip.BadGzipFile is an OSError)
+        raise _broken(exc, stats.file_lines) from None
     if pending:
         yield start, b"".join(pending), False
 
