@@ -278,14 +278,17 @@ class Engine:
         """Hand the write to the rules, after the object's ignore rules; track what they open."""
         changes: list[FindingChange] = []
         rules = state.rules
-        handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
+        if rules.empty:  # (most objects: no ignore rule applies, nothing to leave out)
+            handovers, counted = write.handovers, write.writers
+        else:
+            handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
+            counted = [w for w in write.writers if not rules.manager_ignored(w)]
+            if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
+                counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
         if handovers:
             change = self._fight.observe(state, handovers, write, event, self._shared.get(key, _NO_MANAGERS))
             if change is not None:
                 changes += self._track_opened(change, state.fight, state, event)
-        counted = [w for w in write.writers if not rules.manager_ignored(w)]
-        if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
-            counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
         if counted and write.timed:
             change = self._hot_loop.observe(state, counted, write, event, self._attribution)
             if change is not None:

@@ -16,11 +16,12 @@ class ObjectRules:
     A class, not a NamedTuple: compiled, its checks are called directly, several times a write.
     """
 
-    __slots__ = ("prefixes", "scoped")
+    __slots__ = ("empty", "prefixes", "scoped")
 
     def __init__(self, prefixes: tuple[str, ...], scoped: tuple[IgnoreRule, ...]) -> None:
         self.prefixes = prefixes  # field prefixes ignored whoever writes them
         self.scoped = scoped  # rules that name a manager
+        self.empty = not prefixes and not scoped  # nothing is ignored (no rule applies: the checks can be skipped)
 
     def field_ignored(self, path: str, by: Writer, before: Writer | None) -> bool:
         """Whether a change of `path` by `by` (taken from `before`) falls under a field or manager rule."""
