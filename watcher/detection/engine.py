@@ -197,7 +197,7 @@ class Engine:
         write.timed = timed
         write.version = event.resource_version
         self._count(event, write)
-        changes += self._detect(key, state, write, event)
+        self._detect(key, state, write, event, changes)
         state.last_write = now
         self._touch(key, state)
         return changes
@@ -274,9 +274,13 @@ class Engine:
         self.stats.untimed_events += 1
         return (self.now if self.now > -math.inf else 0.0), False
 
-    def _detect(self, key: int, state: ObjectState, write: Write, event: ObjectEvent) -> list[FindingChange]:
-        """Hand the write to the rules, after the object's ignore rules; track what they open."""
-        changes: list[FindingChange] = []
+    def _detect(
+        self, key: int, state: ObjectState, write: Write, event: ObjectEvent, changes: list[FindingChange]
+    ) -> None:
+        """Hand the write to the rules, after the object's ignore rules; add the changes they make to `changes`.
+
+        Track what they open.
+        """
         rules = state.rules
         if rules.empty:  # (most objects: no ignore rule applies, nothing to leave out)
             handovers, counted = write.handovers, write.writers
@@ -296,7 +300,6 @@ class Engine:
         for finding in (state.fight, state.hot):
             if finding is not None and finding.record is not None and finding.record.last < write.seq:
                 _record(finding, finding.record, write, handovers)
-        return changes
 
     def note_shared(self, uid: str, manager: str, subresource: str = "") -> None:
         """Tell the engine that more than one user writes an object as one field manager.
