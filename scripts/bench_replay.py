@@ -8,8 +8,8 @@ One run
    injected fights and hot loops. Object shapes come from the recorded real captures in
    tests/fixtures/captures/*.jsonl when they exist, else from hand-built templates;
 2. measures, pinned to one core, best of `--runs`: the full replay pipeline (reading the capture and the engine
-   processing each event, harness/bench/engine.py), JSON decoding alone (the floor) and kubernetes-asyncio model
-   deserialization (what a naive watcher pays; harness/bench/replay.py);
+   processing each event, harness/bench/engine.py) and JSON decoding alone (the floor), taken in turns, with each
+   turn's ratio; and kubernetes-asyncio model deserialization (what a naive watcher pays; harness/bench/replay.py);
 3. measures engine memory per tracked object with tracemalloc (harness/bench/memory.py);
 4. checks that the engine finds the injected fights and hot loops (recall) and nothing else (false positives;
    harness/bench/recall.py, as scripts/bench_recall.py);
