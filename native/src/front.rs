@@ -46,7 +46,12 @@ struct RawWriter<'a> {
 /// An event's writers, grouped (`Shared::group`): a few, so on the stack.
 type Grouped<'a> = SmallVec<[RawWriter<'a>; 4]>;
 /// Labels, annotations or body sections as (key, JSON text): on the stack up to a dozen.
-type Members<'a> = SmallVec<[(&'a str, &'a str); 12]>;
+type TextPairs<'a> = SmallVec<[(&'a str, &'a str); 12]>;
+
+/// An event's members (`event::Members`) as the texts they are ranges of.
+fn texts<'a>(members: &'a event::Members, data: &'a [u8]) -> TextPairs<'a> {
+    members.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect()
+}
 
 struct Writers {
     ids: KeyedMap<u64, WriterId>,
@@ -192,8 +197,7 @@ impl Shared {
         compare: bool,
     ) -> PyResult<Vec<PathId>> {
         let mut changed = Vec::new();
-        let labels: Members = p.labels.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
-        let annotations: Members = p.annotations.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
+        let (labels, annotations) = (texts(&p.labels, data), texts(&p.annotations, data));
         let meta = self.tables.meta(&mut self.paths, &labels, &annotations, &state.meta).map_err(invalid)?;
         if !Rc::ptr_eq(&meta, &state.meta) {
             if compare {
@@ -201,7 +205,7 @@ impl Shared {
             }
             state.meta = meta;
         }
-        let body: Members = p.body.iter().map(|(k, r)| (k.get(data), text(data, r.clone()))).collect();
+        let body = texts(&p.body, data);
         let digest = Tables::body_digest(&body);
         if digest != state.body.digest {
             let table = self.tables.body(&mut self.paths, &body, digest).map_err(invalid)?;

@@ -135,7 +135,7 @@ impl HandoverLog {
         unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.words.len() * 4) }
     }
 
-    /// handovers.py's `may_come_back`: the value hash's bytes anywhere among the words' bytes say maybe.
+    /// handovers.py's `_may_come_back`: the value hash's bytes anywhere among the words' bytes say maybe.
     fn may_come_back_of(&self, handover: &[Bound<'_, PyAny>; 8]) -> PyResult<bool> {
         if !handover[5].is_none() {
             return Ok(true);
@@ -283,7 +283,7 @@ impl HandoverLog {
     }
 
     /// Log one write's handovers, then trim the log; return the paths of those that may have come back (each once,
-    /// in order; see `may_come_back`), as tested before they were logged.
+    /// in order; see `may_come_back_of`), as tested before they were logged.
     #[pyo3(signature = (handovers, *, horizon, limit))]
     fn record<'py>(
         &mut self,
@@ -304,22 +304,6 @@ impl HandoverLog {
         }
         self.trim_to(py, horizon, limit)?;
         Ok(candidates)
-    }
-
-    fn add(&mut self, handovers: &Bound<'_, PyAny>) -> PyResult<()> {
-        for handover in handovers.try_iter()? {
-            self.push(&handover?)?;
-        }
-        Ok(())
-    }
-
-    #[pyo3(signature = (*, horizon, limit))]
-    fn trim(&mut self, py: Python<'_>, horizon: f64, limit: i64) -> PyResult<()> {
-        self.trim_to(py, horizon, limit)
-    }
-
-    fn may_come_back(&self, handover: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.may_come_back_of(&members(handover)?)
     }
 
     /// How many handovers of `path` returned it to an owner or a value it had before (within the log).

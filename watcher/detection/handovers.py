@@ -118,7 +118,13 @@ def _index_of(keys: tuple[_Key, ...], key: _Key) -> int:
 
 
 def _may_come_back(words: bytes, handover: Handover) -> bool:
-    """`HandoverLog.may_come_back`, on the log's words as bytes."""
+    """Whether `handover` (not yet logged) might return its field to an earlier owner or value; `words`: the log's.
+
+    A cheap test in C that is never wrong when it says no: a value that is not among the logged words
+    cannot be an earlier value. Ownership handovers are rarer and always say maybe. (The words are searched as
+    bytes, which is faster than comparing them as ints; a match across two words only says maybe. With `find`,
+    not `in`: `bytes in bytes` first tries the operand as an int, and formats the error it then drops.)
+    """
     return handover.after is not None or (handover.now is not None and words.find(_WORD.pack(cut(handover.now))) >= 0)
 
 
@@ -159,7 +165,7 @@ class HandoverLog(Words):
     def record(self, handovers: list[Handover], *, horizon: float, limit: int) -> list[str]:
         """Log one write's handovers, then trim the log (see `trim`).
 
-        Return the paths of the handovers that may have come back (each once, in order: see `may_come_back`), as
+        Return the paths of the handovers that may have come back (each once, in order: see `_may_come_back`), as
         tested before they were logged.
         """
         words = self.tobytes()
@@ -209,16 +215,6 @@ class HandoverLog(Words):
                 keys.append(old[index])
             self[i] = self[i] & ~_KEY_MASK | new
         self._keys = _shared(_key_tuples, tuple(keys))
-
-    def may_come_back(self, handover: Handover) -> bool:
-        """Whether `handover` (not yet logged) might return its field to an earlier owner or value.
-
-        A cheap test in C that is never wrong when it says no: a value that is not among the logged words
-        cannot be an earlier value. Ownership handovers are rarer and always say maybe. (The words are searched as
-        bytes, which is faster than comparing them as ints; a match across two words only says maybe. With `find`,
-        not `in`: `bytes in bytes` first tries the operand as an int, and formats the error it then drops.)
-        """
-        return _may_come_back(self.tobytes(), handover)
 
     def backs(self, path: str) -> int:
         """How many handovers of `path` returned it to an owner or a value it had before (within the log)."""
