@@ -40,6 +40,7 @@ from pathlib import Path
 import orjson
 from kubernetes_asyncio.client import ApiClient
 
+from . import manifests
 from .control_plane import ADMIN_USER, RELEASES, ControlPlane, default_release, start_control_plane
 from .identities import Identity, provision
 from .kube import CONFIGMAPS, DEPLOYMENTS, JSON, ApiError, Kube, Resource, new_api_client
@@ -205,24 +206,10 @@ async def apply_stuck(clients: Clients, ns: str) -> None:
             raise AssertionError("the apply without --force-conflicts was expected to conflict")
 
 
-def _deployment(ns: str, name: str, *, replicas: int) -> JSON:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": name, "image": "nginx"}]}},
-        },
-    }
-
-
 async def scale_fight(clients: Clients, ns: str) -> None:
     helm, autoscaler = clients[HELM], clients[AUTOSCALER]
     path = DEPLOYMENTS.path(ns, "web")
-    manifest = _deployment(ns, "web", replicas=2)
+    manifest = manifests.deployment(ns, "web", replicas=2, image="nginx")
     for _ in range(6):
         await helm.apply(path, manifest, manager="helm", force=True)
         while True:  # (as client-go's RetryOnConflict: the deployment controller may write the status in between)
@@ -236,7 +223,7 @@ async def hpa_fight(clients: Clients, ns: str, *, period: float = 3.0) -> None:
     """`kubectl apply` of Deployment `web` with `replicas: 1` every `period` seconds for `HPA_FIGHT_SECONDS`, against
     the HorizontalPodAutoscaler of kube-controller-manager with minReplicas 3. Without a metrics API (none runs) the
     HPA computes no recommendation, yet enforces its bounds: each sync scales the Deployment up to 3."""
-    manifest = orjson.dumps(_deployment(ns, "web", replicas=1)).decode()
+    manifest = orjson.dumps(manifests.deployment(ns, "web", replicas=1, image="nginx")).decode()
     await clients.kubectl.apply(manifest)
     metric = {
         "type": "Resource",

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import orjson
 from kubernetes_asyncio.client import ApiClient
 
+from . import manifests
 from .kube import (
     CONFIGMAPS,
     CRDS,
@@ -90,23 +91,6 @@ async def _for_duration(write: Write, *, period: float, duration: float) -> int:
 
 def _configmap(namespace: str, name: str) -> JSON:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
-
-
-def _deployment(namespace: str, name: str, *, replicas: int, image: str = "nginx:1.19.6") -> JSON:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": name, "image": image}]},
-            },
-        },
-    }
 
 
 def _hpa(namespace: str, name: str, *, min_replicas: int, max_replicas: int) -> JSON:
@@ -195,7 +179,7 @@ async def fight_apply_vs_update_replicas(api_client: ApiClient) -> None:
 
         return mutate
 
-    argocd = _applier(kube, path, "argocd-controller", _deployment(ns, "web", replicas=2))
+    argocd = _applier(kube, path, "argocd-controller", manifests.deployment(ns, "web", replicas=2))
     autoscaler = functools.partial(kube.read_modify_write, path, replicas(5), manager="custom-autoscaler")
     await _at_intervals([argocd, autoscaler] * 3, STEP)
 
@@ -431,7 +415,7 @@ async def fight_scale_vs_apply(api_client: ApiClient, *, kubectl: Kubectl) -> No
     `scale` subresource (servers before 1.22 record no managedFields entry for it)."""
     ns = "fight-scale-vs-apply"
     await ensure_namespace(Kube(api_client), ns)
-    apply = functools.partial(kubectl.apply, _manifest(_deployment(ns, "api", replicas=3)))
+    apply = functools.partial(kubectl.apply, _manifest(manifests.deployment(ns, "api", replicas=3)))
     scale = functools.partial(kubectl, "scale", "deployment/api", "-n", ns, "--replicas=6")
     await _at_intervals([apply, scale] * 3, STEP)
 
@@ -503,7 +487,7 @@ async def fight_hpa_vs_apply(
     subresource, and the next apply scales it back down."""
     ns = "fight-hpa-vs-apply"
     await ensure_namespace(Kube(api_client), ns)
-    manifest = _manifest(_deployment(ns, "web", replicas=1))
+    manifest = _manifest(manifests.deployment(ns, "web", replicas=1))
     await kubectl.apply(manifest)
     await kubectl.apply(_manifest(_hpa(ns, "web", min_replicas=3, max_replicas=5)))
     await _for_duration(functools.partial(kubectl.apply, manifest), period=period, duration=duration)
@@ -516,7 +500,7 @@ async def benign_hpa_scaling(api_client: ApiClient, *, kubectl: Kubectl, period:
     autoscaling/v1 view): one writer reporting on its own object."""
     ns = "benign-hpa-scaling"
     await ensure_namespace(Kube(api_client), ns)
-    deployment = _deployment(ns, "api", replicas=1)
+    deployment = manifests.deployment(ns, "api", replicas=1)
     del deployment["spec"]["replicas"]
     await kubectl.apply(_manifest(deployment))
     await kubectl.apply(_manifest(_hpa(ns, "api", min_replicas=2, max_replicas=6)))
@@ -536,7 +520,7 @@ async def hot_loop_rollout_restart(
     controller rolls a new ReplicaSet out and rewrites the Deployment's status several times in reply."""
     ns = "hot-loop-rollout-restart"
     await ensure_namespace(Kube(api_client), ns)
-    await kubectl.apply(_manifest(_deployment(ns, "app", replicas=1)))
+    await kubectl.apply(_manifest(manifests.deployment(ns, "app", replicas=1)))
     restart = functools.partial(kubectl, "rollout", "restart", "deployment/app", "-n", ns)
     await _for_duration(restart, period=period, duration=duration)
 
@@ -608,7 +592,7 @@ async def benign_status_vs_spec(api_client: ApiClient, *, kubectl: Kubectl, peri
     ns = "benign-status-vs-spec"
     kube = Kube(api_client)
     await ensure_namespace(kube, ns)
-    manifest = _manifest(_deployment(ns, "frontend", replicas=1, image="nginx:1.19.0"))
+    manifest = _manifest(manifests.deployment(ns, "frontend", replicas=1, image="nginx:1.19.0"))
     await kubectl("create", "-f", "-", stdin=manifest.encode())
     path = DEPLOYMENTS.path(ns, "frontend")
     edits: list[Write] = [
@@ -744,7 +728,7 @@ async def incident_replicas(api_client: ApiClient) -> None:
     for ns, names in INCIDENT_REPLICAS_OBJECTS.items():
         for name in names:
             path = DEPLOYMENTS.path(ns, name)
-            rounds[0].append(_applier(kube, path, "gitops-sync", _deployment(ns, name, replicas=2)))
+            rounds[0].append(_applier(kube, path, "gitops-sync", manifests.deployment(ns, name, replicas=2)))
             rounds[1].append(functools.partial(kube.read_modify_write, path, replicas(5), manager="replica-autoscaler"))
     await _at_intervals((rounds[0] + rounds[1]) * 3, STEP / len(rounds[0]))
 
@@ -787,7 +771,7 @@ async def cascade_replicas(api_client: ApiClient, *, period: float = 1.0, flips:
         for name in CASCADE_OBJECTS:
             path = DEPLOYMENTS.path(ns, name)
             if flip % 2 == 0:
-                writes.append(_applier(kube, path, "gitops-sync", _deployment(ns, name, replicas=1)))
+                writes.append(_applier(kube, path, "gitops-sync", manifests.deployment(ns, name, replicas=1)))
             else:
                 writes.append(
                     functools.partial(kube.read_modify_write, path, replicas(3), manager="replica-autoscaler")
