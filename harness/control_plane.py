@@ -223,7 +223,7 @@ class _Process:
         self.log_file.close()
 
 
-def _spawn(name: str, argv: list[str], workdir: Path) -> _Process:
+def _spawn(name: str, argv: list[str], workdir: Path, env: Mapping[str, str] | None = None) -> _Process:
     log_path = workdir / f"{name}.log"
     log_file = log_path.open("ab")
     log_file.write(f"# {' '.join(argv)}\n".encode())
@@ -236,6 +236,7 @@ def _spawn(name: str, argv: list[str], workdir: Path) -> _Process:
         stdout=log_file,
         stderr=subprocess.STDOUT,
         cwd=workdir,
+        env=None if env is None else {**os.environ, **env},
         start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop the children in order
         preexec_fn=_die_with_parent if on_main_thread else None,  # noqa: PLW1509
     )
@@ -366,12 +367,13 @@ class ControlPlane:
         """Log file of a component: etcd, kube-apiserver or kube-controller-manager."""
         return self.workdir / f"{component}.log"
 
-    def start_controller_manager(self) -> None:
+    def start_controller_manager(self, *, leader_elect: bool = False) -> None:
         """Start kube-controller-manager (all controllers but serviceaccount-token) and wait until healthy.
 
         As in real clusters, each controller writes with its own service account's credentials
         (`--use-service-account-credentials`: `system:serviceaccount:kube-system:horizontal-pod-autoscaler`, ...),
-        bound tokens it requests for itself; all of them under the one field manager `kube-controller-manager`."""
+        bound tokens it requests for itself; all of them under the one field manager `kube-controller-manager`.
+        `leader_elect`: it takes and renews its Lease in kube-system first, as a cluster's does."""
         if self.controller_manager_url is not None:
             return
         binary = self.bin_dir / "kube-controller-manager"
@@ -397,7 +399,7 @@ class ControlPlane:
                 f"--root-ca-file={self.ca_file}",
                 "--controllers=*,-serviceaccount-token",
                 "--use-service-account-credentials",
-                "--leader-elect=false",
+                f"--leader-elect={'true' if leader_elect else 'false'}",
                 "--profiling=false",
             ],
             self.workdir,
@@ -432,6 +434,25 @@ class ControlPlane:
         self._processes.insert(1, proc)  # after etcd, before the controller manager: stop() goes newest first
         port = int(self.url.rsplit(":", 1)[1])
         _wait_healthy(proc, port=port, path="/readyz", tls=self.tls_context(), token=self.token)
+
+    def start_program(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+        """Run another program beside the control plane (a controller with a kubeconfig), logging to `name`.log.
+
+        It is stopped with the control plane (newest first), or by `stop_program`; `check_program` raises with its log's
+        tail if it exited."""
+        if any(p.name == name for p in self._processes):
+            raise RuntimeError(f"{name} is already running")
+        self._processes.append(_spawn(name, list(argv), self.workdir, env))
+
+    def check_program(self, name: str) -> None:
+        """Raise RuntimeError, with the tail of its log, if the program `name` has exited."""
+        self._process(name).check_running()
+
+    def stop_program(self, name: str) -> None:
+        """Stop a program started by `start_program` (SIGTERM, then SIGKILL after the grace period)."""
+        proc = self._process(name)
+        proc.stop()
+        self._processes.remove(proc)
 
     def pid(self, name: str) -> int:
         """Return the process id of a running component (`etcd`, `kube-apiserver`, `kube-controller-manager`)."""

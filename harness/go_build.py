@@ -1,7 +1,8 @@
 """Build the Go programs the benchmarks and tests run, with `go build` on first use.
 
-They are the client-go informer of scripts/bench_live.py and scripts/load_test.py (scripts/informer), and krew
-(scripts/krew) for tests/deploy/test_krew.py.
+They are the client-go informer of scripts/bench_live.py and scripts/load_test.py (scripts/informer), krew
+(scripts/krew) for tests/deploy/test_krew.py, and the third-party programs that play the real fights
+(scripts/programs, `harness.programs`).
 
 A binary is cached by the sha256 of its module's sources (go.mod, go.sum, main.go) in
 `${FIGHTWATCH_CACHE:-${XDG_CACHE_HOME:-~/.cache}/fightwatch}/MODULE/DIGEST/NAME`, as scripts/control-plane.sh
@@ -36,12 +37,21 @@ def informer_binary() -> Path:
     return go_binary(SOURCE, ".", "informer", SOURCE_FILES)
 
 
-def go_binary(source: Path, package: str, name: str, files: tuple[str, ...] = ("go.mod", "go.sum")) -> Path:
+def go_binary(
+    source: Path,
+    package: str,
+    name: str,
+    files: tuple[str, ...] = ("go.mod", "go.sum"),
+    *,
+    ldflags: tuple[str, ...] = (),
+) -> Path:
     """Build `package` of the Go module at `source` as `name`, or take it from the cache.
 
-    The module's `files` make the cache key; RuntimeError with go's output if the build fails.
+    The module's `files` and the `ldflags` (version stamps, `-X path.var=value`) make the cache key; RuntimeError with
+    go's output if the build fails.
     """
-    digest = hashlib.sha256(b"\0".join((source / f).read_bytes() for f in files)).hexdigest()
+    parts = [(source / f).read_bytes() for f in files] + [" ".join(ldflags).encode()]
+    digest = hashlib.sha256(b"\0".join(parts)).hexdigest()
     cache = cache_root() / source.name
     binary = cache / digest[:16] / name
     if binary.exists():
@@ -53,7 +63,7 @@ def go_binary(source: Path, package: str, name: str, files: tuple[str, ...] = ("
     with tempfile.TemporaryDirectory(dir=cache, prefix=".build-") as build:
         built = Path(build) / name
         done = subprocess.run(
-            ["go", "build", "-trimpath", "-o", str(built), package],
+            ["go", "build", "-trimpath", "-ldflags", " ".join(("-s", "-w", *ldflags)), "-o", str(built), package],
             cwd=source,
             env={**os.environ, "CGO_ENABLED": "0"},  # a static binary, as controller images ship
             capture_output=True,

@@ -98,6 +98,16 @@ VALIDATING_WEBHOOKS = Resource(
     "ValidatingWebhookConfiguration",
     namespaced=False,
 )
+SERVICES = Resource("/api/v1", "services", "Service")
+ENDPOINTS = Resource("/api/v1", "endpoints", "Endpoints")
+ENDPOINT_SLICES = Resource("/apis/discovery.k8s.io/v1", "endpointslices", "EndpointSlice")
+MUTATING_WEBHOOKS = Resource(
+    "/apis/admissionregistration.k8s.io/v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
+KUSTOMIZATIONS = Resource("/apis/kustomize.toolkit.fluxcd.io/v1", "kustomizations", "Kustomization")
 CRDS = Resource("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 WIDGETS = Resource("/apis/example.com/v1", "widgets", "Widget")
 

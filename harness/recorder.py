@@ -87,6 +87,13 @@ def _marker(resource: Resource) -> JSON:
     elif resource.kind == "HorizontalPodAutoscaler":  # (scaling nothing: no such Deployment)
         target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": BARRIER_PREFIX + "none"}
         obj["spec"] = {"scaleTargetRef": target, "minReplicas": 1, "maxReplicas": 1}
+    elif resource.kind == "Service":
+        obj["spec"] = {"ports": [{"port": 80}]}
+    elif resource.kind == "EndpointSlice":
+        obj["addressType"], obj["endpoints"] = "IPv4", []
+    elif resource.kind == "Kustomization":  # (suspended: Flux leaves it alone)
+        source = {"kind": "ExternalArtifact", "name": BARRIER_PREFIX + "none"}
+        obj["spec"] = {"interval": "1h", "sourceRef": source, "prune": False, "suspend": True}
     return obj
 
 
