@@ -21,6 +21,13 @@ use crate::values::{changed_leaves, Table, Tables};
 
 type WriterId = u32;
 
+/// The unattributed writer (model.py's `UNATTRIBUTED`) as a party to a handover: the first id `Writers` gives out.
+const UNATTRIBUTED: WriterId = 0;
+/// Fields an object remembers who removed (reference.py's `MAX_REMOVED`).
+const MAX_REMOVED: usize = 8;
+/// Seconds an entry's stamp may lie before a write's time and still be this write's (reference.py's `STAMP_SLACK`).
+const STAMP_SLACK: i64 = 1;
+
 #[derive(Clone)]
 struct Entry {
     writer: WriterId,
@@ -34,6 +41,30 @@ struct ObjectState {
     body: Rc<Table>,
     controlled: bool,
     generation: i64,
+    /// Fields a write removed, with its writer, oldest first (reference.py's `removed`): boxed, empty for most.
+    removed: Box<[(PathId, WriterId)]>,
+}
+
+impl ObjectState {
+    /// Remember who removed a field (reference.py's `_note_removed`).
+    fn note_removed(&mut self, path: PathId, remover: WriterId) {
+        let mut kept: Vec<(PathId, WriterId)> = self.removed.iter().copied().filter(|r| r.0 != path).collect();
+        if kept.len() >= MAX_REMOVED {
+            kept.drain(..kept.len() + 1 - MAX_REMOVED);
+        }
+        kept.push((path, remover));
+        self.removed = kept.into_boxed_slice();
+    }
+
+    /// Who removed a field, forgotten now that it is set again (reference.py's `_pop_removed`).
+    fn pop_removed(&mut self, path: PathId) -> Option<WriterId> {
+        let i = self.removed.iter().position(|r| r.0 == path)?;
+        let remover = self.removed[i].1;
+        let mut kept = self.removed.to_vec();
+        kept.remove(i);
+        self.removed = kept.into_boxed_slice();
+        Some(remover)
+    }
 }
 
 /// The entries of one version grouped by writer (one manager may write under two apiVersions).
@@ -312,12 +343,17 @@ impl Front {
         let tables = Tables::new(&mut paths, 4096);
         let spec = paths.field(ROOT, "spec");
         let untraced = paths.field(spec, "replicas");
+        let mut writers = Writers { ids: KeyedMap::default(), keys: Vec::new(), py: Vec::new(), server: Vec::new() };
+        // (a manager no entry can have: "\0", so that it is never one of a real writer's)
+        let unattributed_id = writers.id("\0", "", "");
+        debug_assert_eq!(unattributed_id, UNATTRIBUTED);
+        writers.py[UNATTRIBUTED as usize] = Some(unattributed.clone_ref(writer_class.py()));
         Ok(Front {
             shared: Shared {
                 paths,
                 fields,
                 tables,
-                writers: Writers { ids: KeyedMap::default(), keys: Vec::new(), py: Vec::new(), server: Vec::new() },
+                writers,
                 times: KeyedMap::default(),
                 statuses: KeyedMap::default(),
                 stamped: false,
@@ -358,6 +394,7 @@ impl Front {
             body: empty,
             controlled: false,
             generation: event::NO_GENERATION,
+            removed: Box::new([]),
         };
         self.take(py, &mut state, p)?;
         self.objects.insert(p.key, state);
@@ -430,6 +467,32 @@ impl Front {
         }
         let (meta_before, body_before) = (state.meta.clone(), state.body.clone());
         let changed = shared.changed_values(state, p, data, true)?;
+        // The fields this write removed: lost by an entry, owned by none now, their value not there to see, in a
+        // version that has managedFields (see `_losses`). An entry kept as it was may have lost fields: each is decoded
+        // again (from the cache).
+        let mut losses: Vec<(WriterId, PathId)> = Vec::new();
+        if !raw.is_empty() {
+            for entry in entries.iter_mut() {
+                if entry.1 {
+                    refresh(py, shared, &raw, entry)?;
+                }
+            }
+            for old in &prev {
+                if shared.writers.server(old.writer) {
+                    continue;
+                }
+                let mut lost = match entries.iter().find(|e| e.0.writer == old.writer) {
+                    Some(now) => old.fields.minus(&now.0.fields),
+                    None => old.fields.0.to_vec(),
+                };
+                lost.sort_by(|a, b| shared.paths.text(*a).cmp(shared.paths.text(*b)));
+                for path in lost {
+                    if !visible(&state.meta, &state.body, path) && !entries.iter().any(|e| e.0.fields.contains(path)) {
+                        losses.push((old.writer, path));
+                    }
+                }
+            }
+        }
         let status = shared.status_changes(p, data, changed.is_empty(), !writers.is_empty())?;
         let owned = if changed.is_empty() { &status } else { &changed };
         let untraced = owned.len() == 1 && owned[0] == shared.untraced && !shared.stamped;
@@ -451,7 +514,10 @@ impl Front {
                 writers = owners;
             }
         }
-        if writers.is_empty() && shared.stamped && latest != 0 {
+        // (A write that removed fields leaves its writer's entry as it was, if it did nothing else: an entry stamped
+        // seconds before was not stamped by this write.)
+        let stale = !losses.is_empty() && (now.trunc() as i64) - latest > STAMP_SLACK;
+        if writers.is_empty() && shared.stamped && latest != 0 && !stale {
             // The one entry stamped in the write's second (see `_stamped_in`).
             let no = event::NO_GENERATION;
             let spec = (p.generation != no && state.generation != no).then_some(p.generation != state.generation);
@@ -513,6 +579,48 @@ impl Front {
                 }
             }
         }
+        let values_of = |path: PathId| {
+            (visible(&meta_before, &body_before, path) || visible(&meta_after, &body_after, path))
+                .then(|| (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path)))
+        };
+        // Removals (see `_removals`): a field set again after a write removed it is taken back from its remover ...
+        for (taker, paths) in &gained {
+            for &path in paths.iter() {
+                if taken.contains(&path) || prev.iter().any(|e| e.writer != *taker && e.fields.contains(path)) {
+                    continue;
+                }
+                let remover = match state.pop_removed(path) {
+                    Some(remover) if shared.writers.manager(remover) != shared.writers.manager(*taker) => remover,
+                    _ => continue,
+                };
+                handovers.append(shared.handover(
+                    py,
+                    head(path),
+                    Some(*taker),
+                    Some(remover),
+                    Some(*taker),
+                    values_of(path),
+                )?)?;
+                taken.insert(path);
+            }
+        }
+        // ... and a field removed from its owner is taken by the write's writer (unattributed when none or several).
+        let remover = if writers.len() == 1 { writers[0] } else { UNATTRIBUTED };
+        for &(loser, path) in &losses {
+            if taken.contains(&path) || shared.writers.manager(remover) == shared.writers.manager(loser) {
+                continue;
+            }
+            handovers.append(shared.handover(
+                py,
+                head(path),
+                Some(remover),
+                Some(loser),
+                Some(remover),
+                values_of(path),
+            )?)?;
+            taken.insert(path);
+            state.note_removed(path, remover);
+        }
         if !(state.controlled && writers.len() == 1) {
             // Values: each changed visible value not already an ownership handover (see `_value_handovers`).
             let fields_of = |w: WriterId| entries.iter().find(|e| e.0.writer == w).map(|e| e.0.fields.clone());
@@ -521,19 +629,36 @@ impl Front {
                 if taken.contains(&path) {
                     continue;
                 }
+                let (was, now) = (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path));
+                // A value that appears is taken from its remover, if a write removed it; set for the first time, from
+                // nobody: no handover.
+                let remover = if was == REMOVED {
+                    match state.pop_removed(path) {
+                        Some(remover) => Some(remover),
+                        None => continue,
+                    }
+                } else {
+                    None
+                };
                 let by = match &sole {
                     // (a field nobody owns, such as one the API server derives, was changed by the one writer)
                     Some(fields) => (fields.contains(path) || !entries.iter().any(|e| e.0.fields.contains(path)))
                         .then_some(writers[0]),
                     None => writers.iter().copied().find(|w| fields_of(*w).is_some_and(|f| f.contains(path))),
                 };
-                let owner = if writers.is_empty() {
+                let mut owner = if writers.is_empty() {
                     entries.iter().find(|e| e.0.fields.contains(path)).map(|e| e.0.writer)
                 } else {
                     None
                 };
-                let values = (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path));
-                handovers.append(shared.handover(py, head(path), by, owner, None, Some(values))?)?;
+                let by_id = by.unwrap_or(UNATTRIBUTED);
+                if let Some(remover) = remover.filter(|r| *r != by_id) {
+                    owner = Some(remover);
+                }
+                handovers.append(shared.handover(py, head(path), by, owner, None, Some((was, now)))?)?;
+                if now == REMOVED {
+                    state.note_removed(path, by_id);
+                }
             }
         }
         state.entries = entries.into_iter().map(|(e, _)| e).collect();

@@ -1,9 +1,10 @@
 """The reference implementation of write attribution (the protocol in `attribution.py`), in Python.
 
 Per object it keeps (in `TrackedObject`, the engine's state extended) the managedFields entries by writer with
-their decoded, shared field sets, and tables of value hashes: labels/annotations and the body; and, for the few
-objects that had a write nothing else explains, a table of their status (beside the states, by object key: most
-objects never need one). The native implementation ports this module line for line.
+their decoded, shared field sets, tables of value hashes: labels/annotations and the body, and the fields a write
+removed with who removed them (see `_removals`); and, for the few objects that had a write nothing else explains, a
+table of their status (beside the states, by object key: most objects never need one). The native implementation
+ports this module line for line.
 """
 
 from __future__ import annotations
@@ -33,16 +34,22 @@ from watcher.model import SERVER_MANAGERS, UNATTRIBUTED, JSONObject, Writer, new
 _NO_FIELDS: Final[frozenset[str]] = frozenset()
 _UNTRACED: Final = "spec.replicas"  # written through the scale subresource without a managedFields entry (< 1.22)
 NO_GENERATION: Final = -1  # an object without a `metadata.generation` (or one that is not a number)
+MAX_REMOVED: Final = 8  # fields an object remembers who removed (the oldest is forgotten first)
+# Seconds an entry's stamp may lie before a write's time and still be this write's (the server's and the watcher's
+# clocks, and a write at the end of a second seen in the next).
+STAMP_SLACK: Final = 1
+Removed = tuple[tuple[str, Writer], ...]  # (path, the writer whose write removed it), oldest first
 
 
 class TrackedObject(ObjectState):
     """The engine's state of an object, with what the reference attribution keeps of it."""
 
-    __slots__ = ("body_values", "controlled", "entries", "generation", "meta_values")
+    __slots__ = ("body_values", "controlled", "entries", "generation", "meta_values", "removed")
 
     def __init__(self, rv: int, rules: ObjectRules) -> None:
         super().__init__(rv, rules)
         self.entries: PackedEntries = ()  # (see `pack_entries`)
+        self.removed: Removed = ()  # fields removed by a write, with its writer, until someone sets them again
         self.meta_values: LeafTable = values.NO_LEAVES
         self.body_values: BodyTable = values.NO_BODY  # (with the digest of the body it was made from)
         self.controlled = False  # has a controller ownerReference (see `controlled`)
@@ -163,12 +170,16 @@ class PythonAttribution:
         entries, writers, gained = self._entries(prev, raw, read.newest)
         before = Values(tracked.meta_values, tracked.body_values)
         changed = self._changed_values(tracked, obj)
+        after = Values(tracked.meta_values, tracked.body_values)
+        losses = self._losses(prev, entries, raw, after)
         status = self._status(read, quiet=not changed, explained=bool(writers))
         if not writers and (changed or status):
             writers = self._owner_of_changes(entries, changed or status, raw)
         meta = obj["metadata"]
         now_generation = generation(meta)
-        if not writers and self.stamped:
+        if not writers and self.stamped and not (losses and int(now) - stamp(read.newest) > STAMP_SLACK):
+            # (A write that removed fields leaves its writer's entry as it was, if it did nothing else: the entry
+            # stamped last, seconds before, was not stamped by this write.)
             known = NO_GENERATION not in (now_generation, tracked.generation)
             spec = now_generation != tracked.generation if known else None
             writers = self._stamped_in(entries, read.newest, changed or status, spec=spec)
@@ -176,15 +187,14 @@ class PythonAttribution:
         tracked.controlled = controlled(meta)  # (as of this version: a controller may adopt or orphan)
         seq = tracked.seq
         write = Write(now, seq, writers or [UNATTRIBUTED], changed + status, [])
-        after = Values(tracked.meta_values, tracked.body_values)
-        taken = self._ownership_handovers(
-            write, prev=prev, entries=entries, gained=gained, raw=raw, before=before, after=after
-        )
+        values = (before, after)
+        taken = self._ownership_handovers(write, prev=prev, entries=entries, gained=gained, raw=raw, values=values)
+        self._removals(write, tracked, prev=prev, gained=gained, losses=losses, taken=taken, values=values)
         if not (tracked.controlled and len(writers) == 1):
             # (A single writer flipping values of an object another controller owns is an echo of that owner's
             # state, e.g. a ReplicaSet following its Deployment; a fight there is found on the owner.)
             self._value_handovers(
-                write, changed=changed, taken=taken, writers=writers, entries=entries, before=before, after=after
+                write, tracked, changed=changed, taken=taken, writers=writers, entries=entries, values=values
             )
         tracked.entries = pack_entries(entries.values())
         return write
@@ -192,33 +202,47 @@ class PythonAttribution:
     @staticmethod
     def _value_handovers(
         write: Write,
+        tracked: TrackedObject,
         *,
         changed: list[str],
         taken: set[str],
         writers: list[Writer],
         entries: dict[Writer, Entry],
-        before: Values,
-        after: Values,
+        values: tuple[Values, Values],
     ) -> None:
         """Record each changed visible value as a handover.
 
         Not one already recorded as an ownership handover; and status values are not: they swing back and forth by
-        nature.
+        nature. A value that appears where there was none is a handover only when a write removed it before (from its
+        remover, `removed`): a field set for the first time is taken from nobody. A value removed is remembered with
+        its remover.
         """
+        before, after = values
         sole = entries[writers[0]].fields if len(writers) == 1 else None
         for path in changed:
             if path in taken:
                 continue
+            was, now = before.get(path), after.get(path)
+            remover = None
+            if was == REMOVED:
+                remover = _pop_removed(tracked, path)
+                if remover is None:
+                    continue
             if sole is not None:
                 # (a field nobody owns, such as one the API server derives, was changed by the one writer there is)
                 mine = path in sole or not any(path in e.fields for e in entries.values())
                 by = writers[0] if mine else UNATTRIBUTED
             else:
                 by = next((w for w in writers if path in entries[w].fields), UNATTRIBUTED)
-            # An unattributed change of a field someone owns names that owner as a party to the flip.
+            # An unattributed change of a field someone owns names that owner as a party to the flip; a value set again
+            # after a removal names its remover.
             owner = None if writers else next((w for w, e in entries.items() if path in e.fields), None)
-            handover = (write.at, write.seq, path, by, owner, None, before.get(path), after.get(path))
+            if remover is not None and remover != by:
+                owner = remover
+            handover = (write.at, write.seq, path, by, owner, None, was, now)
             write.handovers.append(new_tuple(Handover, handover))
+            if now == REMOVED:
+                _note_removed(tracked, path, by)
 
     def _entries(
         self, prev: dict[Writer, Entry], raw: RawEntries, newest: str
@@ -309,8 +333,7 @@ class PythonAttribution:
         entries: dict[Writer, Entry],
         gained: dict[Writer, frozenset[str]],
         raw: RawEntries,
-        before: Values,
-        after: Values,
+        values: tuple[Values, Values],
     ) -> set[str]:
         """Record leaves a writer gained that another manager owned before and no longer owns.
 
@@ -319,6 +342,7 @@ class PythonAttribution:
         The loser's entry may be gone altogether (it owned nothing else), or kept from the previous version
         without decoding (its time did not move): then what it owns now is decoded here, only when it matters.
         """
+        before, after = values
         taken: set[str] = set()
         for taker, paths in gained.items():
             for path in sorted(paths):  # (a set's order is the process's own: see hashing.py)
@@ -345,6 +369,72 @@ class PythonAttribution:
                     )
                     taken.add(path)
         return taken
+
+    def _losses(
+        self, prev: dict[Writer, Entry], entries: dict[Writer, Entry], raw: RawEntries, after: Values
+    ) -> list[tuple[Writer, str]]:
+        """Return the fields this write removed from the object: (their owner before, path), in the owners' order.
+
+        A field an entry lost that no entry owns now is gone from the object (one another writer took shows in its
+        entry), unless its value is still there to see, or the version has no managedFields at all (a client reset
+        them: ownership dropped, nothing removed). Checked on every write: an entry whose time did not move may still
+        have lost fields (decoded here, from the decoder's cache), as the owner's entry of a field another client
+        removed does.
+        """
+        if not raw:
+            return []
+        for writer, owned in prev.items():
+            if entries.get(writer) is owned:
+                self._refresh(entries, writer, raw)
+        losses: list[tuple[Writer, str]] = []
+        for loser, owned in prev.items():
+            if loser.manager in SERVER_MANAGERS:
+                continue
+            entry = entries.get(loser)
+            lost = owned.fields if entry is None else owned.fields - entry.fields
+            losses.extend(
+                (loser, path)
+                for path in sorted(lost)
+                if not after.has(path) and not any(path in e.fields for e in entries.values())
+            )
+        return losses
+
+    @staticmethod
+    def _removals(
+        write: Write,
+        tracked: TrackedObject,
+        *,
+        prev: dict[Writer, Entry],
+        gained: dict[Writer, frozenset[str]],
+        losses: list[tuple[Writer, str]],
+        taken: set[str],
+        values: tuple[Values, Values],
+    ) -> None:
+        """Record the fields a write removed from their owner, and those set again after such a removal.
+
+        A write that removes a field another manager owns (a three-way merge patch that resets it, a JSON patch
+        `remove`, a status rewritten whole) takes it from that owner as surely as one that sets another value: a
+        handover from the owner to the write's writer (the unattributed writer when managedFields do not name it, as
+        they do not for a write that only removes: its writer's entry is not stamped). The remover is remembered
+        (`removed`), so that whoever sets the field again takes it back from the remover: a field set again after
+        every removal is fought over.
+        """
+        for taker, paths in gained.items():  # set again after a removal: taken back from the remover
+            for path in sorted(paths):
+                if path in taken or any(path in e.fields for w, e in prev.items() if w != taker):
+                    continue
+                remover = _pop_removed(tracked, path)
+                if remover is None or remover.manager == taker.manager:
+                    continue
+                write.handovers.append(_handover(write, path, taker, (remover, taker), values))
+                taken.add(path)
+        remover = write.writers[0] if len(write.writers) == 1 else UNATTRIBUTED
+        for loser, path in losses:
+            if path in taken or remover.manager == loser.manager:
+                continue  # (a manager removing its own field hands nothing over)
+            write.handovers.append(_handover(write, path, remover, (loser, remover), values))
+            taken.add(path)
+            _note_removed(tracked, path, remover)
 
     def _owner_of_changes(self, entries: dict[Writer, Entry], changed: list[str], raw: RawEntries) -> list[Writer]:
         """Attribute a write no entry explains to the one writer that owns every field it changed.
@@ -397,3 +487,41 @@ class PythonAttribution:
         if fresh is not entry.fields:
             entry = entries[writer] = Entry(entry.writer, entry.time, fresh)
         return entry
+
+
+def _handover(
+    write: Write, path: str, by: Writer, parties: tuple[Writer, Writer], values: tuple[Values, Values]
+) -> Handover:
+    """Return an ownership handover of `path` in this write, with its values where they are visible.
+
+    `parties`: who lost it, who took it.
+    """
+    was, now = values
+    visible = was.has(path) or now.has(path)
+    before, after = parties
+    return Handover(
+        write.at,
+        write.seq,
+        path,
+        by,
+        before=before,
+        after=after,
+        was=was.get(path) if visible else None,
+        now=now.get(path) if visible else None,
+    )
+
+
+def _note_removed(tracked: TrackedObject, path: str, remover: Writer) -> None:
+    """Remember who removed a field (the oldest remembered is forgotten beyond MAX_REMOVED)."""
+    kept = tuple(item for item in tracked.removed if item[0] != path)
+    tracked.removed = (*kept[-(MAX_REMOVED - 1) :], (path, remover))
+
+
+def _pop_removed(tracked: TrackedObject, path: str) -> Writer | None:
+    """Return who removed a field, and forget it (it is set again); None when no write removed it."""
+    removed = tracked.removed
+    for i, (removed_path, remover) in enumerate(removed):
+        if removed_path == path:  # (by index, not identity: compiled, a tuple's items may be boxed anew)
+            tracked.removed = removed[:i] + removed[i + 1 :]
+            return remover
+    return None
