@@ -135,6 +135,11 @@ class WriterCount:
     users: tuple[str, ...] = ()  # the authenticated users seen writing as this manager (from audit events)
     fields: tuple[str, ...] = ()  # the fields it changed (a fight's: those it took or flipped)
     reacts: bool = False  # a hot loop's writer reporting the object's status, in reply to the writes of the others
+    # A fight's writer that maintains the object (its controller, or Kubernetes' own controller that publishes it) and
+    # sets back what the others change: the others drive the fight (`detection.diagnosis`).
+    restores: bool = False
+    # How a writer that managedFields do not name was named: "audit" (from the API server's audit events), else "".
+    named_from: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +230,25 @@ def mark_word(at: float, lane: int, kind: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class Traits:
+    """What the engine saw of a watch finding besides its writers and fields.
+
+    What its summary and hint are told from (`detection.diagnosis`), and told again from once the audit events name more
+    of its writers (`detection.join`).
+    """
+
+    by_ownership: bool = False  # handovers were seen in managedFields (distinct managers), not only as value flips
+    timestamp_values: bool = False  # (hot loop) every value its writers changed looks like a timestamp
+    status_writes: bool = False  # (hot loop) its writer writes status
+    evidence: str = ""  # a fight of one field manager: `audit` (several users behind it) or `flips`
+    controller: tuple[str, str] | None = None  # (kind, name) of the object's controller (ownerReferences)
+    controller_writer: Writer | None = None  # the writer that set that reference: the controller's own writes
+    cause: str = ""  # what it follows from (`the fight on its controller Deployment.apps a/web`), where it does
+    # (a fight) over what a default ignore rule leaves out, reported because distinct writers alternate: its reason
+    ignored: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """An immutable snapshot of a finding, as sinks see it."""
 
@@ -250,6 +274,7 @@ class Finding:
     conflicts: int = 0
     related: str | None = None  # the id of the finding this one follows from (a cascade), where linked
     timeline: Timeline | None = None  # its writes over time, where recorded (detection.timeline)
+    traits: Traits | None = None  # (a watch finding) what its summary and hint are told from
 
 
 @dataclass(frozen=True, slots=True)

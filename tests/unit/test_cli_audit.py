@@ -166,9 +166,10 @@ def test_replay_with_audit_names_the_users_behind_a_fights_writers_and_its_confl
     assert fight["object"]["resource"] == "configmaps"
     assert "12 of their writes failed with 409 Conflict (labeler)" in fight["summary"]
     assert (twin["clients"], twin["conflicts"]) == ([], 0)
-    # the storm is told it is the fight's failed half, and named as the watch names the object
+    # the storm is the fight's failed half: it follows from the fight, and is named as the watch names the object
     (storm,) = by_type["conflict_storm"]
-    assert storm["hint"].startswith("This is a fight: data.mode keeps changing hands")
+    assert storm["related"] == fight["id"]
+    assert storm["hint"].startswith("These conflicts follow from the fight on the same object (ConfigMap rmw-fight/")
     assert storm["fields"] == ["data.mode"]
     assert (storm["object"]["kind"], storm["object"]["uid"]) == ("ConfigMap", fight["object"]["uid"])
 

@@ -12,7 +12,7 @@ from tests.unit.captures import event as make_event
 from watcher.config import Config, parse_config
 from watcher.detection.engine import Engine
 from watcher.detection.events import event_object
-from watcher.model import SERVER_MANAGERS, Finding, FindingType
+from watcher.model import SERVER_MANAGERS, Finding, FindingType, Writer
 from watcher.sources.capture import ReadStats, read_capture
 
 SCENARIOS = [(release, scenario) for release in RELEASES for scenario in sorted(RELEASE_FINDINGS[release])]
@@ -185,16 +185,14 @@ def test_the_hpas_churn_while_its_deployment_is_fought_over_follows_from_that_fi
 @pytest.mark.parametrize("engine", IMPLEMENTATIONS)
 def test_the_api_servers_own_managers_are_never_writers_and_are_explained(engine: str) -> None:
     """ancient-changes (the update managers merged beyond 10) and before-first-apply (the fields an object had
-    before its first apply) are entries the API server writes: no write is theirs, and they show with what they
-    are."""
+    before its first apply) are entries the API server writes: no write is theirs, they show with what they are, and
+    one that lost a field once took no part in the fight (it is not listed as a fighter)."""
     for scenario in ("fight-ancient-changes", "fight-before-first-apply"):
         named, _ = _writes(scenario, engine)
         assert not {m for _, _, managers in named for m in managers} & set(SERVER_MANAGERS), scenario
     (found,), _ = analyse("fight-ancient-changes", engine=engine)
-    (ancient,) = [c for c in found.writers if c.writer.manager == "ancient-changes"]
-    assert ancient.writes == 0
-    assert ancient.writer.display() == f"ancient-changes ({SERVER_MANAGERS['ancient-changes']})"
-    assert "merged by the API server" in found.summary
+    assert {c.writer.manager for c in found.writers} == {"team-b-operator", "tier-operator"}
+    assert Writer("ancient-changes", "Update").display() == f"ancient-changes ({SERVER_MANAGERS['ancient-changes']})"
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
@@ -213,7 +211,8 @@ def test_every_event_has_exactly_one_outcome(scenario: str, implementation: str)
     stream = list(events(scenario, engine.decode))
     for event in stream:
         engine.process(event)
-    last = next(e for e in reversed(stream) if engine.tracks(e))  # (not ignored)
+    # (not ignored: a Lease, which the default rules leave out, is tracked for fights, its events counted as ignored)
+    last = next(e for e in reversed(stream) if engine.tracks(e) and e.kind != "Lease")
     engine.process(last)  # the same version again: a duplicate
     obj = event_object(last)
     relisted = dict(obj, metadata={**obj["metadata"], "resourceVersion": "relisted"})

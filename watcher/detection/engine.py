@@ -40,7 +40,7 @@ from watcher.detection.attribution import Attribution, Decoder, Write
 from watcher.detection.events import Name, ObjectEvent, controller, name_of, object_ref, references
 from watcher.detection.findings import flip_period, snapshot
 from watcher.detection.handovers import Handover
-from watcher.detection.ignore import RuleBook
+from watcher.detection.ignore import CONFIG, RuleBook
 from watcher.detection.native import implementation
 from watcher.detection.rules import FightRule, HotLoopRule
 from watcher.detection.state import ObjectState, OpenFinding
@@ -60,6 +60,7 @@ from watcher.model import (
 )
 
 _K = TypeVar("_K")
+OWNER_REFERENCES = "metadata.ownerReferences"  # (one leaf: managed_fields.py keeps the references opaque)
 MAX_SHARED = 10_000  # objects with field managers the audit events show several users behind (`note_shared`)
 _NO_MANAGERS: frozenset[tuple[str, str]] = frozenset()
 
@@ -86,6 +87,8 @@ class Stats:
     # Objects let go (not event outcomes): idle for `idle_after`, or the least recently written at `max_objects`.
     evicted_idle: int = 0
     evicted_capacity: int = 0
+    # Fights the user's ignore rules hide (`detection.ignore`): found, not reported (see ignore.py).
+    ignored_fights: int = 0
 
 
 class Engine:
@@ -110,6 +113,8 @@ class Engine:
         self.decode: Decoder = self._attribution.decode
         self._on_write = on_write
         self.stats = Stats()
+        self._uncounted = Stats()  # (the counts of the events of objects the ignore rules leave out: see `process`)
+        self.last_writers: list[Writer] = []  # the writers of the last write processed (`join.Joined` reads them)
         self.now = -math.inf
         self._objects: dict[int, ObjectState] = {}
         self._active: dict[str, tuple[OpenFinding, ObjectState]] = {}
@@ -158,8 +163,13 @@ class Engine:
         return event.key in self._objects
 
     def process(self, event: ObjectEvent) -> list[FindingChange]:
-        """Analyse one event (from `decode`); the finding changes it causes."""
-        self.stats.events += 1
+        """Analyse one event (from `decode`); the finding changes it causes.
+
+        An object the ignore rules leave out is tracked for fights only (ignore.py), its events counted as ignored:
+        their other counts go to `_uncounted`.
+        """
+        stats = self.stats
+        stats.events += 1
         key = event.key
         state = self._objects.get(key)
         rules = (
@@ -167,12 +177,12 @@ class Engine:
             if state is not None
             else self._rules.for_ref(event.api_version, event.kind, event.namespace, event.name)
         )
-        if rules is None:
-            self.stats.ignored_events += 1
-            return []
+        if rules.left_out:
+            stats.ignored_events += 1
+            stats = self._uncounted
         if not event.has_managed_fields:
-            self.stats.without_managed_fields += 1
-        at, timed = self._event_time(event.time)
+            stats.without_managed_fields += 1
+        at, timed = self._event_time(event.time, stats)
         removed = self._removed
         changes = self.advance(at)
         # (let go by this very advance, idle: seen anew; looked up again only when the advance let objects go)
@@ -181,22 +191,22 @@ class Engine:
         now = self.now
         kind_of_event = event.type
         if kind_of_event == "DELETED":
-            changes += self._deleted(key, state, now)
+            changes += self._deleted(key, state, now, stats)
             return changes
         if state is None:
-            self._first_seen(key, self._attribution.baseline(event, rules), now)
+            self._first_seen(key, self._attribution.baseline(event, rules), now, stats)
             return changes
-        if self._repeated(state, event.rv):
+        if self._repeated(state, event.rv, stats):
             return changes
         if kind_of_event == "ADDED":  # listed again (a relist after a gap): its state now, not a write
             self._attribution.resync(state, event)
-            self.stats.resynced_objects += 1
+            stats.resynced_objects += 1
             return changes
         state.seq += 1
         write = self._attribution.attribute(state, event, now)
         write.timed = timed
         write.version = event.resource_version
-        self._count(event, write)
+        self._count(event, write, stats)
         self._detect(key, state, write, event, changes)
         state.last_write = now
         self._touch(key, state)
@@ -220,7 +230,7 @@ class Engine:
         return changes
 
     def active(self) -> list[Finding]:
-        return [snapshot(f, s, FindingState.ACTIVE, None) for f, s in self._active.values()]
+        return [snapshot(f, s, FindingState.ACTIVE, None) for f, s in self._active.values() if not f.silenced]
 
     def resolved(self) -> list[Finding]:
         return list(self._resolved)
@@ -231,47 +241,48 @@ class Engine:
 
     # ------------------------------------------------------------------------------------------- the steps
 
-    def _deleted(self, key: int, state: ObjectState | None, now: float) -> list[FindingChange]:
+    def _deleted(self, key: int, state: ObjectState | None, now: float, stats: Stats) -> list[FindingChange]:
         if state is None:
-            self.stats.untracked_deletions += 1
+            stats.untracked_deletions += 1
             return []
-        self.stats.deleted_objects += 1
+        stats.deleted_objects += 1
         return self._forget(key, state, now)
 
-    def _repeated(self, state: ObjectState, rv: int) -> bool:
+    def _repeated(self, state: ObjectState, rv: int, stats: Stats) -> bool:
         """Tell whether this version (`events.version_key`) was seen already (a duplicate event).
 
         Else it becomes the object's version.
         """
         if rv and rv == state.rv:
-            self.stats.duplicate_events += 1
+            stats.duplicate_events += 1
             return True
         state.rv = rv
         return False
 
-    def _count(self, event: ObjectEvent, write: Write) -> None:
-        self.stats.writes += 1
+    def _count(self, event: ObjectEvent, write: Write, stats: Stats) -> None:
+        stats.writes += 1
+        self.last_writers = write.writers
         if write.writers[0] is UNATTRIBUTED:
-            self.stats.unattributed_writes += 1
-        if self._on_write is not None:
+            stats.unattributed_writes += 1
+        if self._on_write is not None and stats is self.stats:
             self._on_write(object_ref(event), write.writers)
 
-    def _first_seen(self, key: int, state: ObjectState, now: float) -> None:
+    def _first_seen(self, key: int, state: ObjectState, now: float, stats: Stats) -> None:
         """Track a new object (or one let go before): its baseline, at the back of the queue; keep to the cap."""
         self._objects[key] = state
         state.last_write = now
-        self.stats.new_objects += 1
+        stats.new_objects += 1
         if self._max_objects is not None and len(self._objects) > self._max_objects:
             self._evict_over_capacity(self._max_objects)
 
-    def _event_time(self, time: float | None) -> tuple[float, bool]:
+    def _event_time(self, time: float | None, stats: Stats) -> tuple[float, bool]:
         """Return when the event happened, and whether that is known.
 
         Its time (see `events.ObjectEvent.time`), else (untimed) the engine's clock.
         """
         if time is not None:
             return time, True
-        self.stats.untimed_events += 1
+        stats.untimed_events += 1
         return (self.now if self.now > -math.inf else 0.0), False
 
     def _detect(
@@ -282,15 +293,18 @@ class Engine:
         Track what they open.
         """
         rules = state.rules
+        handovers = write.handovers  # (all of them: the fight rule sees what the rules leave out, see ignore.py)
         if rules.empty:  # (most objects: no ignore rule applies, nothing to leave out)
-            handovers, counted = write.handovers, write.writers
+            counted = write.writers
+        elif rules.left_out:
+            counted = []
         else:
-            handovers = [h for h in write.handovers if not rules.field_ignored(h.path, h.by, h.before)]
             counted = [w for w in write.writers if not rules.manager_ignored(w)]
             if write.changed and all(rules.field_ignored(p, w, None) for p in write.changed for w in write.writers):
                 counted = []  # the write changed nothing but ignored fields (a leader-election renewal)
         if handovers:
-            change = self._fight.observe(state, handovers, write, event, self._shared.get(key, _NO_MANAGERS))
+            shared = self._shared.get(key, _NO_MANAGERS)
+            change = self._fight.observe(state, handovers, write, event, shared=shared, rules=rules)
             if change is not None:
                 changes += self._track_opened(change, state.fight, state, event)
         if counted and write.timed:
@@ -331,13 +345,25 @@ class Engine:
 
         Return the change, and the updates of the findings it turned out to cause.
         """
+        if finding is not None and finding.silenced:  # (a fight the ignore rules hide: tracked, never told)
+            if finding.id not in self._active:
+                self._active[finding.id] = (finding, state)
+                self._next_deadline = min(self._next_deadline, finding.last_seen + self._quiet(finding))
+                self.stats.ignored_fights += finding.silenced == CONFIG
+            return []
         if change.kind is not ChangeKind.OPENED or finding is None:
+            return [change]
+        if finding.id in self._active:  # (told for the first time: a fight no rule leaves out, see `rules.FightRule`)
+            self._active[finding.id] = (finding, state)
             return [change]
         self._active[finding.id] = (finding, state)
         self._next_deadline = min(self._next_deadline, finding.last_seen + self._quiet(finding))
         finding.key = event.key
         owner = controller(event)
         uid = owner.get("uid") if owner is not None else None
+        if owner is not None:
+            finding.controller = (str(owner.get("kind") or ""), str(owner.get("name") or ""))
+            finding.controller_writer = self._reference_writer(finding, state, event)
         if isinstance(uid, str) and uid and (owner_key := self._attribution.object_key(uid)) != finding.key:
             finding.owner = owner_key
             self._controlled.setdefault(finding.owner, []).append(finding)
@@ -347,9 +373,31 @@ class Engine:
         for name in finding.refs:
             self._referring.setdefault(name, []).append(finding)
         finding.cause = self._cause(finding, state)
-        if finding.cause is not None:
+        if finding.cause is not None or finding.controller is not None:
             change = FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))
         return [change, *(c for c in self._relink(finding, state) if c.finding.id != finding.id)]
+
+    def _reference_writer(self, finding: OpenFinding, state: ObjectState, event: ObjectEvent) -> Writer | None:
+        """Return the writer of a finding that set its object's controller reference.
+
+        It owns `ownerReferences`: the controller's own writes (`diagnosis.restorers`).
+        """
+        for writer in finding.writer_writes:
+            owned = self._attribution.owned(state, event, writer)
+            if owned is not None and OWNER_REFERENCES in owned:
+                return writer
+        return None
+
+    def _driven_below(self, finding: OpenFinding) -> OpenFinding | None:
+        """Return an active fight on an object `finding`'s object controls, driven against that controller.
+
+        A client writing what a controller maintains: the controller's own churn (its object's status rewritten after
+        every change, a hot loop) follows from it, not the other way round.
+        """
+        for child in self._controlled.get(finding.key, ()):
+            if child.type is FindingType.FIGHT and child.controller_writer is not None and child.cause is None:
+                return child
+        return None
 
     def _cause(self, finding: OpenFinding, state: ObjectState) -> OpenFinding | None:
         """Return the active finding that `finding` (on the object of `state`) follows from.
@@ -360,6 +408,10 @@ class Engine:
         """
         if finding is state.hot and state.fight is not None:
             return state.fight
+        if finding.type is FindingType.FIGHT and finding.controller_writer is not None:
+            return None  # (driven against its own controller: a root cause, whatever the controller's object shows)
+        if finding.type is FindingType.HOT_LOOP and (below := self._driven_below(finding)) is not None:
+            return below
         upstream = [finding.owner] if finding.owner else []
         upstream += [key for name in finding.refs if (key := self._named.get(name)) is not None]
         for key in upstream:
@@ -377,8 +429,9 @@ class Engine:
         """
         changes = []
         named = self._referring.get(name_of(finding.ref), ())
-        for child in (*self._controlled.get(finding.key, ()), *named, state.hot):
-            if child is None:
+        above = self._objects.get(finding.owner) if finding.owner else None  # (a fight driven here causes its hot loop)
+        for child in (*self._controlled.get(finding.key, ()), *named, state.hot, above.hot if above else None):
+            if child is None or child.id not in self._active:
                 continue
             child_state = self._active[child.id][1]
             cause = self._cause(child, child_state)
@@ -486,6 +539,8 @@ class Engine:
             _drop(self._referring, name, finding)
         if state.fight is None and state.hot is None:
             self._named.pop(name_of(finding.ref), None)
+        if finding.silenced:
+            return []
         resolved = snapshot(finding, state, FindingState.RESOLVED, now)
         keep_resolved(self._resolved, resolved, self.settings.timeline.resolved)
         return [FindingChange(ChangeKind.RESOLVED, resolved), *self._relink(finding, state)]

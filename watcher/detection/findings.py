@@ -6,39 +6,30 @@ The immutable snapshot of an open finding (`state.OpenFinding`) that sinks get, 
 
 from __future__ import annotations
 
-from watcher.detection import hints
-from watcher.detection.handovers import Handover
+from typing import Final
+
+from watcher.detection import diagnosis, hints
+from watcher.detection.handovers import Handover, cut
 from watcher.detection.state import ObjectState, OpenFinding
-from watcher.model import Finding, FindingState, FindingType, Writer, WriterCount
+from watcher.model import Finding, FindingState, FindingType, Traits, Writer, WriterCount
 
 
 def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, resolved_at: float | None) -> Finding:
     """Return the immutable view of a finding that sinks get.
 
     Its writers come most writes first (a hot loop's: what drives it before the writers that react, each with the fields
-    it changed).
+    it changed; a fight's: only those that took part in the alternation, what drives it before what restores). Its
+    summary and hint are told from it (`diagnosis.describe`).
     """
     hot = finding.type is FindingType.HOT_LOOP
     counts = []
     for w, n in finding.writer_writes.items():
+        if not hot and not took_part(finding, w):
+            continue  # (a writer that held the field once took no part in the alternation)
         mine = finding.writer_fields.get(w, _NONE)
         counts.append(WriterCount(w, n, fields=tuple(sorted(mine)), reacts=hot and reports_status(w, mine)))
     counts.sort(key=lambda c: (c.reacts, -c.writes, _sort_key(c.writer)))
     writers = tuple(counts)
-    reactors = [c for c in writers if c.reacts]
-    drivers = [c for c in writers if not c.reacts] if reactors else []
-    evidence = hints.Evidence(
-        type=finding.type,
-        writers=frozenset(finding.writer_writes),
-        fields=frozenset(finding.fields),
-        by_ownership=finding.by_ownership,
-        timestamp_values=finding.timestamp_values,
-        status_writes=finding.status_writes,
-        evidence=finding.evidence,
-        drivers=tuple(c.writer.display() for c in drivers),
-        driver_fields=tuple(dict.fromkeys(f for c in drivers for f in c.fields)),
-        reactors=tuple(c.writer.display() for c in reactors),
-    )
     if hot:  # (what drives the loop first, then what its writers react with)
         fields = tuple(dict.fromkeys([*(f for c in writers for f in c.fields), *sorted(finding.fields)]))
     else:
@@ -46,20 +37,29 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
     writes = state.seq - finding.first_seq + 1
     span = max(finding.last_seen - finding.first_seen, 1.0)
     rate = writes * 60.0 / span
-    summary = _summary(finding, writers, fields, writes, rate)
-    hint = hints.hint(evidence)
     cause = finding.cause
+    what = ""
     if cause is not None:  # a cascade: see `engine.Engine._cause`
         if cause.key == finding.key:
             where = "the same object"
         elif cause.key == finding.owner:
             where = f"its controller {cause.ref.display()}"
+        elif cause.owner == finding.key:
+            where = f"{cause.ref.display()}, which it controls"
         else:  # (an object its spec names: the Deployment an autoscaler scales)
             where = f"{cause.ref.display()}, which it refers to"
         what = f"the {cause.type.label} on {where}"
-        summary += f"; it follows from {what} (finding {cause.id})"
-        hint = f"This follows from {what}: stop that {cause.type.label} and this stops with it. {hint}"
-    return Finding(
+    traits = Traits(
+        by_ownership=finding.by_ownership,
+        timestamp_values=finding.timestamp_values and not finding.plain_values,
+        status_writes=finding.status_writes,
+        evidence=finding.evidence,
+        controller=finding.controller,
+        controller_writer=finding.controller_writer,
+        cause=what,
+        ignored=finding.ignored,
+    )
+    made = Finding(
         id=finding.id,
         type=finding.type,
         state=status,
@@ -74,15 +74,21 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
         last_seen=finding.last_seen,
         resolved_at=resolved_at,
         flip_period=flip_period(finding),
-        summary=summary,
-        hint=hint,
+        summary="",
+        hint="",
         related=None if cause is None else cause.id,
         timeline=finding.record.timeline(flip_period(finding)) if finding.record is not None else None,
+        traits=traits,
     )
+    return diagnosis.describe(made)
 
 
 def absorb(finding: OpenFinding, handovers: list[Handover]) -> None:
-    """Add handovers (grouped by write) to a fight."""
+    """Add handovers (grouped by write) to a fight, and what each writer's part in them was.
+
+    A writer takes part in the alternation when it took a field back (to an owner or value it had before), took it
+    twice, or lost it twice (`took_part`); one that wrote it once, and lost it, did not.
+    """
     seqs = {h.seq for h in handovers}
     finding.handovers += len(seqs)
     counted: set[tuple[int, Writer]] = set()
@@ -96,6 +102,30 @@ def absorb(finding: OpenFinding, handovers: list[Handover]) -> None:
         if (h.seq, h.by) not in counted:
             counted.add((h.seq, h.by))
             finding.writer_writes[h.by] = finding.writer_writes.get(h.by, 0) + 1
+        _note_part(finding, h)
+
+
+def _note_part(finding: OpenFinding, h: Handover) -> None:
+    owners, values = finding.seen.setdefault(h.path, (set(), set()))
+    now = cut(h.now) if h.now is not None else None
+    back = (h.after is not None and h.after in owners) or (now is not None and now in values)
+    part = finding.parts.setdefault(h.by, [0, 0, 0])  # takes, backs, losses
+    part[0] += 1
+    part[1] += back
+    if h.before is not None:
+        owners.add(h.before)
+        finding.parts.setdefault(h.before, [0, 0, 0])[2] += 1
+    if h.was is not None:
+        values.add(cut(h.was))
+
+
+def took_part(finding: OpenFinding, writer: Writer) -> bool:
+    """Whether a writer took part in a fight's alternation (see `absorb`)."""
+    takes, backs, losses = finding.parts.get(writer, _NO_PART)
+    return backs > 0 or takes > 1 or losses > 1
+
+
+_NO_PART: Final = (0, 0, 0)
 
 
 def _sort_key(writer: Writer) -> tuple[str, str, str]:
@@ -131,52 +161,9 @@ def flip_period(finding: OpenFinding) -> float | None:
     return max(finding.last_seen - finding.first_seen, 0.0) / (finding.handovers - 1)
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
-
-
-def _summary(
-    finding: OpenFinding, writers: tuple[WriterCount, ...], fields: tuple[str, ...], writes: int, rate: float
-) -> str:
-    names = [c.writer.display() for c in writers]
-    who = hints.listed(names)
-    what = ", ".join(fields[:3]) + (f" (+{len(fields) - 3} more)" if len(fields) > 3 else "")
-    span = _duration(max(finding.last_seen - finding.first_seen, 0.0))
-    if finding.type is FindingType.FIGHT:
-        period = flip_period(finding)
-        every = f", one every {_duration(period)}" if period else ""
-        if len(names) == 1:
-            action = f"Writers all recorded as {who} keep flipping {what} back and forth"
-        else:
-            action = f"{who} keep {'taking' if finding.by_ownership else 'flipping'} {what} from each other"
-        return f"{action}: {finding.handovers} handovers in {span}{every}"
-    reactors = [c for c in writers if c.reacts]
-    drivers = [c for c in writers if not c.reacts]
-    if reactors and drivers:
-        driving = hints.listed([c.writer.display() for c in drivers])
-        changes = _some(list(dict.fromkeys(f for c in drivers for f in c.fields))) or "the object"
-        reacting = hints.listed([c.writer.display() for c in reactors])
-        return (
-            f"{driving} {'keeps' if len(drivers) == 1 else 'keep'} changing {changes} and {reacting} "
-            f"{'reacts' if len(reactors) == 1 else 'react'} every time, rewriting the status: {rate:.0f} writes/min, "
-            f"{writes} writes in {span}"
-        )
-    target = f" ({what})" if what else ""
-    verb = "rewrites" if len(names) == 1 else "rewrite"
-    return f"{who} {verb} the object{target} at {rate:.0f} writes/min: {writes} writes in {span}"
-
-
-def _some(fields: list[str]) -> str:
-    return ", ".join(fields[:3]) + (f" (+{len(fields) - 3} more)" if len(fields) > 3 else "")
-
-
 def request_summary(e: hints.RequestEvidence, count: int, span: float) -> str:
     """Return the sentence of a finding over API requests: who, how many, in what time."""
-    when = _duration(span)
+    when = diagnosis.duration(span)
     rate = count * 60.0 / max(span, 1.0)
     if e.type is FindingType.CONFLICT_STORM:
         losers = [c for c in e.clients if c.conflicts]

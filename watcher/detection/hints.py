@@ -1,7 +1,10 @@
 """Recognise common fight and hot-loop patterns and say how to stop them.
 
-Each rule looks at what the engine knows of a finding (writers, contested fields, what the writes changed) and
-returns advice a platform engineer can act on; the first rule that matches wins.
+Each rule looks at what the engine knows of a finding (writers, contested fields, what the writes changed, who
+maintains the object: `diagnosis.py`) and returns advice a platform engineer can act on; the first rule that matches
+wins. A rule that names a cause (an autoscaler, a timestamp written on every reconcile, two controllers behind one
+name) matches only when the writes show that cause; advice is never to change or stop Kubernetes' own controllers, but
+what the writer that drives the fight does wrong.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Final
 from watcher.model import Client, FindingType, Writer
 
 _TIMESTAMP: Final = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?|\A\d{10}(\d{3})?(\.\d+)?\Z")
-_AUTOSCALERS: Final = ("horizontal-pod-autoscaler", "kube-controller-manager", "keda", "autoscaler", "vpa")
+# kubectl's field managers: its commands name their own (`kubectl-edit`, ...), `kubectl scale` none (its User-Agent's).
+_KUBECTL: Final = re.compile(r"\Akubectl(-[a-z-]+)?\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +33,12 @@ class Evidence:
     drivers: tuple[str, ...] = ()  # a hot loop's writers that drive it (changing what others react to)
     driver_fields: tuple[str, ...] = ()  # the fields they change
     reactors: tuple[str, ...] = ()  # a hot loop's writers that react, rewriting the status
+    restorers: tuple[Writer, ...] = ()  # a fight's writers that maintain the object (`diagnosis.restorers`)
+    pushers: tuple[Writer, ...] = ()  # the fight's other writers the watch names: they drive it
+    controlled: bool = False  # the restorer is the object's controller (it set the controller reference)
+    controller: tuple[str, str] | None = None  # (kind, name) of the object's controller
+    kind: str = ""  # the object's kind
+    builtin_hot: bool = False  # a hot loop of Kubernetes' own components only
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +71,101 @@ def _names(writers: Iterable[Writer]) -> list[str]:
     return sorted({w.manager for w in writers if w.manager is not None})
 
 
+def _names_of(writers: Iterable[Writer]) -> str:
+    return listed([w.display() for w in writers])
+
+
+def _controlled(e: Evidence) -> str:
+    """Advise a client writing an object its controller derives from another: change the other."""
+    if not e.controlled or e.controller is None or not e.pushers:
+        return ""
+    kind, name = e.controller
+    what = ", ".join(sorted(e.fields))
+    replicas = "spec.replicas" in e.fields
+    instead = (
+        f"Scale the {kind} instead (`kubectl scale {kind.lower()}/{name}`, or its autoscaler), not its {e.kind}"
+        if replicas
+        else f"Change {kind} {name} instead"
+    )
+    return (
+        f"{_names_of(e.pushers)} {'changes' if len(e.pushers) == 1 else 'change'} {what} of {_a(e.kind or 'object')} "
+        f"that {kind} {name} controls: its controller ({_names_of(e.restorers)}) makes the {e.kind or 'object'} "
+        f"from the {kind} and sets it back every time. {instead}; and find what runs "
+        f"{_names_of(e.pushers)} against the {e.kind or 'object'} (a script, a CronJob, a GitOps tool that also "
+        "manages the object the controller makes) and stop it."
+    )
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _builtin_status(e: Evidence) -> str:
+    """Status edited by hand against the Kubernetes controller that computes it."""
+    if not e.restorers or not all(_is_status(f) for f in e.fields):
+        return ""
+    return (
+        f"{_names_of(e.pushers)} {'edits' if len(e.pushers) == 1 else 'edit'} the status of this "
+        f"{e.kind or 'object'}, which {_names_of(e.restorers)} computes from the cluster's state and writes again on "
+        "every sync. Status is a report, not a setting: do not edit it by hand (`kubectl edit/patch "
+        "--subresource=status`, a status PUT); change what it reports on instead (the spec, the pods), or stop what "
+        f"runs {_names_of(e.pushers)}."
+    )
+
+
+def _builtin_maintained(e: Evidence) -> str:
+    """Advise on an object Kubernetes publishes or mirrors that something else manages too."""
+    if not e.restorers or e.controlled:
+        return ""
+    what = ", ".join(sorted(e.fields))
+    return (
+        f"This {e.kind or 'object'} is maintained by Kubernetes itself ({_names_of(e.restorers)} creates it and "
+        f"restores {what} whenever it differs), so every change {_names_of(e.pushers)} makes is undone. Do not manage "
+        f"it: take it out of the manifests or the sync of {_names_of(e.pushers)} (a GitOps tool: exclude it), and "
+        "change what Kubernetes makes it from instead."
+    )
+
+
 def _replicas(e: Evidence) -> str:
+    """spec.replicas contested by a writer through the scale subresource: an autoscaler, or `kubectl scale`."""
     if "spec.replicas" not in e.fields:
         return ""
     scale = [w for w in e.writers if w.subresource == "scale" or w.manager is None]
+    if not scale:
+        return _replicas_applied(e)
+    by_hand = [w for w in scale if w.manager is not None and _KUBECTL.match(w.manager)]
+    if by_hand and len(by_hand) == len(scale):
+        return (
+            "spec.replicas is contested: it is scaled by hand with `kubectl scale` (the scale subresource) while a "
+            "manifest applied again and again sets replicas too. Scale it in the manifest (or its values), or leave "
+            "replicas out of the manifest if it is to be scaled by hand."
+        )
     if any(w.subresource == "scale" and w.manager == "kube-controller-manager" for w in e.writers):
         who = "a HorizontalPodAutoscaler (kube-controller-manager writes through the scale subresource)"
+    elif any(w.subresource == "scale" for w in e.writers):
+        who = "an autoscaler writing through the scale subresource"
     else:
-        who = "an autoscaler writing through the scale subresource" if scale else "an autoscaler"
+        who = "a writer that leaves no managedFields entry (the scale subresource before Kubernetes 1.22)"
     return (
-        f"spec.replicas is contested, typically {who} against a manifest that also sets replicas. "
+        f"spec.replicas is contested: {who} against a manifest that also sets replicas. "
         "Let the autoscaler own it: drop `replicas` from the manifest/Helm values (or set it only on create), "
         "or make the GitOps tool ignore it (Argo CD `ignoreDifferences` on /spec/replicas, "
         "Flux: remove the field from the kustomization)."
+    )
+
+
+def _replicas_applied(e: Evidence) -> str:
+    """spec.replicas set by a manifest applied again and again and by another writer's updates, none through scale."""
+    applied = [w for w in e.writers if w.operation == "Apply"]
+    others = [w for w in e.writers if w.operation != "Apply" and w.manager is not None]
+    if not applied or not others:
+        return ""
+    return (
+        f"spec.replicas is set both by a manifest {_names_of(applied)} applies again and again and by "
+        f"{_names_of(others)}. If {_names_of(others)} scales the workload (an autoscaler, or a person), let it own "
+        "replicas: drop `replicas` from the manifest/Helm values (or set it only on create), or make the GitOps tool "
+        "ignore it (Argo CD `ignoreDifferences` on /spec/replicas, Flux: remove the field from the kustomization); "
+        "otherwise decide which of them owns it."
     )
 
 
@@ -136,6 +228,10 @@ def _generic_fight(e: Evidence) -> str:
     )
 
 
+def _is_status(path: str) -> bool:
+    return path == "status" or path.startswith(("status.", "status["))
+
+
 def _driven(e: Evidence) -> str:
     if not e.drivers or not e.reactors:
         return ""
@@ -148,6 +244,18 @@ def _driven(e: Evidence) -> str:
         f"{listed(list(e.reactors))} rolls out and rewrites the status after every change. Find what runs {who} that "
         "often (a CronJob, a CI job, a script or an operator in a loop) and stop it, or make it write only when "
         "something really changed."
+    )
+
+
+def _builtin_hot(e: Evidence) -> str:
+    """Kubernetes' own controller rewriting an object again and again, with nothing of the watch driving it."""
+    if not e.builtin_hot:
+        return ""
+    who = listed(sorted({w.display() for w in e.writers}))
+    return (
+        f"{who} {'is' if len(e.writers) == 1 else 'are'} Kubernetes' own: it rewrites this object because something it "
+        "reads keeps changing (the objects it owns, their pods, another controller's writes to them). Look at those "
+        "objects' writers (their findings, or `kubectl get --watch` on them) for what keeps changing them."
     )
 
 
@@ -178,8 +286,17 @@ def _generic_hot_loop(_e: Evidence) -> str:
     )
 
 
-_FIGHT_RULES: Final = (_replicas, _ca_bundle, _shared_manager, _apply_force, _generic_fight)
-_HOT_LOOP_RULES: Final = (_driven, _timestamps, _status, _generic_hot_loop)
+_FIGHT_RULES: Final = (
+    _controlled,
+    _builtin_status,
+    _builtin_maintained,
+    _replicas,
+    _ca_bundle,
+    _shared_manager,
+    _apply_force,
+    _generic_fight,
+)
+_HOT_LOOP_RULES: Final = (_driven, _builtin_hot, _timestamps, _status, _generic_hot_loop)
 
 
 def listed(names: list[str]) -> str:
@@ -211,9 +328,9 @@ def _storm_hint(e: RequestEvidence) -> str:
     if e.contested:
         verb = "keeps" if len(e.contested) == 1 else "keep"
         return (
-            f"This is a fight: {', '.join(e.contested)} {verb} changing hands (see the fight on this object), and the "
-            f"conflicts of {losing} are its failed half. Decide which writer owns these fields and remove them from "
-            "the others' desired state; the conflicts stop with the fight."
+            f"This is a fight: {', '.join(e.contested)} {verb} changing hands (see the fight on this object: who "
+            f"drives it and how to stop it), and the conflicts of {losing} are its failed half; they stop with the "
+            "fight."
         )
     advice = []
     if e.stale:

@@ -10,11 +10,17 @@
   The unattributed writer gets the users of the clients whose writes the watch could not attribute: those that
   wrote the object under a manager no managedFields entry of the finding names (the scale subresource on servers
   before 1.22, managedFields reset by a client).
+- A write the watch could not attribute (the API server stamps no managedFields entry for a write that only removes
+  fields) is named from the successful write request to its object closest in time (within `MATCH_SECONDS`, each
+  request matched once: requests for writes the watch did attribute are taken by those): a watch finding's
+  unattributed writer is shown as the writer those requests name (`named_from: audit`), with its users, and its
+  summary and hint are told again with it (`diagnosis.describe`).
 - A conflict storm is told the fields a fight on the same object contests (it is the fight's failed half), or that
   the watch saw the object written without a fight (contention over different fields).
-- A conflict storm on an object whose controller (its `ownerReferences` entry with `controller: true`) has an
-  active fight or hot loop follows from it (a ReplicaSet's conflicts while its Deployment is fought over): the storm
-  is linked to that finding (`related`) and is not a root cause of its own (not delivered, no finding series).
+- A conflict storm on an object with an active fight follows from that fight (its failed half); one on an object whose
+  controller (its `ownerReferences` entry with `controller: true`) has an active fight or hot loop follows from that
+  (a ReplicaSet's conflicts while its Deployment is fought over): the storm is linked to that finding (`related`) and is
+  not a root cause of its own (not delivered, no finding series).
 
 Objects are matched by API group, resource, namespace and name: the watch knows an object's kind, a request its
 resource; `resource_of` maps one to the other (discovery, live; the API server's own guess offline).
@@ -26,15 +32,20 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
+from watcher.detection import diagnosis
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent, controller, object_ref
 from watcher.detection.ignore import resource_of
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.request_state import ObjectKey
 from watcher.detection.requests import Request
-from watcher.model import ChangeKind, Client, Finding, FindingChange, FindingType, ObjectRef, WriterCount
+from watcher.model import ChangeKind, Client, Finding, FindingChange, FindingType, ObjectRef, Writer, WriterCount
 
 MAX_SEEN = 100_000  # objects the watch saw written, remembered for the hint of a storm on them (oldest go first)
+# A write request and a watch write of one object this close in time are one write (the request's stageTimestamp is
+# the API server's, a watch event's time the watcher's: they differ by the delivery, and by the two clocks).
+MATCH_SECONDS = 2.0
+PENDING = 8  # write requests and unattributed watch writes kept per object until matched (the oldest go first)
 Seen = dict[ObjectKey, tuple[tuple[str, ...], ObjectRef]]  # objects the watch saw written: fought-over fields, name
 
 
@@ -64,6 +75,7 @@ class Joined:
         # Objects the audit events show several users writing as one manager, before the watch saw them written.
         self._shared_pending: dict[ObjectKey, set[tuple[str, str]]] = {}
         self._resolved: deque[Finding] = deque(maxlen=max_resolved)
+        self._writes: dict[ObjectKey, _Writes] = {}  # per object: requests and watch writes, matched one to one
         requests.watch = _contested_in(self._seen)  # (not a bound method: no reference cycle through the engines)
 
     def key(self, ref: ObjectRef) -> ObjectKey:
@@ -77,6 +89,8 @@ class Joined:
             ref = object_ref(event)
             key = self.key(ref)
             self._saw(key, (), ref)
+            at = event.time if event.time is not None else self.watch.now
+            self._matched(key).watched(at, self.watch.last_writers)
             for manager, subresource in self._shared_pending.pop(key, ()):
                 self.watch.note_shared(ref.uid, manager, subresource)
             if key not in self._owners and self.requests.conflicted(key):
@@ -90,6 +104,9 @@ class Joined:
         changes = [self._linked(c) for c in self.requests.process(request)]
         if request.is_write and request.succeeded and request.manager:
             self._note_shared(request)
+            if request.verb in ("update", "patch") and request.object.name:
+                obj = request.object
+                self._matched((obj.api_group, obj.resource, obj.namespace, obj.name)).requested(request)
         if request.version_conflict or request.apply_conflict:  # a failed write, on the timeline of a watch finding
             found = self._open.get(
                 (request.object.api_group, request.object.resource, request.object.namespace, request.object.name)
@@ -117,6 +134,15 @@ class Joined:
             if len(self._shared_pending) > MAX_SEEN:
                 del self._shared_pending[next(iter(self._shared_pending))]
 
+    def _matched(self, key: ObjectKey) -> _Writes:
+        found = self._writes.pop(key, None)
+        if found is None:
+            found = _Writes()
+        self._writes[key] = found  # (most recently written last: the oldest go first)
+        if len(self._writes) > MAX_SEEN:
+            del self._writes[next(iter(self._writes))]
+        return found
+
     def advance(self, now: float) -> list[FindingChange]:
         return [self._told(c) for c in self.watch.advance(now)] + [self._linked(c) for c in self.requests.advance(now)]
 
@@ -143,11 +169,17 @@ class Joined:
             watched = seen[1]
             named = replace(ref, kind=watched.kind, api_version=watched.api_version, uid=watched.uid, api_group=None)
             finding = replace(finding, object=named)
+        if finding.type is not FindingType.CONFLICT_STORM or finding.related is not None:
+            return finding
+        here = self._open.get(key)
         owner = self._owners.get(key)
         upstream = self._open.get(owner) if owner is not None else None
-        if finding.type is not FindingType.CONFLICT_STORM or upstream is None or finding.related is not None:
+        if here is not None and here.type is FindingType.FIGHT:  # (its failed half)
+            upstream, what = here, f"the fight on the same object ({here.object.display()})"
+        elif upstream is not None:
+            what = f"the {upstream.type.label} on its controller {upstream.object.display()}"
+        else:
             return finding
-        what = f"the {upstream.type.label} on its controller {upstream.object.display()}"
         return replace(
             finding,
             related=upstream.id,
@@ -169,8 +201,11 @@ class Joined:
         clients = self.requests.clients(key)
         if not clients:
             return finding
-        named = {c.writer.manager for c in finding.writers if c.writer.manager is not None}
         by_writer = self.requests.users(key)
+        matched = self._writes.get(key)
+        if matched is not None and matched.named:
+            finding = _named_unattributed(finding, matched.named)
+        named = {c.writer.manager for c in finding.writers if c.writer.manager is not None}
         writers = tuple(_with_users(c, clients, named, by_writer) for c in finding.writers)
         conflicts = sum(c.conflicts for c in clients)
         summary, hint = finding.summary, finding.hint
@@ -220,6 +255,83 @@ class Joined:
         self._seen[key] = (tuple(sorted(set(fields) | set(known[0] if known else ()))), ref)
         if len(self._seen) > MAX_SEEN:
             del self._seen[next(iter(self._seen))]
+
+
+class _Writes:
+    """One object's recent successful write requests and unattributed watch writes, matched one to one by time.
+
+    And what the unattributed writes were found to be (`named`).
+    """
+
+    __slots__ = ("named", "requests", "unmatched")
+
+    def __init__(self) -> None:
+        self.requests: deque[tuple[float, Writer]] = deque(maxlen=PENDING)  # not yet matched to a watch write
+        self.unmatched: deque[float] = deque(maxlen=PENDING)  # unattributed watch writes not yet matched
+        self.named: dict[Writer, int] = {}  # unattributed writes, by the writer their request names
+
+    def requested(self, request: Request) -> None:
+        """Take a successful write request: the unattributed watch write it made, if one waits for it; else keep it."""
+        writer = Writer(request.manager, "Update", request.object.subresource)  # (see `_named_unattributed`)
+        near = [t for t in self.unmatched if abs(t - request.time) <= MATCH_SECONDS]
+        if near:
+            closest = min(near, key=lambda t: abs(t - request.time))
+            self.unmatched.remove(closest)
+            self.named[writer] = self.named.get(writer, 0) + 1
+            return
+        self.requests.append((request.time, writer))
+
+    def watched(self, at: float, writers: list[Writer]) -> None:
+        """Take a watch write of the object.
+
+        It takes the request it matches (the closest in time of its writer's, or, when the watch could not attribute it,
+        of anyone's); an unattributed one without a request waits for it.
+        """
+        while self.requests and self.requests[0][0] < at - MATCH_SECONDS:
+            self.requests.popleft()
+        unattributed = writers[0].manager is None
+        near = [
+            r
+            for r in self.requests
+            if abs(r[0] - at) <= MATCH_SECONDS
+            and (unattributed or any(r[1].manager == w.manager and r[1].subresource == w.subresource for w in writers))
+        ]
+        if not near:
+            if unattributed:
+                self.unmatched.append(at)
+            return
+        closest = min(near, key=lambda r: abs(r[0] - at))
+        self.requests.remove(closest)
+        if unattributed:
+            self.named[closest[1]] = self.named.get(closest[1], 0) + 1
+
+
+def _named_unattributed(finding: Finding, named: dict[Writer, int]) -> Finding:
+    """Show a finding's unattributed writer as the writer the audit events name for those writes, where they name one.
+
+    Its writes were updates (a write that applies stamps its applier's entry), to the subresource the requests went
+    to; a writer of the finding with that manager and subresource is the same writer: their writes are added up."""
+    unattributed = next((c for c in finding.writers if c.writer.manager is None), None)
+    if unattributed is None or len(named) != 1:
+        return finding
+    ((found, _),) = named.items()
+    same = next(
+        (c for c in finding.writers if c.writer.manager == found.manager and c.writer.subresource == found.subresource),
+        None,
+    )
+    if same is not None:
+        merged = replace(
+            same,
+            writes=same.writes + unattributed.writes,
+            fields=tuple(sorted({*same.fields, *unattributed.fields})),
+            named_from="audit",
+        )
+        writers = tuple(merged if c is same else c for c in finding.writers if c is not unattributed)
+    else:
+        writers = tuple(
+            replace(c, writer=found, named_from="audit") if c is unattributed else c for c in finding.writers
+        )
+    return diagnosis.describe(replace(finding, writers=writers))
 
 
 def _contested_in(

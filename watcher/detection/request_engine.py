@@ -7,7 +7,10 @@ The watch shows only writes that succeeded and changed something. Requests show 
 - **`conflict_storm`**: an object whose writes keep failing with 409 Conflict because they carry a stale
   resourceVersion. The object's conflicts feed an exponentially decaying rate; a storm is called when it stays at
   or above `conflict_storm.min_conflicts_per_minute` for `min_conflicts` conflicts in a row (no gap longer than two
-  time constants), so the occasional conflict every controller sees and retries once is not one. It names every
+  time constants), so the occasional conflict every controller sees and retries once is not one. A conflict against
+  the client's own last write (it wrote again from a copy its own write had made stale: a controller whose cache lags
+  behind its writes, as Kubernetes' deployment controller during every rollout) is counted but makes no storm: no
+  other client is in its way. It names every
   client that wrote the object (user, its pod, User-Agent, field manager, conflicts, successful writes): the ones
   that keep losing and the ones that won meanwhile.
 - **`apply_conflict`**: a server-side applier (one client) whose applies are rejected with field conflicts
@@ -134,6 +137,7 @@ class RequestEngine:
             self.stats.writes += 1
             tally.writes += 1
             changes += self._succeeded(state, request, client, tally)
+            state.last_writer = client
         elif request.apply_conflict:
             self.stats.apply_conflicts += 1
             self._rejected(request, tally, "apply")
@@ -141,7 +145,10 @@ class RequestEngine:
         elif request.version_conflict:
             self.stats.conflicts += 1
             self._rejected(request, tally, "version")
-            changes += self._conflict(state, request, tally)
+            if state.last_writer == client:  # (against its own last write: its cache lags; it retries)
+                self.stats.self_conflicts += 1
+            else:
+                changes += self._conflict(state, request, tally)
         else:
             self.stats.failed += 1
         if state.storm is not None and not request.version_conflict:

@@ -120,6 +120,7 @@ class RequestState:
         "clients",
         "conflict_rate",
         "last",
+        "last_writer",
         "noops",
         "ref",
         "rules",
@@ -135,6 +136,7 @@ class RequestState:
         self.rules = rules
         self.clients: dict[ClientKey, Tally] = {}
         self.last = 0.0  # when it was last requested
+        self.last_writer: ClientKey | None = None  # the client of its last successful write
         self.conflict_rate: Rate | None = None  # of its version conflicts (from the first one)
         self.storm: RequestFinding | None = None
         self.applies: dict[ClientKey, RequestFinding] = {}
@@ -156,6 +158,9 @@ class RequestStats:
     ignored: int = 0  # by the ignore rules (objects or managers)
     writes: int = 0  # analysed writes that succeeded
     conflicts: int = 0  # analysed writes rejected with 409 for a stale resourceVersion
+    # of which against the client's own last write (it wrote again from a copy older than its own write: a lagging
+    # cache, retried): no storm is made of them
+    self_conflicts: int = 0
     apply_conflicts: int = 0  # server-side applies rejected with field conflicts
     noop_writes: int = 0  # successful writes that changed nothing
     failed: int = 0  # other failed writes (404, 422, ...)

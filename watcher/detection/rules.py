@@ -27,9 +27,27 @@ from watcher.detection.attribution import Attribution, Write
 from watcher.detection.events import ObjectEvent, event_object, object_ref
 from watcher.detection.findings import absorb, notable, snapshot
 from watcher.detection.handovers import Handover, Log
+from watcher.detection.ignore import CONFIG, DEFAULT, NO_RULES, ObjectRules
 from watcher.detection.state import ObjectState, OpenFinding, WriterRate, rate_of
 from watcher.detection.timeline import Record, new_record
 from watcher.model import HANDOVER, ChangeKind, FindingChange, FindingState, FindingType, Writer
+
+CHURN = "churn"  # a contested path one writer churns, which a default ignore rule leaves out
+
+
+class _Contest:
+    """What came back often enough in one write.
+
+    The contested paths, with the evidence of the first that needed some, and those the ignore rules leave out (path ->
+    ignore.DEFAULT, ignore.CONFIG or CHURN).
+    """
+
+    __slots__ = ("evidence", "left_out", "paths")
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.evidence = ""
+        self.left_out: dict[str, str] = {}
 
 
 class FightRule:
@@ -48,55 +66,104 @@ class FightRule:
         handovers: list[Handover],
         write: Write,
         event: ObjectEvent,
+        *,
         shared: frozenset[tuple[str, str]] = frozenset(),
+        rules: ObjectRules = NO_RULES,
     ) -> FindingChange | None:
         """Log the handovers of one write and open or grow the fight.
 
-        Ignored fields are already left out. `shared`: the writers (manager, subresource) the audit events show more
-        than one user writing the object as.
+        `shared`: the writers (manager, subresource) the audit events show more than one user writing the object as.
+        `rules`: the object's ignore rules. A fight over what they leave out is still found: over what only default
+        rules leave out, between distinct writers, it is reported, marked with the rule's reason (`ignored`); over what
+        the user's rules leave out (or one writer's churn a default rule leaves out), it is tracked silently
+        (`silenced`), counted by the engine, never reported (see ignore.py).
         """
-        at = write.at
         history = state.history
         if history is None:
             history = state.history = self._new_log()
         # A field becomes contested only by coming back to an earlier owner or value: the log tells cheaply which may.
-        candidates = history.record(handovers, horizon=at - self._window, limit=self._limit)
-        contested: set[str] = set()
-        evidence = ""
+        candidates = history.record(handovers, horizon=write.at - self._window, limit=self._limit)
+        contest = self._contest(history, candidates, handovers, shared, rules)
+        finding = state.fight
+        if finding is None:
+            return self._opened(state, history, contest, write, event=event, rules=rules)
+        if contest.paths and (finding.silenced or finding.ignored):  # (a fight no rule leaves out joins it)
+            finding.ignored = ""
+            if finding.silenced:  # (told from now on, as opened: it was never told)
+                finding.silenced = ""
+                finding.fields.clear()
+                absorb(finding, [h for h in handovers if h.path in contest.paths])
+                finding.evidence = contest.evidence
+                return FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))
+        relevant = [h for h in handovers if h.path in contest.paths or h.path in finding.fields]
+        if not relevant:
+            return None
+        before = (len(finding.fields), len(finding.writer_writes), finding.handovers)
+        absorb(finding, relevant)
+        finding.last_seen = write.at
+        if not notable(before, (len(finding.fields), len(finding.writer_writes), finding.handovers)):
+            return None
+        return FindingChange(ChangeKind.UPDATED, snapshot(finding, state, FindingState.ACTIVE, None))
+
+    def _contest(
+        self,
+        history: Log,
+        candidates: list[str],
+        handovers: list[Handover],
+        shared: frozenset[tuple[str, str]],
+        rules: ObjectRules,
+    ) -> _Contest:
+        """Tell which of the paths that may have come back are contested, and which of those the rules leave out."""
+        contest = _Contest()
         for path in candidates:
             backs = history.backs(path)
             if backs < self._backs:
                 continue
             found = self._evidence(history.single_writer(path), backs, shared)
-            if found is not None:
-                contested.add(path)
-                evidence = evidence or found
-        finding = state.fight
-        if finding is None:
-            if not contested:
-                return None
-            involved = history.of(contested)
-            finding = state.fight = OpenFinding(
-                FindingType.FIGHT,
-                object_ref(event),
-                first_seen=involved[0].at,
-                at=at,
-                seq=involved[0].seq,
-                version=write.version,
-            )
-            absorb(finding, involved)
-            finding.evidence = evidence
-            finding.record = _fight_record(self._timeline, self._resolve, involved, write.seq)
-            return FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))
-        relevant = [h for h in handovers if h.path in contested or h.path in finding.fields]
-        if not relevant:
+            if found is None:
+                continue
+            origin = "" if rules.empty else _origin(rules, path, handovers)
+            if origin == DEFAULT and found:  # (one writer's churn, which a default rule is there for: silent)
+                contest.left_out[path] = CHURN
+            elif origin:
+                contest.left_out[path] = origin
+            else:
+                contest.paths.add(path)
+                contest.evidence = contest.evidence or found
+        return contest
+
+    def _opened(
+        self,
+        state: ObjectState,
+        history: Log,
+        contest: _Contest,
+        write: Write,
+        *,
+        event: ObjectEvent,
+        rules: ObjectRules,
+    ) -> FindingChange | None:
+        """Open a fight over the contested paths, else over those the rules leave out (marked, or silent)."""
+        if not contest.paths and not contest.left_out:
             return None
-        before = (len(finding.fields), len(finding.writer_writes), finding.handovers)
-        absorb(finding, relevant)
-        finding.last_seen = at
-        if not notable(before, (len(finding.fields), len(finding.writer_writes), finding.handovers)):
-            return None
-        return FindingChange(ChangeKind.UPDATED, snapshot(finding, state, FindingState.ACTIVE, None))
+        marked = {p for p, origin in contest.left_out.items() if origin == DEFAULT}
+        paths = contest.paths or marked or set(contest.left_out)
+        involved = history.of(paths)
+        finding = state.fight = OpenFinding(
+            FindingType.FIGHT,
+            object_ref(event),
+            first_seen=involved[0].at,
+            at=write.at,
+            seq=involved[0].seq,
+            version=write.version,
+        )
+        absorb(finding, involved)
+        finding.evidence = contest.evidence
+        finding.record = _fight_record(self._timeline, self._resolve, involved, write.seq)
+        if not contest.paths and marked:
+            finding.ignored = rules.reason(min(marked))
+        elif not contest.paths:
+            finding.silenced = CONFIG if CONFIG in contest.left_out.values() else CHURN
+        return FindingChange(ChangeKind.OPENED, snapshot(finding, state, FindingState.ACTIVE, None))
 
     def _evidence(self, single: Writer | None, backs: int, shared: frozenset[tuple[str, str]]) -> str | None:
         """Tell why a field that came back often enough is contested.
@@ -217,6 +284,18 @@ class HotLoopRule:
         return mine, hot
 
 
+def _origin(rules: ObjectRules, path: str, handovers: list[Handover]) -> str:
+    """Which rules leave a contested path out (ignore.py's `origin`), as this write's handovers of it show."""
+    found = ""
+    for h in handovers:
+        if h.path == path:
+            origin = rules.origin(path, h.by, h.before)
+            if not origin:
+                return ""
+            found = CONFIG if CONFIG in (found, origin) else origin
+    return found
+
+
 def _fight_record(
     settings: TimelineSettings, resolve: ResolveSettings, involved: list[Handover], seq: int
 ) -> Record | None:
@@ -271,8 +350,14 @@ def _note_evidence(
         finding.fields.update(mine)
         if writer.subresource == "status":
             finding.status_writes = True
-    if not finding.timestamp_values and new:
-        finding.timestamp_values = any(hints.looks_like_timestamp(text) for text in _texts(event, new))
+    if new and not finding.plain_values:
+        texts = _texts(event, new)
+        for path in new:
+            text = texts.get(path)
+            if text and hints.looks_like_timestamp(text):
+                finding.timestamp_values = True
+            else:  # (a value that is no timestamp, or none the watch shows: not the evidence of one)
+                finding.plain_values = True
     if not finding.status_writes and changed and all(_is_status(p) for p in changed):
         finding.status_writes = True
 
@@ -284,12 +369,12 @@ def _is_status(path: str) -> bool:
     return path == "status" or path.startswith(("status.", "status["))
 
 
-def _texts(event: ObjectEvent, changed: list[str]) -> list[str]:
-    """Return the string values a write wrote at these paths.
+def _texts(event: ObjectEvent, changed: list[str]) -> dict[str, str]:
+    """Return the string values a write wrote at these paths, by path.
 
     Labels and annotations straight from the event; other sections from its object, decoded only then.
     """
-    texts = []
+    texts = {}
     sections: dict[str, dict[str, str]] = {}
     for path in changed:
         if path.startswith("metadata."):
@@ -301,7 +386,7 @@ def _texts(event: ObjectEvent, changed: list[str]) -> list[str]:
                 found = sections[section] = values.leaf_texts(event_object(event), section)
             text = found.get(path)
         if text:
-            texts.append(text)
+            texts[path] = text
     return texts
 
 

@@ -69,6 +69,8 @@ class OpenFinding:
     __slots__ = (
         "by_ownership",
         "cause",
+        "controller",
+        "controller_writer",
         "detected_at",
         "evidence",
         "fields",
@@ -76,13 +78,18 @@ class OpenFinding:
         "first_seq",
         "handovers",
         "id",
+        "ignored",
         "key",
         "last_seen",
         "owner",
+        "parts",
+        "plain_values",
         "quiet_writers",
         "record",
         "ref",
         "refs",
+        "seen",
+        "silenced",
         "status_writes",
         "timestamp_values",
         "type",
@@ -107,8 +114,18 @@ class OpenFinding:
         self.quiet_writers: set[Writer] = set()  # (hot loop) writers whose owned fields stand for their quiet writes
         self.by_ownership = False
         self.evidence = ""  # a fight of one field manager: what shows two writers behind it (`rules.FightRule`)
-        self.timestamp_values = False
+        self.timestamp_values = False  # (hot loop) a value its writers changed looks like a timestamp
+        self.plain_values = False  # (hot loop) one does not
         self.status_writes = False
+        # (fight) each writer's part: takes, takes back, losses; and per field the owners and values it had
+        self.parts: dict[Writer, list[int]] = {}
+        self.seen: dict[str, tuple[set[Writer], set[int]]] = {}
+        self.controller: tuple[str, str] | None = None  # (kind, name) of the object's controller, where it has one
+        self.controller_writer: Writer | None = None  # the writer that set that controller reference
+        # (fight) over what only default ignore rules leave out: their reason; over what the user's rules leave out (or
+        # one writer's churn a default rule leaves out): tracked, never reported (`rules.FightRule`)
+        self.ignored = ""
+        self.silenced = ""  # "config" (counted as a fight the user's rules hide) or "churn"
         self.record: Record | None = None  # its writes, for its timeline (`timeline.py`)
         # Cascades (set by the engine once it tracks the finding): the object's key, its controller's key (0: none),
         # the names of the objects its spec names, and the active finding this one follows from.
