@@ -293,9 +293,9 @@ async def flux_hpa(stage: Stage, ns: str) -> None:
     await asyncio.sleep(ROUNDS * PERIOD)  # the fight plays on its own: Flux's interval against the HPA's syncs
 
 
-async def flux_cainjector(stage: Stage, ns: str) -> None:
+async def benign_flux_cainjector(stage: Stage, ns: str) -> None:
     """Flux applies a webhook configuration whose manifest carries `caBundle: ""` and the inject annotation: the
-    cainjector injects the CA, Flux removes it at its next interval."""
+    cainjector injects the CA once, and Flux's server-side apply, whose empty value sets nothing, leaves it alone."""
     await namespace(stage, ns)
     await ca_secret(stage, ns)
     webhook = yaml.safe_load(
@@ -352,7 +352,8 @@ async def replicaset_scale(stage: Stage, ns: str) -> None:
     )
     selector = await _replicaset_of(stage, ns, "web")
     script = stage.kubectl(SCRIPT)
-    await every(PERIOD, ROUNDS, lambda _: script("scale", "replicaset", selector, "-n", ns, "--replicas=4"))
+    # every 2 s: fast enough that the deployment controller's status updates of the Deployment make a hot loop
+    await every(PERIOD / 3, ROUNDS * 2, lambda _: script("scale", "replicaset", selector, "-n", ns, "--replicas=4"))
 
 
 async def _replicaset_of(stage: Stage, ns: str, deployment: str) -> str:
@@ -368,8 +369,8 @@ async def _replicaset_of(stage: Stage, ns: str, deployment: str) -> str:
 
 
 async def status_edit(stage: Stage, ns: str) -> None:
-    """A person "fixes" a Deployment's status by hand (`kubectl patch --subresource=status`), a few times; the deployment
-    controller recomputes it from the ReplicaSets every time."""
+    """A person "fixes" a Deployment's status by hand (`kubectl patch --subresource=status`), a few times; the
+    deployment controller recomputes it from the ReplicaSets every time."""
     await namespace(stage, ns)
     await stage.kubectl(SYNC).apply(
         orjson.dumps(manifests.deployment(ns, "api", replicas=1, image="nginx:1.27.3")).decode()
@@ -511,76 +512,90 @@ async def benign_hpa_scaling(stage: Stage, ns: str) -> None:
 FIGHTS: dict[str, Scenario] = {
     "cainjector-helm3": Scenario(
         cainjector_helm3,
-        'cainjector (server-side apply, force) against `helm upgrade --install` (Helm 3) of a chart with `caBundle: ""`',
-        True,
+        "cainjector (server-side apply, force) against `helm upgrade --install` (Helm 3) of a chart with "
+        '`caBundle: ""`',
+        fight=True,
     ),
     "cainjector-helm4": Scenario(
         cainjector_helm4,
         "cainjector against Helm 4's server-side `upgrade --install --force-conflicts` of the same chart",
-        True,
+        fight=True,
     ),
     "helm3-reinstall": Scenario(
         helm3_reinstall,
-        "as cainjector-helm3, with the cainjector restarted halfway and the release uninstalled and installed again (the webhook deleted and recreated)",
-        True,
+        "as cainjector-helm3, with the cainjector restarted halfway and the release uninstalled and installed again "
+        "(the webhook deleted and recreated under its name)",
+        fight=True,
     ),
     "helm3-hpa": Scenario(
-        helm3_hpa, "`helm upgrade` of a chart that pins `replicas: 1` against its HPA (minReplicas 3)", True
+        helm3_hpa, "`helm upgrade` of a chart that pins `replicas: 1` against its HPA (minReplicas 3)", fight=True
     ),
     "flux-hpa": Scenario(
         flux_hpa,
         "Flux's kustomize-controller applying `replicas: 1` against the HPA (minReplicas 3) it also applies",
-        True,
-    ),
-    "flux-cainjector": Scenario(
-        flux_cainjector, 'Flux applying a webhook configuration with `caBundle: ""` against the cainjector', True
+        fight=True,
     ),
     "flux-curl": Scenario(
-        flux_curl, "a legacy job's `curl -X PATCH` (no field manager) of a Flux-managed ConfigMap against Flux", True
+        flux_curl,
+        "a legacy job's `curl -X PATCH` (no field manager) of a Flux-managed ConfigMap against Flux",
+        fight=True,
     ),
     "replicaset-scale": Scenario(
-        replicaset_scale, "a CronJob's `kubectl scale replicaset` against the deployment controller that owns it", True
+        replicaset_scale,
+        "a CronJob's `kubectl scale replicaset` every 2 s against the deployment controller that owns it",
+        fight=True,
     ),
     "status-edit": Scenario(
         status_edit,
         "a person's `kubectl patch --subresource=status` of a Deployment against the deployment controller",
-        True,
+        fight=True,
     ),
     "root-ca-reapply": Scenario(
         root_ca_reapply,
         "a pipeline's `kubectl apply` of its own `kube-root-ca.crt` against the root-ca-cert-publisher",
-        True,
+        fight=True,
     ),
     "endpointslice-mirror": Scenario(
         endpointslice_mirror,
         "`kubectl patch` of a mirrored EndpointSlice against the endpointslice-mirroring controller",
-        True,
+        fight=True,
     ),
 }
 BENIGN: dict[str, Scenario] = {
     "helm4-apply-conflict": Scenario(
         helm4_apply_conflict,
-        "Helm 4's server-side upgrade without force, rejected every time after the cainjector took the caBundle (an apply conflict in the audit log, no fight)",
-        False,
+        "Helm 4's server-side upgrade without force, rejected every time once the cainjector took the caBundle: an "
+        "apply conflict in the audit log, no fight",
+        fight=False,
     ),
     "benign-rollout": Scenario(
         benign_rollout,
-        "`kubectl set image` three times and `kubectl rollout restart` once: the deployment and replicaset controllers at work",
-        False,
+        "`kubectl set image` three times and `kubectl rollout restart` once: the deployment and replicaset "
+        "controllers at work",
+        fight=False,
     ),
     "benign-flux-alone": Scenario(
-        benign_flux_alone, "Flux reconciling an app every 10 s with no drift: its status only", False
+        benign_flux_alone, "Flux reconciling an app every 10 s with no drift: its status only", fight=False
     ),
     "benign-flux-revert": Scenario(
         benign_flux_revert,
         "a person's one `kubectl scale` of a Flux-managed Deployment, which Flux reverts once",
-        False,
+        fight=False,
+    ),
+    "benign-flux-cainjector": Scenario(
+        benign_flux_cainjector,
+        'Flux applying a webhook configuration with `caBundle: ""` beside the cainjector: injected once, left alone',
+        fight=False,
     ),
     "benign-cainjector-install": Scenario(
-        benign_cainjector_install, "a chart installed and upgraded once, the cainjector injecting after each", False
+        benign_cainjector_install,
+        "a chart installed and upgraded once, the cainjector injecting after each",
+        fight=False,
     ),
     "benign-hpa-scaling": Scenario(
-        benign_hpa_scaling, "a chart that leaves replicas to its HPA, upgraded five times: the HPA scales once", False
+        benign_hpa_scaling,
+        "a chart that leaves replicas to its HPA, upgraded five times: the HPA scales once",
+        fight=False,
     ),
 }
 SCENARIOS: dict[str, Scenario] = {**FIGHTS, **BENIGN}

@@ -304,12 +304,13 @@ class Stage:
         while True:
             self.cp.check_program(program)
             try:
-                with urllib.request.urlopen(url, timeout=2) as answer:  # noqa: S310 - a loopback URL of our own
-                    if answer.status == 200:
-                        return
-                    last = f"HTTP {answer.status}"
+                status = await asyncio.to_thread(_status_of, url)
             except OSError as exc:
                 last = str(exc)
+            else:
+                if status == 200:
+                    return
+                last = f"HTTP {status}"
             if time.monotonic() > give_up:
                 raise TimeoutError(f"{program} not ready at {url} within {READY_DEADLINE:.0f}s ({last})")
             await asyncio.sleep(POLL)
@@ -397,6 +398,12 @@ class Stage:
             },
         }
         await self.admin.ensure(KUSTOMIZATIONS.path(namespace), obj, manager=HARNESS_MANAGER)
+
+
+def _status_of(url: str) -> int:
+    """GET a loopback health endpoint of a program the stage runs; its HTTP status."""
+    with urllib.request.urlopen(url, timeout=2) as answer:  # noqa: S310 - a loopback URL of our own
+        return int(answer.status)
 
 
 def _binding(kind: str, name: str, role: str, subject_kind: str, subject: str) -> JSON:

@@ -25,6 +25,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,8 +93,7 @@ async def record(cp: ControlPlane, workdir: Path, names: Sequence[str]) -> tuple
 
 
 def wait_for_log(log: Path, deadline: float = 30.0) -> list[bytes]:
-    import time
-
+    """The audit log's lines once it holds the end marker (an event is logged when its request completes)."""
     give_up = time.monotonic() + deadline
     needle = f'"name":"{END_MARKER}"'.encode()
     while True:

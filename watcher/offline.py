@@ -21,7 +21,7 @@ from pathlib import Path
 
 from watcher.config import Config
 from watcher.detection.detector import Detector
-from watcher.detection.engine import Engine
+from watcher.detection.engine import Engine, Stats
 from watcher.detection.events import ObjectEvent
 from watcher.detection.join import Joined
 from watcher.detection.request_engine import RequestEngine
@@ -217,7 +217,7 @@ class Analysis:
         )
         lines = [found, f"{self.events:,} events{span}."]
         if self.watch is not None:
-            lines += _watch_totals(self.watch, self.read)
+            lines += _watch_totals(self.watch, self.read, audited=self.requests is not None)
         if self.requests is not None:
             lines += _request_totals(self.requests, self.audit)
         if self.skipped_invalid:
@@ -327,29 +327,64 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def _watch_totals(engine: Engine, read: ReadStats) -> list[str]:
+def _watch_totals(engine: Engine, read: ReadStats, *, audited: bool) -> list[str]:
     s = engine.stats
     lines = [
         f"Watch: {read.events:,} events, {s.writes:,} writes to {engine.tracked_objects:,} objects "
         f"({s.unattributed_writes:,} unattributed), {s.ignored_events:,} ignored, {s.duplicate_events:,} duplicates."
     ]
     if s.without_managed_fields:
+        lines.append(_without_managed_fields(s))
+    if s.ignored_fights:
         lines.append(
-            f"Warning: {s.without_managed_fields:,} events carried no managedFields, so their writers cannot be "
-            "named; kubectl hides them unless you capture with `--show-managed-fields`."
+            f"Note: {s.ignored_fights:,} fight{'s' * (s.ignored_fights != 1)} over what your ignore rules leave out "
+            "(detection.ignore) were found and not reported."
         )
-    if s.unattributed_writes and not engine.subresources_seen and s.without_managed_fields < s.events:
-        lines.append(
-            "Note: no managedFields entry here names a subresource, as on API servers before 1.22: there a write "
-            "through the scale subresource leaves no entry and a writer rewriting its own fields does not stamp its "
-            "entry, so some writers cannot be named (an autoscaler's) and a status loop's only from full objects."
-        )
+    if s.unattributed_writes and s.without_managed_fields < s.events:
+        lines.append(_unattributed(engine, audited=audited))
     if s.untimed_events:
         lines.append(
             f"Warning: {s.untimed_events:,} events had neither observedAt nor a managedFields time; hot loops "
             "cannot be measured on them."
         )
     return lines
+
+
+def _unattributed(engine: Engine, *, audited: bool) -> str:
+    """Say why some writes could not be attributed, and what would name them."""
+    note = (
+        f"Note: {engine.stats.unattributed_writes:,} writes no managedFields entry names: the API server stamps none "
+        "for a write that only removes fields (a three-way merge patch resetting one, a status rewritten whole)"
+    )
+    if not engine.subresources_seen:
+        note += (
+            "; and no entry here names a subresource: on an API server before 1.22 a write through the scale "
+            "subresource leaves no entry, and a writer rewriting its own fields does not stamp its entry"
+        )
+    if audited:
+        return note + ". The findings name those writers from the audit events where their requests tell."
+    return note + ". With the API server's audit log (`--audit`), the findings name those writers."
+
+
+def _without_managed_fields(s: Stats) -> str:
+    """Say why events lacked managedFields, from what the input shows."""
+    kinds = ", ".join(f"{kind or '?'} {n:,}" for kind, n in sorted(s.kinds_without_managed_fields.items()))
+    head = f"Warning: {s.without_managed_fields:,} of {s.events:,} events carried no managedFields ({kinds}), so "
+    if s.without_managed_fields_watched == s.without_managed_fields:
+        return (
+            head + "their writers cannot be named. They came straight from a watch, so the API server sent them so: "
+            "a client reset their managedFields (`managedFields: [{}]`), or an API server that keeps none serves them "
+            "(an aggregated API)."
+        )
+    if s.without_managed_fields == s.events:
+        return (
+            head + "their writers cannot be named: this capture was made without them. `kubectl get --watch -o json` "
+            "leaves them out unless it is given `--show-managed-fields`; `kubectl fightwatch --record` keeps them."
+        )
+    return (
+        head + "their writers cannot be named: the capture left them out for these objects (`kubectl get` without "
+        "`--show-managed-fields`), or a client reset them (`managedFields: [{}]`)."
+    )
 
 
 def _request_totals(engine: RequestEngine, audit: AuditStats) -> list[str]:

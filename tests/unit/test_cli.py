@@ -259,8 +259,25 @@ def test_a_capture_without_managed_fields_warns_how_to_record_it() -> None:
     result = run("replay", "-", stdin=b"\n".join(stripped))
     out = result.stdout.decode()
     assert result.returncode == 0
+    assert "this capture was made without them" in out
     assert "--show-managed-fields" in out
     assert "1 fight" in out  # the value flips are still visible
+
+
+def test_events_a_watch_delivered_without_managed_fields_are_not_blamed_on_kubectl() -> None:
+    """Events with their receive time (fightwatch's own recording, a live watch) came from the API server as they are:
+    the warning says what makes an API server send objects without managedFields, and names their kinds."""
+    lines = capture("fight-data").read_bytes().splitlines()
+    stripped = []
+    for n, line in enumerate(lines):
+        event = orjson.loads(line)
+        if n == len(lines) - 1:
+            del event["object"]["metadata"]["managedFields"]
+        stripped.append(orjson.dumps(event))
+    out = run("replay", "-", stdin=b"\n".join(stripped)).stdout.decode()
+    assert f"1 of {len(lines)} events carried no managedFields (ConfigMap 1)" in out
+    assert "They came straight from a watch" in out
+    assert "--show-managed-fields" not in out
 
 
 def test_malformed_managed_fields_name_the_file_and_line(tmp_path: Path) -> None:
@@ -406,7 +423,7 @@ def test_a_capture_from_before_1_22_says_what_its_server_cannot_show() -> None:
     current server, whose entries name their subresources, needs no such note."""
     old = run("replay", str(capture("fight-scale-vs-apply", release="v1.20")))
     assert old.returncode == 0
-    assert "as on API servers before 1.22" in old.stdout.decode()
+    assert "on an API server before 1.22 a write through the scale subresource leaves no entry" in old.stdout.decode()
     current = run("replay", str(capture("fight-scale-vs-apply")))
     assert current.returncode == 0
     assert "before 1.22" not in current.stdout.decode()

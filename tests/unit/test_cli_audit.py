@@ -191,12 +191,15 @@ def test_replay_with_audit_names_the_user_behind_an_unattributed_writer() -> Non
     fights = {f["object"]["namespace"]: f for f in findings(result) if f["type"] == "fight"}
     fight = fights["scale-fight"]
     assert fight["fields"] == ["spec.replicas"]
-    # v1.20 records no managedFields entry for the scale subresource's writes: the watch cannot name that writer
+    # v1.20 records no managedFields entry for the scale subresource's writes: the watch cannot name that writer, the
+    # audit events do (its requests, matched to its writes by time)
     users = {w["manager"]: w["users"] for w in fight["writers"]}
     assert users == {
-        None: ["system:serviceaccount:kube-system:horizontal-pod-autoscaler"],
+        "kube-controller-manager": ["system:serviceaccount:kube-system:horizontal-pod-autoscaler"],
         "helm": ["system:serviceaccount:ci:helm"],
     }
+    (named,) = [w for w in fight["writers"] if w["named_from"] == "audit"]
+    assert (named["manager"], named["subresource"]) == ("kube-controller-manager", "scale")
     # the twin namespace, whose audit log was not given, stays as the watch alone tells it
     assert {w["manager"]: w["users"] for w in fights["scale-fight-full"]["writers"]} == {None: [], "helm": []}
 

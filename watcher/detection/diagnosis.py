@@ -83,11 +83,12 @@ def anonymous(writer: Writer) -> bool:
 def restorers(finding: Finding) -> tuple[Writer, ...]:
     """Return the writers of a fight that maintain its object and set back what the others change.
 
-    See the module docstring; only when some other writer, one the watch names, drives it.
+    Of a hot loop's, among those that do not react. See the module docstring; only when some other writer, one the
+    watch names, drives it.
     """
-    if finding.type is not FindingType.FIGHT:
+    if finding.type not in (FindingType.FIGHT, FindingType.HOT_LOOP):
         return ()
-    writers = [c.writer for c in finding.writers]
+    writers = [c.writer for c in finding.writers if not c.reacts]
     drivers = [w for w in writers if w.manager is not None]
     traits = finding.traits or _NO_TRAITS
     own = traits.controller_writer
@@ -116,8 +117,8 @@ def describe(finding: Finding) -> Finding:
 
 def _evidence(finding: Finding, traits: Traits) -> hints.Evidence:
     counts = finding.writers
-    reactors = [c for c in counts if c.reacts]
-    drivers = [c for c in counts if not c.reacts] if reactors else []
+    reactors = [c for c in counts if c.reacts or (c.restores and finding.type is FindingType.HOT_LOOP)]
+    drivers = [c for c in counts if c not in reactors] if reactors else []
     restoring = [c for c in counts if c.restores]
     pushing = [c for c in counts if not c.restores and c.writer.manager is not None] if restoring else []
     return hints.Evidence(
@@ -163,16 +164,27 @@ def _summary(finding: Finding, traits: Traits) -> str:
     if finding.type is FindingType.FIGHT:
         return _fight_summary(finding, traits, what, span) + _notes(counts) + _ignored(finding, traits)
     reactors = [c for c in counts if c.reacts]
-    drivers = [c for c in counts if not c.reacts]
+    restoring = [c for c in counts if c.restores]
+    drivers = [c for c in counts if not c.reacts and not c.restores]
     rate, writes = finding.writes_per_minute, finding.writes
-    if reactors and drivers:
+    if (reactors or restoring) and drivers:
         driving = hints.listed([c.writer.display() for c in drivers])
         changes = _some(list(dict.fromkeys(f for c in drivers for f in c.fields))) or "the object"
+        back = (
+            f", {hints.listed([c.writer.display() for c in restoring])} "
+            f"{'sets' if len(restoring) == 1 else 'set'} it back"
+            if restoring
+            else ""
+        )
         reacting = hints.listed([c.writer.display() for c in reactors])
+        react = (
+            f" and {reacting} {'reacts' if len(reactors) == 1 else 'react'} every time, rewriting the status"
+            if reactors
+            else " every time"
+        )
         return (
-            f"{driving} {'keeps' if len(drivers) == 1 else 'keep'} changing {changes} and {reacting} "
-            f"{'reacts' if len(reactors) == 1 else 'react'} every time, rewriting the status: {rate:.0f} writes/min, "
-            f"{writes} writes in {span}"
+            f"{driving} {'keeps' if len(drivers) == 1 else 'keep'} changing {changes}{back}{react}: "
+            f"{rate:.0f} writes/min, {writes} writes in {span}"
         ) + _notes(counts)
     target = f" ({what})" if what else ""
     verb = "rewrites" if len(names) == 1 else "rewrite"

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from watcher.config import DetectionSettings
@@ -61,6 +61,7 @@ from watcher.model import (
 
 _K = TypeVar("_K")
 OWNER_REFERENCES = "metadata.ownerReferences"  # (one leaf: managed_fields.py keeps the references opaque)
+MAX_KINDS = 20  # kinds counted among the events without managedFields (the warning names them)
 MAX_SHARED = 10_000  # objects with field managers the audit events show several users behind (`note_shared`)
 _NO_MANAGERS: frozenset[tuple[str, str]] = frozenset()
 
@@ -80,6 +81,10 @@ class Stats:
     duplicate_events: int = 0
     deleted_objects: int = 0
     without_managed_fields: int = 0  # e.g. `kubectl get` without --show-managed-fields
+    # of which straight from a watch (they carry the receive time: fightwatch's own recording, or live): the API server
+    # sent them so (managedFields reset by a client, an aggregated API that keeps none)
+    without_managed_fields_watched: int = 0
+    kinds_without_managed_fields: dict[str, int] = field(default_factory=dict)  # (up to MAX_KINDS kinds)
     untimed_events: int = 0  # neither observedAt nor a managedFields time: no rate can be measured
     resynced_objects: int = 0  # ADDED again with a new resourceVersion (relisted): re-read, not a write
     new_objects: int = 0  # first seen (or seen again after being let go): its baseline taken
@@ -114,7 +119,7 @@ class Engine:
         self._on_write = on_write
         self.stats = Stats()
         self._uncounted = Stats()  # (the counts of the events of objects the ignore rules leave out: see `process`)
-        self.last_writers: list[Writer] = []  # the writers of the last write processed (`join.Joined` reads them)
+        self.last_write: Write | None = None  # the last write processed (`join.Joined` reads its writers and losers)
         self.now = -math.inf
         self._objects: dict[int, ObjectState] = {}
         self._active: dict[str, tuple[OpenFinding, ObjectState]] = {}
@@ -182,6 +187,11 @@ class Engine:
             stats = self._uncounted
         if not event.has_managed_fields:
             stats.without_managed_fields += 1
+            if event.observed_at is not None:
+                stats.without_managed_fields_watched += 1
+            kinds = stats.kinds_without_managed_fields
+            if event.kind in kinds or len(kinds) < MAX_KINDS:
+                kinds[event.kind] = kinds.get(event.kind, 0) + 1
         at, timed = self._event_time(event.time, stats)
         removed = self._removed
         changes = self.advance(at)
@@ -261,7 +271,7 @@ class Engine:
 
     def _count(self, event: ObjectEvent, write: Write, stats: Stats) -> None:
         stats.writes += 1
-        self.last_writers = write.writers
+        self.last_write = write
         if write.writers[0] is UNATTRIBUTED:
             stats.unattributed_writes += 1
         if self._on_write is not None and stats is self.stats:

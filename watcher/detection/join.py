@@ -12,9 +12,9 @@
   before 1.22, managedFields reset by a client).
 - A write the watch could not attribute (the API server stamps no managedFields entry for a write that only removes
   fields) is named from the successful write request to its object closest in time (within `MATCH_SECONDS`, each
-  request matched once: requests for writes the watch did attribute are taken by those): a watch finding's
-  unattributed writer is shown as the writer those requests name (`named_from: audit`), with its users, and its
-  summary and hint are told again with it (`diagnosis.describe`).
+  request matched once: requests for writes the watch did attribute are taken by those first): a watch finding's
+  unattributed writer is shown as the writer the requests name for most (`DOMINANT`) of its recent writes
+  (`named_from: audit`), with its users, and its summary and hint are told again with it (`diagnosis.describe`).
 - A conflict storm is told the fields a fight on the same object contests (it is the fight's failed half), or that
   the watch saw the object written without a fight (contention over different fields).
 - A conflict storm on an object with an active fight follows from that fight (its failed half); one on an object whose
@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from watcher.detection import diagnosis
+from watcher.detection.attribution import Write
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent, controller, object_ref
 from watcher.detection.ignore import resource_of
@@ -45,7 +46,9 @@ MAX_SEEN = 100_000  # objects the watch saw written, remembered for the hint of 
 # A write request and a watch write of one object this close in time are one write (the request's stageTimestamp is
 # the API server's, a watch event's time the watcher's: they differ by the delivery, and by the two clocks).
 MATCH_SECONDS = 2.0
-PENDING = 8  # write requests and unattributed watch writes kept per object until matched (the oldest go first)
+PENDING = 16  # recent write requests, and watch writes, kept per object to be matched (the oldest go first)
+MAX_MATCHED = 2_000  # objects whose recent writes are kept (the least recently written go first)
+DOMINANT = 0.75  # of an object's unattributed writes the requests name, one writer's share that names them all
 Seen = dict[ObjectKey, tuple[tuple[str, ...], ObjectRef]]  # objects the watch saw written: fought-over fields, name
 
 
@@ -90,7 +93,8 @@ class Joined:
             key = self.key(ref)
             self._saw(key, (), ref)
             at = event.time if event.time is not None else self.watch.now
-            self._matched(key).watched(at, self.watch.last_writers)
+            if (write := self.watch.last_write) is not None:
+                self._matched(key).watched(at, write)
             for manager, subresource in self._shared_pending.pop(key, ()):
                 self.watch.note_shared(ref.uid, manager, subresource)
             if key not in self._owners and self.requests.conflicted(key):
@@ -139,7 +143,7 @@ class Joined:
         if found is None:
             found = _Writes()
         self._writes[key] = found  # (most recently written last: the oldest go first)
-        if len(self._writes) > MAX_SEEN:
+        if len(self._writes) > MAX_MATCHED:
             del self._writes[next(iter(self._writes))]
         return found
 
@@ -203,8 +207,8 @@ class Joined:
             return finding
         by_writer = self.requests.users(key)
         matched = self._writes.get(key)
-        if matched is not None and matched.named:
-            finding = _named_unattributed(finding, matched.named)
+        if matched is not None and any(c.writer.manager is None for c in finding.writers):
+            finding = _named_unattributed(finding, matched.named())
         named = {c.writer.manager for c in finding.writers if c.writer.manager is not None}
         writers = tuple(_with_users(c, clients, named, by_writer) for c in finding.writers)
         conflicts = sum(c.conflicts for c in clients)
@@ -258,52 +262,63 @@ class Joined:
 
 
 class _Writes:
-    """One object's recent successful write requests and unattributed watch writes, matched one to one by time.
+    """One object's recent successful write requests and watch writes, to be matched one to one by time (`named`)."""
 
-    And what the unattributed writes were found to be (`named`).
-    """
-
-    __slots__ = ("named", "requests", "unmatched")
+    __slots__ = ("requests", "writes")
 
     def __init__(self) -> None:
-        self.requests: deque[tuple[float, Writer]] = deque(maxlen=PENDING)  # not yet matched to a watch write
-        self.unmatched: deque[float] = deque(maxlen=PENDING)  # unattributed watch writes not yet matched
-        self.named: dict[Writer, int] = {}  # unattributed writes, by the writer their request names
+        self.requests: deque[tuple[float, Writer]] = deque(maxlen=PENDING)
+        # (time, writers, managers that lost a field in it): no writers for an unattributed one
+        self.writes: deque[tuple[float, tuple[Writer, ...], frozenset[str]]] = deque(maxlen=PENDING)
 
     def requested(self, request: Request) -> None:
-        """Take a successful write request: the unattributed watch write it made, if one waits for it; else keep it."""
-        writer = Writer(request.manager, "Update", request.object.subresource)  # (see `_named_unattributed`)
-        near = [t for t in self.unmatched if abs(t - request.time) <= MATCH_SECONDS]
-        if near:
-            closest = min(near, key=lambda t: abs(t - request.time))
-            self.unmatched.remove(closest)
-            self.named[writer] = self.named.get(writer, 0) + 1
-            return
-        self.requests.append((request.time, writer))
+        """Keep a successful write request (an update: see `_named_unattributed`)."""
+        self.requests.append((request.time, Writer(request.manager, "Update", request.object.subresource)))
 
-    def watched(self, at: float, writers: list[Writer]) -> None:
-        """Take a watch write of the object.
+    def watched(self, at: float, write: Write) -> None:
+        """Keep a watch write of the object, with its writers (none when the watch could not attribute it).
 
-        It takes the request it matches (the closest in time of its writer's, or, when the watch could not attribute it,
-        of anyone's); an unattributed one without a request waits for it.
+        And the managers that lost a field in it: not its writer (a manager removing its own field hands nothing over).
         """
-        while self.requests and self.requests[0][0] < at - MATCH_SECONDS:
-            self.requests.popleft()
-        unattributed = writers[0].manager is None
-        near = [
-            r
-            for r in self.requests
-            if abs(r[0] - at) <= MATCH_SECONDS
-            and (unattributed or any(r[1].manager == w.manager and r[1].subresource == w.subresource for w in writers))
-        ]
-        if not near:
-            if unattributed:
-                self.unmatched.append(at)
-            return
-        closest = min(near, key=lambda r: abs(r[0] - at))
-        self.requests.remove(closest)
-        if unattributed:
-            self.named[closest[1]] = self.named.get(closest[1], 0) + 1
+        writers = write.writers
+        losers = frozenset(h.before.manager for h in write.handovers if h.before is not None and h.before.manager)
+        self.writes.append((at, () if writers[0].manager is None else tuple(writers), losers))
+
+    def named(self) -> dict[Writer, int]:
+        """Return the writers the requests name for the unattributed writes, with how many each.
+
+        Each write is matched to the closest request within MATCH_SECONDS not matched before (in either order: a
+        request's audit event can be logged after the watch delivered its write): first the attributed writes, each
+        to a request of its own writer, then the unattributed ones, to anyone's but a manager that lost a field in it.
+        """
+        used: set[int] = set()
+        for at, writers, _ in self.writes:
+            if writers:
+                self._closest(at, used, writers, frozenset())
+        named: dict[Writer, int] = {}
+        for at, writers, losers in self.writes:
+            if not writers and (found := self._closest(at, used, None, losers)) is not None:
+                named[found] = named.get(found, 0) + 1
+        return named
+
+    def _closest(
+        self, at: float, used: set[int], writers: tuple[Writer, ...] | None, losers: frozenset[str]
+    ) -> Writer | None:
+        """Take the closest request not used yet: of one of `writers`; for None, of anyone but `losers`."""
+        best = None
+        for i, (time, writer) in enumerate(self.requests):
+            gap = abs(time - at)
+            fits = _same(writer, writers) if writers is not None else writer.manager not in losers
+            if i not in used and gap <= MATCH_SECONDS and fits and (best is None or gap < best[0]):
+                best = (gap, i, writer)
+        if best is None:
+            return None
+        used.add(best[1])
+        return best[2]
+
+
+def _same(writer: Writer, writers: tuple[Writer, ...]) -> bool:
+    return any(writer.manager == w.manager and writer.subresource == w.subresource for w in writers)
 
 
 def _named_unattributed(finding: Finding, named: dict[Writer, int]) -> Finding:
@@ -312,9 +327,11 @@ def _named_unattributed(finding: Finding, named: dict[Writer, int]) -> Finding:
     Its writes were updates (a write that applies stamps its applier's entry), to the subresource the requests went
     to; a writer of the finding with that manager and subresource is the same writer: their writes are added up."""
     unattributed = next((c for c in finding.writers if c.writer.manager is None), None)
-    if unattributed is None or len(named) != 1:
+    if unattributed is None or not named:
         return finding
-    ((found, _),) = named.items()
+    found, count = max(named.items(), key=lambda item: (item[1], item[0].manager or ""))
+    if count < DOMINANT * sum(named.values()):
+        return finding  # (several writers: which of them made which write is not told)
     same = next(
         (c for c in finding.writers if c.writer.manager == found.manager and c.writer.subresource == found.subresource),
         None,

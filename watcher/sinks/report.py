@@ -118,6 +118,8 @@ def _writer_json(count: WriterCount) -> dict[str, Any]:
         "writes": count.writes,
         "fields": list(count.fields),
         "reacts": count.reacts,
+        "restores": count.restores,
+        "named_from": count.named_from or None,
         "users": list(count.users),
     }
 
