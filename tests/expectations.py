@@ -255,3 +255,150 @@ def assert_incident(scenario: str, findings: list[Finding]) -> Incident:
     assert {(c.writer.manager, c.writer.operation) for c in incident.writers} == expected.writers
     assert set(incident.findings) == {f.id for f in findings}
     return incident
+
+
+# ---------------------------------------------------------------------------------------------------- real fights
+# tests/fixtures/real: fights and benign patterns played by real programs (harness/real_fights.py), with the watch and
+# the audit log of the same run. A writer is (manager, operation, subresource); None: the unattributed writer.
+Party = tuple[str | None, str, str]
+UNNAMED: Party = (None, "", "")
+CAINJECTOR: Party = ("cert-manager-cainjector", "Apply", "")
+HELM_UPDATE: Party = ("helm", "Update", "")
+HPA: Party = ("kube-controller-manager", "Update", "scale")
+KCM: Party = ("kube-controller-manager", "Update", "")
+KCM_STATUS: Party = ("kube-controller-manager", "Update", "status")
+
+
+@dataclass(frozen=True)
+class RealFight:
+    """What a platform engineer is to be told of a real fight.
+
+    `watch`: its writers from the watch alone (managedFields); `audited`: with the audit log joined; `restores`: the
+    writer that maintains the object (`diagnosis.restorers`), `drives` the one that drives it; `hint`: a phrase of the
+    hint, matched against the fix the project documents; `never`: phrases no hint of it may hold (advice for another
+    cause, or to change Kubernetes' own controllers)."""
+
+    kind: str
+    name: str
+    fields: frozenset[str]
+    watch: frozenset[Party]
+    audited: frozenset[Party]
+    hint: str
+    restores: Party | None = None
+    drives: Party | None = None
+    ignored: bool = False  # over what a default ignore rule leaves out: reported, marked
+    findings: int = 1  # the object deleted and recreated: one finding per object
+    never: tuple[str, ...] = ()
+
+
+_CABUNDLE = "webhooks[name=validate.{0}.example.com].clientConfig.caBundle"
+_NOT_FOR_BUILTIN = ("time.Now()", "Decide which one owns", "stop the other controller", "ignoreDifferences")
+
+REAL_FIGHTS = {
+    "cainjector-helm3": RealFight(
+        "ValidatingWebhookConfiguration",
+        "cainjector-helm3-validate",
+        frozenset({_CABUNDLE.format("cainjector-helm3")}),
+        frozenset({UNNAMED, CAINJECTOR}),  # Helm 3's three-way merge only removes the field: no entry stamped
+        frozenset({HELM_UPDATE, CAINJECTOR}),
+        "remove caBundle from the chart",
+    ),
+    "cainjector-helm4": RealFight(
+        "ValidatingWebhookConfiguration",
+        "cainjector-helm4-validate",
+        frozenset({_CABUNDLE.format("cainjector-helm4")}),
+        frozenset({("helm", "Apply", ""), CAINJECTOR}),
+        frozenset({("helm", "Apply", ""), CAINJECTOR}),
+        "remove caBundle from the chart",
+    ),
+    "helm3-reinstall": RealFight(
+        "ValidatingWebhookConfiguration",
+        "helm3-reinstall-validate",
+        frozenset({_CABUNDLE.format("helm3-reinstall")}),
+        frozenset({UNNAMED, CAINJECTOR}),
+        frozenset({HELM_UPDATE, CAINJECTOR}),
+        "remove caBundle from the chart",
+        findings=2,
+    ),
+    "helm3-hpa": RealFight(
+        "Deployment",
+        "web",
+        frozenset({"spec.replicas"}),
+        frozenset({HELM_UPDATE, HPA}),
+        frozenset({HELM_UPDATE, HPA}),
+        "drop `replicas` from the manifest/Helm values",
+    ),
+    "flux-hpa": RealFight(
+        "Deployment",
+        "web",
+        frozenset({"spec.replicas"}),
+        frozenset({("kustomize-controller", "Apply", ""), HPA}),
+        frozenset({("kustomize-controller", "Apply", ""), HPA}),
+        "Flux: remove the field from the kustomization",
+    ),
+    "flux-curl": RealFight(
+        "ConfigMap",
+        "app-settings",
+        frozenset({"data.mode"}),
+        frozenset({("curl", "Update", ""), ("kustomize-controller", "Apply", "")}),
+        frozenset({("curl", "Update", ""), ("kustomize-controller", "Apply", "")}),
+        "remove the field from the applied manifest",
+    ),
+    "replicaset-scale": RealFight(
+        "ReplicaSet",
+        "",  # (its name is the Deployment's and a hash)
+        frozenset({"spec.replicas"}),
+        frozenset({("kubectl", "Update", "scale"), KCM}),
+        frozenset({("kubectl", "Update", "scale"), KCM}),
+        "Scale the Deployment instead",
+        restores=KCM,
+        drives=("kubectl", "Update", "scale"),
+        never=(*_NOT_FOR_BUILTIN, "Let the autoscaler own it"),
+    ),
+    "status-edit": RealFight(
+        "Deployment",
+        "api",
+        frozenset({"status.readyReplicas", "status.availableReplicas"}),
+        # (the controller's status updates only remove the hand-set fields: most leave no entry stamped)
+        frozenset({("kubectl-patch", "Update", "status"), KCM_STATUS, UNNAMED}),
+        frozenset({("kubectl-patch", "Update", "status"), KCM_STATUS}),
+        "do not edit it by hand",
+        restores=KCM_STATUS,
+        drives=("kubectl-patch", "Update", "status"),
+        never=_NOT_FOR_BUILTIN,
+    ),
+    "root-ca-reapply": RealFight(
+        "ConfigMap",
+        "kube-root-ca.crt",
+        frozenset({"data[ca.crt]"}),
+        frozenset({("kubectl-client-side-apply", "Update", ""), KCM}),
+        frozenset({("kubectl-client-side-apply", "Update", ""), KCM}),
+        "maintained by Kubernetes itself",
+        restores=KCM,
+        drives=("kubectl-client-side-apply", "Update", ""),
+        never=_NOT_FOR_BUILTIN,
+    ),
+    "endpointslice-mirror": RealFight(
+        "EndpointSlice",
+        "",  # (generated: legacy-db-xxxxx)
+        frozenset({"endpoints"}),
+        frozenset({("kubectl-patch", "Update", ""), KCM}),
+        frozenset({("kubectl-patch", "Update", ""), KCM}),
+        "Change Endpoints legacy-db instead",
+        restores=KCM,
+        drives=("kubectl-patch", "Update", ""),
+        ignored=True,
+        never=_NOT_FOR_BUILTIN,
+    ),
+}
+# Benign patterns of real clusters: nothing from the watch; the audit log finds only what is listed.
+REAL_BENIGN = {
+    "benign-rollout": (),
+    "benign-flux-alone": (),
+    "benign-flux-revert": (),
+    "benign-flux-cainjector": (),
+    "benign-cainjector-install": (),
+    "benign-hpa-scaling": (),
+    "benign-control-plane": (),
+    "helm4-apply-conflict": (FindingType.APPLY_CONFLICT,),  # a stuck applier, no fight
+}

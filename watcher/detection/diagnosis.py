@@ -103,8 +103,8 @@ def describe(finding: Finding) -> Finding:
     traits = finding.traits or _NO_TRAITS
     keep = restorers(finding)
     counts = tuple(replace(c, restores=c.writer in keep) for c in finding.writers)
-    if keep:  # (who drives first, then who restores)
-        counts = tuple(sorted(counts, key=lambda c: c.restores))
+    # (who drives first, the writer no entry names after those named, then who restores; else as they came)
+    counts = tuple(sorted(counts, key=lambda c: (c.restores, c.writer.manager is None)))
     finding = replace(finding, writers=counts)
     summary = _summary(finding, traits)
     hint = hints.hint(_evidence(finding, traits))

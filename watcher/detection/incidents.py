@@ -151,12 +151,16 @@ def _incident(key: str, members: Sequence[Finding], consequences: Sequence[str] 
     ordered = sorted(members, key=severity)
     writes: dict[Writer, int] = {}
     users: dict[Writer, set[str]] = {}
+    restoring: set[Writer] = set()
     for finding in members:
         for count in finding.writers:
             writes[count.writer] = writes.get(count.writer, 0) + count.writes
             users.setdefault(count.writer, set()).update(count.users)
+            if count.restores:
+                restoring.add(count.writer)
     writers = tuple(
-        WriterCount(w, n, tuple(sorted(users[w]))) for w, n in sorted(writes.items(), key=lambda kv: -kv[1])
+        WriterCount(w, n, tuple(sorted(users[w])), restores=w in restoring)
+        for w, n in sorted(writes.items(), key=lambda kv: (kv[0] in restoring, -kv[1]))
     )
     objects = {(f.object.group, f.object.kind or f.object.resource, f.object.namespace, f.object.name) for f in members}
     namespaces = tuple(sorted({f.object.namespace or "" for f in members}))
@@ -195,7 +199,14 @@ def _with_summary(incident: Incident) -> Incident:
     where = f" in {len(spaces)} namespaces" if len(spaces) > 1 else f" in {spaces[0]}" if spaces else ""
     if incident.objects == 1 and incident.examples:  # (as its one finding is told: by the object's name)
         count, where = incident.examples[0].display(), ""
-    if incident.type is FindingType.FIGHT:
+    restoring = [c.writer.display() for c in incident.writers if c.restores]
+    driving = [c.writer.display() for c in incident.writers if not c.restores and c.writer.manager is not None]
+    if incident.type is FindingType.FIGHT and restoring and driving:
+        text = (
+            f"{listed(driving)} {'keeps' if len(driving) == 1 else 'keep'} changing {what or 'fields'} on "
+            f"{count}{where}, and {listed(restoring)} {'sets' if len(restoring) == 1 else 'set'} it back every time"
+        )
+    elif incident.type is FindingType.FIGHT:
         text = f"{who} fight over {what or 'fields'} on {count}{where}"
     elif incident.type is FindingType.HOT_LOOP:
         text = f"{who} rewrite{'s' * (len(incident.writers) == 1)} {count}{where} in a hot loop"

@@ -348,7 +348,10 @@ def _named_unattributed(finding: Finding, named: dict[Writer, int]) -> Finding:
         writers = tuple(
             replace(c, writer=found, named_from="audit") if c is unattributed else c for c in finding.writers
         )
-    return diagnosis.describe(replace(finding, writers=writers))
+    timeline = finding.timeline
+    if timeline is not None:  # (its lane too)
+        timeline = replace(timeline, lanes=tuple(found if w.manager is None else w for w in timeline.lanes))
+    return diagnosis.describe(replace(finding, writers=writers, timeline=timeline))
 
 
 def _contested_in(
