@@ -102,10 +102,16 @@ def describe(finding: Finding) -> Finding:
     """Return a watch finding with its writers' roles, its summary and its hint told from what it holds."""
     traits = finding.traits or _NO_TRAITS
     keep = restorers(finding)
-    counts = tuple(replace(c, restores=c.writer in keep) for c in finding.writers)
-    # (who drives first, the writer no entry names after those named, then who restores; else as they came)
-    counts = tuple(sorted(counts, key=lambda c: (c.restores, c.writer.manager is None)))
-    finding = replace(finding, writers=counts)
+    counts = finding.writers
+    if keep or any(c.restores for c in counts):  # (a WriterCount made anew only where its role changes)
+        counts = tuple(
+            c if c.restores == (c.writer in keep) else _with_role(c, restores=c.writer in keep) for c in counts
+        )
+    if keep or any(c.writer.manager is None for c in counts):
+        # (who drives first, the writer no entry names after those named, then who restores; else as they came)
+        counts = tuple(sorted(counts, key=lambda c: (c.restores, c.writer.manager is None)))
+    if counts is not finding.writers:
+        finding = replace(finding, writers=counts)
     summary = _summary(finding, traits)
     hint = hints.hint(_evidence(finding, traits))
     if traits.cause:
@@ -113,6 +119,18 @@ def describe(finding: Finding) -> Finding:
         label = traits.cause.split(" on ", 1)[0].removeprefix("the ")
         hint = f"This follows from {traits.cause}: stop that {label} and this stops with it. {hint}"
     return replace(finding, summary=summary, hint=hint)
+
+
+def _with_role(count: WriterCount, *, restores: bool) -> WriterCount:
+    return WriterCount(
+        count.writer,
+        count.writes,
+        users=count.users,
+        fields=count.fields,
+        reacts=count.reacts,
+        restores=restores,
+        named_from=count.named_from,
+    )
 
 
 def _evidence(finding: Finding, traits: Traits) -> hints.Evidence:
