@@ -1,8 +1,11 @@
-"""Run scenarios under a recorder against a control plane: what scripts/record_captures.py records."""
+"""Run scenarios under a recorder against a control plane: what scripts/record_captures.py records; and how the
+recording scripts write what they recorded."""
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterable
+from pathlib import Path
 
 from .control_plane import ControlPlane
 from .kube import JSON, Kube, new_api_client
@@ -37,3 +40,18 @@ async def record_scenarios(
         await writer_client.close()
         await recorder_client.close()
     return recorder.events, version
+
+
+def write_gzip_lines(path: Path, lines: Iterable[bytes]) -> int:
+    """Write JSON Lines gzip-compressed, reproducibly (no name, no time in the header); return how many lines.
+
+    Written to a temporary file renamed into place: an interrupted write leaves the old file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    count = 0
+    with tmp.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
+        for line in lines:
+            out.write(line + b"\n")
+            count += 1
+    tmp.replace(path)
+    return count

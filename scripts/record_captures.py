@@ -9,21 +9,17 @@ autoscaling/v1 view) cluster-wide, runs the scenarios concurrently, and writes
   <out>/<scenario>.jsonl              one watch event per line: {"type", "object", "observedAt"}
   <out>/README.md                     how and when they were recorded
 
-or, with --demo, the bundled demo capture instead: every scenario, the separate ones (incident-*, cascade-*)
-included, recorded together into one time-ordered capture (gzip), and no scenario file.
+(The bundled demo capture is of real programs' fights: scripts/record_real_fights.py --demo.)
 
   .venv/bin/python scripts/record_captures.py                       # all but the separate ones, about 4 minutes
   .venv/bin/python scripts/record_captures.py --only fight-data --slow-period 5
   .venv/bin/python scripts/record_captures.py --only incident-replicas --only incident-hot-loop
-  .venv/bin/python scripts/record_captures.py --demo                # watcher/data/demo-capture.jsonl.gz
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
-import json
 import shlex
 import shutil
 import subprocess
@@ -43,7 +39,6 @@ from harness.scenarios import SCENARIO_INFO, SCENARIOS, SLOW_PERIOD, scenario_of
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "captures"
-DEFAULT_DEMO = REPO / "watcher" / "data" / "demo-capture.jsonl.gz"
 Event = dict[str, Any]
 
 
@@ -55,19 +50,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="extend",
         metavar="NAME",
         choices=list(SCENARIO_INFO),
-        help="scenarios to record (repeatable; the separate ones, incident-* and cascade-*, only when named or --demo)",
+        help="scenarios to record (repeatable; the separate ones, incident-* and cascade-*, only when named)",
     )
     parser.add_argument(
         "--slow-period", type=float, default=SLOW_PERIOD, help="seconds between fight-slow's writes (default 50)"
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="directory for <scenario>.jsonl")
-    parser.add_argument(
-        "--demo",
-        type=Path,
-        nargs="?",
-        const=DEFAULT_DEMO,
-        help=f"record every scenario into one combined gzip capture only (default {DEFAULT_DEMO.relative_to(REPO)})",
-    )
     parser.add_argument("--workdir", type=Path, help="control plane workdir (default: a temp dir, removed on success)")
     return parser.parse_args(argv)
 
@@ -76,15 +64,6 @@ def write_jsonl(path: Path, events: Sequence[Event]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in events))
-    tmp.replace(path)
-
-
-def write_gzip_jsonl(path: Path, events: Sequence[Event]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
-        for event in events:
-            out.write(orjson.dumps(event) + b"\n")
     tmp.replace(path)
 
 
@@ -128,11 +107,6 @@ write's second (two writes in one second leave the second's stamp as it was); an
 managers has the oldest merged into `ancient-changes` (`fight-ancient-changes`), and the first server-side apply of
 an object without managedFields gives what it had to `before-first-apply` (`fight-before-first-apply`).
 
-`watcher/data/demo-capture.jsonl.gz` is not made of these files: it is every scenario, the separate ones
-(`incident-*`, `cascade-*`) included, recorded together by a run of its own (`scripts/record_captures.py --demo`)
-and ordered by `observedAt`. In it `incident-replicas` and `cascade-replicas` are one incident: the same two writers
-over `spec.replicas`.
-
 Last recording: {datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}, {recorded}, fight-slow period
 {slow_period:g} s, {seconds:.0f} s in all:
 
@@ -147,8 +121,7 @@ Last recording: {datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}, {recorded}, 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    demo: Path | None = args.demo
-    names: list[str] = args.only or list(SCENARIO_INFO if demo is not None else SCENARIOS)
+    names: list[str] = args.only or list(SCENARIOS)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fightwatch-record-"))
     started = time.monotonic()
 
@@ -173,32 +146,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, scenario_events in by_scenario.items():
         if not scenario_events:
             raise RuntimeError(f"{name}: recorded no events")
-    if demo is not None:
-        combined = sorted((e for evs in by_scenario.values() for e in evs), key=lambda e: str(e["observedAt"]))
-        write_gzip_jsonl(demo, combined)
-        record = {
-            "kubernetes": str(version.get("gitVersion")),
-            "etcd": etcd,
-            "recorded": datetime.now(UTC).strftime("%Y-%m-%d"),
-            "seconds": round(seconds),
-            "command": shlex.join([".venv/bin/python", "scripts/record_captures.py", *sys.argv[1:]]),
-        }
-        demo.with_name(demo.name.removesuffix(".jsonl.gz") + ".json").write_text(json.dumps(record, indent=2) + "\n")
-        print(f"{len(combined):5d}  {demo}")
-    else:
-        for name, scenario_events in by_scenario.items():
-            write_jsonl(args.out / f"{name}.jsonl", scenario_events)
-            print(f"{len(scenario_events):5d}  {args.out / name}.jsonl")
-        command = shlex.join([".venv/bin/python", "scripts/record_captures.py", *sys.argv[1:]])
-        write_readme(
-            args.out,
-            server=str(version.get("gitVersion")),
-            etcd=etcd,
-            command=command,
-            names=names,
-            seconds=seconds,
-            slow_period=args.slow_period,
-        )
+    for name, scenario_events in by_scenario.items():
+        write_jsonl(args.out / f"{name}.jsonl", scenario_events)
+        print(f"{len(scenario_events):5d}  {args.out / name}.jsonl")
+    command = shlex.join([".venv/bin/python", "scripts/record_captures.py", *sys.argv[1:]])
+    write_readme(
+        args.out,
+        server=str(version.get("gitVersion")),
+        etcd=etcd,
+        command=command,
+        names=names,
+        seconds=seconds,
+        slow_period=args.slow_period,
+    )
     if args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"recorded {len(names)} scenarios in {seconds:.0f} s", file=sys.stderr)

@@ -11,9 +11,10 @@ and plays every scenario at once while a Recorder watches. Per scenario it write
   <out>/<scenario>.audit.jsonl   the audit events of its objects, every user's but the harness admin's
 
 and `benign-control-plane.*` for the control plane's own namespaces (leader-election Leases, kube-root-ca.crt, ...).
-Programs' versions: `<out>/versions.json`.
+Programs' versions: `<out>/versions.json`. With `--demo`, also the bundled demo (`watcher/data`): every scenario's
+watch events in one capture (by observedAt), their audit events in one log, and how they were recorded.
 
-  .venv/bin/python scripts/record_real_fights.py          # about 3 minutes once the programs are built
+  .venv/bin/python scripts/record_real_fights.py --demo   # about 80 s once the programs are built
 """
 
 from __future__ import annotations
@@ -50,10 +51,12 @@ from harness.kube import (
     new_api_client,
 )
 from harness.recorder import Recorder
+from harness.recording import write_gzip_lines
 from harness.stage import PERSON, Stage
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "tests" / "fixtures" / "real"
+DEMO = REPO / "watcher" / "data"
 WATCHED = (
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -110,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="directory for the fixtures")
     parser.add_argument("--workdir", type=Path, help="control plane workdir (default: a temp dir, removed on success)")
     parser.add_argument("--only", action="append", choices=sorted(real_fights.SCENARIOS), help="play only these")
+    parser.add_argument("--demo", action="store_true", help="also write the bundled demo (watcher/data)")
     args = parser.parse_args(argv)
     names = args.only or list(real_fights.SCENARIOS)
     for name in programs.PROGRAMS:  # built before the control plane starts: a build that fails stops here
@@ -126,21 +130,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     finally:
         cp.stop()
-    write(args.out, [*names, real_fights.BACKGROUND], events, lines)
+    watch, audit = write(args.out, [*names, real_fights.BACKGROUND], events, lines)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     versions = {name: programs.version(name) for name in programs.PROGRAMS}
     versions["kubernetes"] = str(version.get("gitVersion"))
     (args.out / "versions.json").write_text(json.dumps({"recorded": stamp, **versions}, indent=2) + "\n")
-    command = shlex.join(
-        [".venv/bin/python", "scripts/record_real_fights.py", *(argv if argv is not None else sys.argv[1:])]
-    )
+    given = list(argv if argv is not None else sys.argv[1:])
+    if "--workdir" in given:  # (where it ran: not how)
+        del given[given.index("--workdir") : given.index("--workdir") + 2]
+    command = shlex.join([".venv/bin/python", "scripts/record_real_fights.py", *given])
+    if args.demo:
+        made = {"recorded": stamp[:10], **versions, "command": command}
+        write_demo(DEMO, [watch[n] for n in names], [audit[n] for n in names], made)
     print(f"recorded {len(names)} scenarios from kube-apiserver {version.get('gitVersion')} on {stamp}: {command}")
     if args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
-def write(out: Path, names: Sequence[str], events: list[JSON], lines: list[bytes]) -> None:
+def write_demo(data: Path, watch: list[list[bytes]], audit: list[list[bytes]], record: JSON) -> None:
+    """The bundled demo: every scenario's watch events in one capture, by their receive time, and their audit events in
+    one log, by their completion time, as the API server logged them; and how they were recorded."""
+    events = sorted((line for lines in watch for line in lines), key=lambda line: str(orjson.loads(line)["observedAt"]))
+    logged = sorted(
+        (line for lines in audit for line in lines), key=lambda line: str(orjson.loads(line)["stageTimestamp"])
+    )
+    print(f"{write_gzip_lines(data / 'demo-capture.jsonl.gz', events):6d}  {data / 'demo-capture.jsonl.gz'}")
+    print(f"{write_gzip_lines(data / 'demo-audit.jsonl.gz', logged):6d}  {data / 'demo-audit.jsonl.gz'}")
+    (data / "demo-capture.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def write(
+    out: Path, names: Sequence[str], events: list[JSON], lines: list[bytes]
+) -> tuple[dict[str, list[bytes]], dict[str, list[bytes]]]:
+    """Write each scenario's watch and audit events; return them, by scenario."""
     out.mkdir(parents=True, exist_ok=True)
     watch: dict[str, list[bytes]] = {name: [] for name in names}
     for event in events:
@@ -165,6 +188,7 @@ def write(out: Path, names: Sequence[str], events: list[JSON], lines: list[bytes
                 raise RuntimeError(f"{name}: nothing recorded for {suffix}")
             (out / f"{name}{suffix}").write_bytes(b"\n".join(chosen) + b"\n")
             print(f"{len(chosen):6d}  {name}{suffix}")
+    return watch, audit
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ from watcher.sources.capture import CaptureError, ReadStats, merged, read_captur
 from watcher.sources.envelopes import Envelope, EnvelopeStats
 
 DEMO_CAPTURE = "demo-capture.jsonl.gz"
-DEMO_RECORD = "demo-capture.json"  # how the demo capture was recorded: the Kubernetes release, the day
+DEMO_AUDIT = "demo-audit.jsonl.gz"  # the audit log of the same run
+DEMO_RECORD = "demo-capture.json"  # how the demo was recorded: the Kubernetes release, the programs, the day
 NOT_BUILT = "the native engine is not built in this installation (see `fightwatch --version`)"
 
 
@@ -52,10 +53,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(f"fightwatch: --engine native: {NOT_BUILT}", file=sys.stderr)
         return EXIT_ERROR
     with ExitStack() as stack:
+        audit = getattr(args, "audit", None) or []
         if args.command == "demo":
             data = resources.files("watcher") / "data"
             files = [str(stack.enter_context(resources.as_file(data / DEMO_CAPTURE)))]
-            banner = f"Replaying the bundled demo capture ({Path(files[0]).name}), {_demo_origin(data)}."
+            audit = [str(stack.enter_context(resources.as_file(data / DEMO_AUDIT)))]
+            banner = (
+                f"Replaying the bundled demo capture ({Path(files[0]).name}) with its audit log, {_demo_origin(data)}."
+            )
             width = table_width(sys.stderr)
             print((banner if width is None else textwrap.fill(banner, max(width, 20))) + "\n", file=sys.stderr)
         else:
@@ -65,7 +70,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
                 config,
                 watch=engine,
                 captures=files,
-                requests=getattr(args, "audit", None) or [],
+                requests=audit,
                 envelope=getattr(args, "audit_format", None),
                 tally=tally,
             ),
@@ -78,8 +83,10 @@ def _demo_origin(data: Traversable) -> str:
     """Where and when the demo capture was recorded, as its record (DEMO_RECORD, written with it) says."""
     record = json.loads((data / DEMO_RECORD).read_text())
     return (
-        f"recorded from a real kube-apiserver {record['kubernetes']} with its kube-controller-manager and kubectl, "
-        f"on {record['recorded']}, while real clients fought"
+        f"recorded from a real kube-apiserver {record['kubernetes']} on {record['recorded']} while real programs "
+        f"fought: cert-manager's cainjector {record['cainjector']}, Flux's kustomize-controller "
+        f"{record['kustomize-controller']}, Helm {record['helm-v3']} and {record['helm-v4']}, "
+        "kube-controller-manager's controllers, kubectl and curl"
     )
 
 

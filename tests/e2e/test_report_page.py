@@ -21,18 +21,18 @@ from harness.browser import Browser, open_browser
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.model import Finding, Timeline
-from watcher.offline import DEMO_CAPTURE
-from watcher.sources.capture import ReadStats, read_captures
+from watcher.offline import DEMO_AUDIT, DEMO_CAPTURE, Analysis
 
 
 @pytest.fixture(scope="module")
 def findings() -> dict[str, Finding]:
-    """The demo's findings with their timelines, by id: the same engine as the command's."""
-    engine = Engine(Config().detection)
-    with resources.as_file(resources.files("watcher") / "data" / DEMO_CAPTURE) as capture:
-        for event in read_captures([str(capture)], engine.decode, stats=ReadStats()):
-            engine.process(event)
-    return {f.id: f for f in engine.active() + engine.resolved()}
+    """The demo's findings with their timelines, by id: the same analysis as the command's (its capture joined with its
+    audit log)."""
+    data = resources.files("watcher") / "data"
+    with resources.as_file(data / DEMO_CAPTURE) as capture, resources.as_file(data / DEMO_AUDIT) as audit:
+        analysis = Analysis(Config(), watch=Engine(Config().detection), captures=[str(capture)], requests=[str(audit)])
+        analysis.run(skip_invalid=False)
+    return {f.id: f for f in analysis.findings()}
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_the_filters_choose_the_findings_shown(page: Browser, report: tuple[Path
     assert 0 < len(hot) == loops < len(findings)
     assert page.driver.find_element(By.ID, "filter-count").text == f"Showing {loops} of {len(findings)} findings"
     namespace = Select(page.driver.find_element(By.ID, "filter-namespace"))
-    namespace.select_by_value("fight-slow")  # a fight: no hot loop there
+    namespace.select_by_value("flux-hpa")  # a fight: no hot loop there
     assert _visible(page) == []
     assert page.driver.find_element(By.ID, "no-match").is_displayed()
     page.driver.find_element(By.ID, "filter-clear").click()

@@ -6,12 +6,12 @@ import gzip
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
-from harness.scenarios import CASCADE_OBJECTS
-from tests.expectations import FINDINGS, INCIDENTS
+from tests.expectations import REAL_FIGHTS
 from tests.unit.captures import IMPLEMENTATIONS, capture
 from watcher.cli import _listen, _with_shard, main
 from watcher.config import Config
@@ -216,31 +216,30 @@ def test_ignore_rules_drop_a_manager(tmp_path: Path) -> None:
     assert "No controller fights or hot loops found." in result.stdout.decode()
 
 
-def test_demo_finds_every_recorded_fight_hot_loop_incident_and_cascade(capsys: pytest.CaptureFixture[str]) -> None:
-    """The bundled capture is every scenario recorded together: one finding each for those of FINDINGS, and the
-    incident scenarios' findings as incidents. incident-replicas and cascade-replicas are the same pattern (the same
-    two writers over spec.replicas), so their 8 Deployments are one incident, the churn of cascade-replicas'
-    ReplicaSets and Deployment status its consequences."""
+def test_the_demo_tells_the_real_fights_and_nothing_of_the_benign_patterns(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled demo is the real-fight recording (tests/fixtures/real, one run), replayed with its audit log: each
+    real fight is found, no benign pattern is flagged (but the stuck Helm 4 applier, a real apply conflict), the
+    ReplicaSet scaled by a script is one incident headed by the script, and Helm is named where its writes leave no
+    managedFields entry."""
     assert main(["demo", "--output", "json"]) == 0
     found = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
-    roots = [f for f in found if f["related"] is None]
-    by_incident: dict[str, set[tuple[str, str | None, str]]] = {}
-    for f in roots:
-        by_incident.setdefault(f["incident"], set()).add(
-            (f["object"]["kind"], f["object"]["namespace"], f["object"]["name"])
-        )
-    single = {next(iter(objects))[::2] for objects in by_incident.values() if len(objects) == 1}
-    assert single == {(e.kind, e.name) for e in FINDINGS.values()}
-    replicas = {("Deployment", ns, name) for ns, name in INCIDENTS["incident-replicas"].objects}
-    replicas |= {("Deployment", "cascade-replicas", name) for name in CASCADE_OBJECTS}
-    widgets = {("Widget", ns, name) for ns, name in INCIDENTS["incident-hot-loop"].objects}
-    assert {frozenset(o) for o in by_incident.values() if len(o) > 1} == {frozenset(replicas), frozenset(widgets)}
-    consequences = [f for f in found if f["related"] is not None]
-    assert {f["object"]["namespace"] for f in consequences} == {"cascade-replicas"}
-    assert {f["object"]["kind"] for f in consequences} == {"Deployment", "ReplicaSet"}
-    assert len(consequences) == 2 * len(CASCADE_OBJECTS)
-    (fight,) = {f["incident"] for f in roots if f["object"]["namespace"] == "cascade-replicas"}
-    assert {f["incident"] for f in consequences} == {fight}  # under their root cause
+    by_namespace: dict[str, list[dict[str, Any]]] = {}
+    for f in found:
+        ns = f["object"]["namespace"] or f["object"]["name"].rsplit("-validate", 1)[0]
+        by_namespace.setdefault(ns, []).append(f)
+    assert set(by_namespace) == set(REAL_FIGHTS) | {"helm4-apply-conflict"}
+    for scenario, expected in REAL_FIGHTS.items():
+        fights = [f for f in by_namespace[scenario] if f["type"] == "fight"]
+        assert len(fights) == expected.findings, scenario
+        for fight in fights:
+            assert {(w["manager"], w["operation"] or "", w["subresource"] or "") for w in fight["writers"]} == set(
+                expected.audited
+            ), scenario
+    assert [f["type"] for f in by_namespace["helm4-apply-conflict"]] == ["apply_conflict"]
+    scaled = by_namespace["replicaset-scale"]
+    (root,) = [f for f in scaled if f["related"] is None]
+    assert (root["type"], root["writers"][0]["display"]) == ("fight", "kubectl (Update, scale)")
+    assert {f["incident"] for f in scaled} == {root["incident"]}
 
 
 def test_no_command_prints_help_and_fails() -> None:

@@ -255,8 +255,8 @@ def _notes(counts: tuple[WriterCount, ...]) -> str:
     audited = [c.writer.display() for c in counts if c.named_from == "audit"]
     if audited:
         notes.append(
-            f"{hints.listed(audited)} {'is' if len(audited) == 1 else 'are'} named from the audit events: "
-            "managedFields do not record these writes"
+            f"{hints.listed(audited)} {'is' if len(audited) == 1 else 'are'} named from the audit events (no "
+            "managedFields entry names its writes here)"
         )
     anonymous_ = sorted({c.writer.manager or "" for c in counts if anonymous(c.writer)})
     if anonymous_:

@@ -239,11 +239,20 @@ def _driven(e: Evidence) -> str:
     fields = ", ".join(e.driver_fields[:3]) or "the object"
     restart = any("kubectl.kubernetes.io/restartedAt" in f for f in e.driver_fields)
     how = " (`kubectl rollout restart` sets restartedAt)" if restart else ""
+    back = [w.display() for w in e.restorers]
+    reacting = [r for r in e.reactors if r not in back]
+    then = []
+    if back:
+        then.append(f"{listed(back)} {'sets' if len(back) == 1 else 'set'} it back")
+    if reacting:
+        then.append(
+            f"{listed(reacting)} {'rolls' if len(reacting) == 1 else 'roll'} out and rewrite"
+            f"{'s' if len(reacting) == 1 else ''} the status"
+        )
     return (
-        f"The loop is driven from outside the controller: {who} keeps changing {fields}{how}, and "
-        f"{listed(list(e.reactors))} rolls out and rewrites the status after every change. Find what runs {who} that "
-        "often (a CronJob, a CI job, a script or an operator in a loop) and stop it, or make it write only when "
-        "something really changed."
+        f"The loop is driven from outside the controller: {who} {'keeps' if len(e.drivers) == 1 else 'keep'} changing "
+        f"{fields}{how}, and {' and '.join(then)} after every change. Find what runs {who} that often (a CronJob, a "
+        "CI job, a script or an operator in a loop) and stop it, or make it write only when something really changed."
     )
 
 
