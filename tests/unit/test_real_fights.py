@@ -33,12 +33,14 @@ REAL = Path(__file__).parents[1] / "fixtures" / "real"
 MODES = ("watch", "metadata", "audit")
 
 
-def _events(name: str, engine: Engine, *, metadata_only: bool = False) -> Generator[ObjectEvent, None, None]:
+def watch_events(
+    name: str, engine: Engine, *, metadata_only: bool = False, root: Path = REAL
+) -> Generator[ObjectEvent, None, None]:
     """The recording's watch events; metadata only: as `fightwatch run` watches (PartialObjectMetadata)."""
     if not metadata_only:
-        yield from read_capture(str(REAL / f"{name}.watch.jsonl"), engine.decode, stats=ReadStats())
+        yield from read_capture(str(root / f"{name}.watch.jsonl"), engine.decode, stats=ReadStats())
         return
-    for line in (REAL / f"{name}.watch.jsonl").read_bytes().splitlines():
+    for line in (root / f"{name}.watch.jsonl").read_bytes().splitlines():
         doc = orjson.loads(line)
         obj = doc["object"]
         doc["object"] = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": obj["metadata"]}
@@ -47,18 +49,20 @@ def _events(name: str, engine: Engine, *, metadata_only: bool = False) -> Genera
         yield event
 
 
-def analyse(name: str, mode: str, engine: str, settings: Config | None = None) -> tuple[list[Finding], Engine]:
+def analyse(
+    name: str, mode: str, engine: str, settings: Config | None = None, *, root: Path = REAL
+) -> tuple[list[Finding], Engine]:
     """Replay a recording in a mode (`MODES`) on an engine: its findings (active, then resolved), and the watch's
     engine."""
     detection = (settings or Config()).detection
     watch = Engine(detection, attribution=engine)
     if mode != "audit":
-        for event in _events(name, watch, metadata_only=mode == "metadata"):
+        for event in watch_events(name, watch, metadata_only=mode == "metadata", root=root):
             watch.process(event)
         return watch.active() + watch.resolved(), watch
     joined = Joined(watch, RequestEngine(detection))
-    requests = read_audit_logs([str(REAL / f"{name}.audit.jsonl")], stats=AuditStats())
-    streams: list[Generator[ObjectEvent | Request, None, None]] = [_events(name, watch), requests]
+    requests = read_audit_logs([str(root / f"{name}.audit.jsonl")], stats=AuditStats())
+    streams: list[Generator[ObjectEvent | Request, None, None]] = [watch_events(name, watch, root=root), requests]
     for item in merged(streams, lambda i: i.time or 0.0):
         if isinstance(item, Request):
             joined.process_request(item)
@@ -258,3 +262,22 @@ def test_one_writers_churn_on_a_kind_the_default_rules_leave_out_is_not_reported
 
 def test_unnamed_is_the_unattributed_writer() -> None:
     assert party(Writer(None)) == UNNAMED
+
+
+@pytest.mark.parametrize("engine", IMPLEMENTATIONS)
+def test_a_go_client_that_sets_no_field_manager_is_said_to_be_one(engine: str, tmp_path: Path) -> None:
+    """A Go program calling the API with net/http and no `fieldManager` is named `Go-http-client` by the API server
+    (from its User-Agent `Go-http-client/2.0`). The flux-curl recording with curl's User-Agent replaced by Go's, in
+    the watch and the audit log: the same fight, said to be a client that names no field manager, not a controller."""
+    for suffix, old, new in (
+        ("watch", b'"manager":"curl"', b'"manager":"Go-http-client"'),
+        ("audit", b'"userAgent":"curl/7.88.1"', b'"userAgent":"Go-http-client/2.0"'),
+    ):
+        text = (REAL / f"flux-curl.{suffix}.jsonl").read_bytes()
+        assert old in text
+        (tmp_path / f"go-client.{suffix}.jsonl").write_bytes(text.replace(old, new))
+    (fight,), _ = analyse("go-client", "audit", engine, root=tmp_path)
+    assert {c.writer.manager for c in fight.writers} == {"Go-http-client", "kustomize-controller"}
+    assert "Go-http-client is the User-Agent of a client that names no field manager of its own" in fight.summary
+    (client,) = [c for c in fight.writers if c.writer.manager == "Go-http-client"]
+    assert client.users == ("system:serviceaccount:ops:legacy-sync",)
