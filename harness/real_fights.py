@@ -256,9 +256,18 @@ async def helm3_reinstall(stage: Stage, ns: str) -> None:
 
 async def helm3_hpa(stage: Stage, ns: str) -> None:
     """A chart that always sets `replicas: 1` beside its HorizontalPodAutoscaler (minReplicas 3): every `helm upgrade`
-    scales the Deployment down, every HPA sync (15 s) back up."""
+    scales the Deployment down, every HPA sync (15 s) back up. Halfway, a person scales it by hand once (`kubectl
+    scale`): a writer that took the field once and lost it, no fighter."""
     await namespace(stage, ns)
-    await every(PERIOD, ROUNDS + 2, lambda _: helm_release(stage, 3, "web", "web", ns, "--set", "pinReplicas=true"))
+
+    async def by_hand() -> None:
+        await asyncio.sleep(PERIOD * (ROUNDS / 2 + 0.5))  # (between two upgrades)
+        await stage.kubectl(PERSON)("scale", "deployment", "web", "-n", ns, "--replicas=5")
+
+    await asyncio.gather(
+        every(PERIOD, ROUNDS + 2, lambda _: helm_release(stage, 3, "web", "web", ns, "--set", "pinReplicas=true")),
+        by_hand(),
+    )
 
 
 def _flux_deployment(ns: str, name: str, replicas: int) -> JSON:
@@ -528,7 +537,9 @@ FIGHTS: dict[str, Scenario] = {
         fight=True,
     ),
     "helm3-hpa": Scenario(
-        helm3_hpa, "`helm upgrade` of a chart that pins `replicas: 1` against its HPA (minReplicas 3)", fight=True
+        helm3_hpa,
+        "`helm upgrade` of a chart that pins `replicas: 1` against its HPA (minReplicas 3); a person scales it once",
+        fight=True,
     ),
     "flux-hpa": Scenario(
         flux_hpa,

@@ -129,7 +129,8 @@ def test_live_watch_and_audit_joined_name_the_users_of_the_fight(recorded: Recor
     }
     assert fight["conflicts"] == 12
     storms = {f["object"]["namespace"]: f for f in findings if f["type"] == "conflict_storm"}
-    assert storms["rmw-fight"]["hint"].startswith("This is a fight")
+    assert storms["rmw-fight"]["related"] == fight["id"]  # (the fight's failed half)
+    assert storms["rmw-fight"]["hint"].startswith("These conflicts follow from the fight on the same object")
     assert storms["storm-fields"]["hint"].startswith("The watch sees no field changing hands")
     # the autoscaler's scale writes have a managedFields entry of their own (subresource scale): the audit events
     # name its user

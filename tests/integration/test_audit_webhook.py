@@ -161,6 +161,12 @@ async def test_findings_over_requests_arrive_live_with_their_clients(
     }
     for kind, ns in wanted:
         await watcher.wait_for_finding(_finding(kind, ns), what=f"a {kind} in {ns}")
+    # the storm is the failed half of the fight over the same object: linked to it once the watch has found it
+    fight = await watcher.wait_for_finding(_finding("fight", "rmw-fight"), what="the fight in rmw-fight")
+    await watcher.wait_for_finding(
+        lambda f: _finding("conflict_storm", "rmw-fight")(f) and f["related"] == fight["id"],
+        what="the storm in rmw-fight linked to its fight",
+    )
     findings = await watcher.findings()
     by_key = {(f["type"], f["object"]["namespace"]): f for f in findings}
     storm = by_key["conflict_storm", "rmw-fight"]
@@ -173,7 +179,7 @@ async def test_findings_over_requests_arrive_live_with_their_clients(
         scenarios.LABELER.user: scenarios.LABELER.pod_ref,
         scenarios.GITOPS.user: scenarios.GITOPS.pod_ref,
     }
-    assert storm["hint"].startswith("This is a fight")
+    assert storm["hint"].startswith("These conflicts follow from the fight on the same object (ConfigMap rmw-fight/")
     fight = by_key["fight", "rmw-fight"]
     assert {w["manager"]: w["users"] for w in fight["writers"]} == {
         "argocd-application-controller": [scenarios.GITOPS.user],
@@ -208,7 +214,8 @@ async def test_findings_over_requests_arrive_live_with_their_clients(
     )
     assert applied["fields"] == ["data.mode"]
     assert not [f for f in findings if f["object"]["namespace"].startswith("benign")]
-    # the renderer's conflicts follow from the fight upstream: linked to it, and no finding series of their own
+    # the renderer's conflicts follow from the fight upstream, the labeler's from the fight they are the failed half
+    # of: linked to it, and no finding series of their own
     downstream = by_key["conflict_storm", "cascade"]
     assert downstream["related"] == by_key["fight", "cascade"]["id"]
     series = [
@@ -217,7 +224,8 @@ async def test_findings_over_requests_arrive_live_with_their_clients(
         for s in family.samples
         if s.name == "fightwatch_finding_info"
     ]
-    assert ("conflict_storm", "rmw-fight", "settings") in series
+    assert ("fight", "rmw-fight", "settings") in series
+    assert ("conflict_storm", "rmw-fight", "settings") not in series
     assert ("conflict_storm", "cascade", "app-rendered") not in series
     assert (await watcher.metric("fightwatch_audit_batches_total", outcome="accepted") or 0) >= 1
     # the Secret of `benign-full` was posted with its value (RequestResponse level): it is nowhere fightwatch tells,
