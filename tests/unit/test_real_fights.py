@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from harness.stage import PERSON
 from tests.expectations import REAL_BENIGN, REAL_FIGHTS, UNNAMED, Party, RealFight
 from tests.unit.captures import IMPLEMENTATIONS
 from watcher.config import Config, parse_config
@@ -281,3 +282,25 @@ def test_a_go_client_that_sets_no_field_manager_is_said_to_be_one(engine: str, t
     assert "Go-http-client is the User-Agent of a client that names no field manager of its own" in fight.summary
     (client,) = [c for c in fight.writers if c.writer.manager == "Go-http-client"]
     assert client.users == ("system:serviceaccount:ops:legacy-sync",)
+
+
+@pytest.mark.parametrize("engine", IMPLEMENTATIONS)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_person_who_scaled_once_mid_fight_is_no_fighter(engine: str, mode: str) -> None:
+    """helm3-hpa: halfway, a person runs `kubectl scale deployment web` once. Their write took spec.replicas (a
+    managedFields entry of its own) and lost it to the next `helm upgrade`: it took no part in the alternation, so the
+    fight names helm and the HPA alone; with the audit log the person is among the clients that wrote the object."""
+    took = [
+        entry
+        for line in (REAL / "helm3-hpa.watch.jsonl").read_bytes().splitlines()
+        for entry in orjson.loads(line)["object"]["metadata"].get("managedFields", [])
+        if (entry["manager"], entry.get("subresource")) == ("kubectl", "scale")
+        and "f:replicas" in entry["fieldsV1"].get("f:spec", {})
+    ]
+    assert took
+    (fight,), _ = analyse("helm3-hpa", mode, engine)
+    assert {party(c.writer) for c in fight.writers} == REAL_FIGHTS["helm3-hpa"].watch
+    assert "kubectl" not in fight.summary
+    if mode == "audit":
+        (person,) = [c for c in fight.clients if c.user == PERSON]
+        assert (person.manager, person.writes) == ("kubectl", 1)
