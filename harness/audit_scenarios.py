@@ -446,8 +446,12 @@ async def record(cp: ControlPlane, names: Sequence[str]) -> tuple[list[JSON], JS
 def wait_for_log(log: Path, names: Sequence[str], *, deadline: float = 30.0) -> list[bytes]:
     """The audit log's lines once it holds the end marker `record` writes last (the log backend writes an event
     when its request completes, which can be after the client has its answer)."""
+    return wait_for_marker(log, f'"namespace":"{names[0]}","name":"{END_MARKER}"'.encode(), deadline=deadline)
+
+
+def wait_for_marker(log: Path, needle: bytes, *, deadline: float = 30.0) -> list[bytes]:
+    """The audit log's lines once one of them holds `needle` (the event of the request a recording makes last)."""
     give_up = time.monotonic() + deadline
-    needle = f'"namespace":"{names[0]}","name":"{END_MARKER}"'.encode()
     while True:
         data = log.read_bytes() if log.exists() else b""
         if needle in data:

@@ -23,9 +23,9 @@ import orjson
 import yaml
 
 from . import manifests
-from .kube import CONFIGMAPS, DEPLOYMENTS, JSON, REPLICASETS, Resource
+from .kube import CONFIGMAPS, DEPLOYMENTS, JSON, REPLICASETS, ApiError, Resource
 from .kubectl import KubectlError
-from .stage import HARNESS_MANAGER, LEGACY, PERSON, SCRIPT, SECRETS, SYNC, Stage, self_signed_ca
+from .stage import HARNESS_MANAGER, LEGACY, PERSON, SCRIPT, SECRETS, SYNC, Stage, self_signed_ca, until
 
 ENDPOINTS = Resource("/api/v1", "endpoints", "Endpoints")
 ENDPOINT_SLICES = Resource("/apis/discovery.k8s.io/v1", "endpointslices", "EndpointSlice")
@@ -34,6 +34,7 @@ HPAS = Resource("/apis/autoscaling/v2", "horizontalpodautoscalers", "HorizontalP
 FLUX_INTERVAL = "10s"
 ROUNDS = 10  # rounds of a client's loop against a controller
 PERIOD = 6.0  # seconds between two of a client's rounds
+WAIT = 60.0  # seconds for what a scenario waits for (a controller's object, an injection)
 
 
 @dataclass(frozen=True)
@@ -231,15 +232,12 @@ async def helm4_apply_conflict(stage: Stage, ns: str) -> None:
 async def wait_injected(stage: Stage, webhook: str) -> None:
     """Wait until the cainjector has injected a CA into a webhook configuration."""
     path = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{webhook}"
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + 60.0
-    while True:
+
+    async def injected() -> str | None:
         hooks = (await stage.admin.get(path)).get("webhooks") or [{}]
-        if hooks[0].get("clientConfig", {}).get("caBundle"):
-            return
-        if loop.time() > give_up:
-            raise TimeoutError(f"{webhook}: no caBundle injected within 60s")
-        await asyncio.sleep(0.2)
+        return hooks[0].get("clientConfig", {}).get("caBundle") or None
+
+    await until(injected, what=f"{webhook}: a caBundle injected", deadline=WAIT)
 
 
 async def helm3_reinstall(stage: Stage, ns: str) -> None:
@@ -340,15 +338,17 @@ async def flux_curl(stage: Stage, ns: str) -> None:
 
 
 async def wait_for(stage: Stage, path: str) -> JSON:
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + 60.0
-    while True:
+    """An object once it exists (made by a controller or a GitOps tool)."""
+
+    async def found() -> JSON | None:
         try:
             return await stage.admin.get(path)
-        except Exception:
-            if loop.time() > give_up:
+        except ApiError as exc:
+            if exc.status != 404:
                 raise
-        await asyncio.sleep(0.2)
+            return None
+
+    return await until(found, what=f"{path} made", deadline=WAIT)
 
 
 async def replicaset_scale(stage: Stage, ns: str) -> None:
@@ -366,15 +366,17 @@ async def replicaset_scale(stage: Stage, ns: str) -> None:
 
 
 async def _replicaset_of(stage: Stage, ns: str, deployment: str) -> str:
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + 60.0
-    while True:
-        found = await stage.admin.get(REPLICASETS.path(ns), query={"labelSelector": f"app={deployment}"})
-        if found["items"]:
-            return str(found["items"][0]["metadata"]["name"])
-        if loop.time() > give_up:
-            raise TimeoutError(f"no ReplicaSet of {ns}/{deployment} within 60s")
-        await asyncio.sleep(0.2)
+    return await _first(stage, REPLICASETS.path(ns), f"app={deployment}", what=f"a ReplicaSet of {ns}/{deployment}")
+
+
+async def _first(stage: Stage, path: str, selector: str, *, what: str) -> str:
+    """The name of the first object a label selector selects, once there is one."""
+
+    async def named() -> str | None:
+        items = (await stage.admin.get(path, query={"labelSelector": selector}))["items"]
+        return str(items[0]["metadata"]["name"]) if items else None
+
+    return await until(named, what=what, deadline=WAIT)
 
 
 async def status_edit(stage: Stage, ns: str) -> None:
@@ -396,12 +398,12 @@ async def status_edit(stage: Stage, ns: str) -> None:
 
 async def _status_replicas(stage: Stage, ns: str, deployment: str, replicas: int) -> None:
     """Wait until a Deployment's status counts its pods (created, never ready: no kubelet runs)."""
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + 60.0
-    while (await stage.admin.get(DEPLOYMENTS.path(ns, deployment))).get("status", {}).get("replicas") != replicas:
-        if loop.time() > give_up:
-            raise TimeoutError(f"{ns}/{deployment}: status.replicas is not {replicas} within 60s")
-        await asyncio.sleep(0.2)
+
+    async def counted() -> bool | None:
+        status = (await stage.admin.get(DEPLOYMENTS.path(ns, deployment))).get("status", {})
+        return status.get("replicas") == replicas or None
+
+    await until(counted, what=f"{ns}/{deployment}: status.replicas {replicas}", deadline=WAIT)
 
 
 async def root_ca_reapply(stage: Stage, ns: str) -> None:
@@ -448,17 +450,8 @@ async def endpointslice_mirror(stage: Stage, ns: str) -> None:
 
 
 async def _slice_of(stage: Stage, ns: str, service: str) -> str:
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + 60.0
-    while True:
-        found = await stage.admin.get(
-            ENDPOINT_SLICES.path(ns), query={"labelSelector": f"kubernetes.io/service-name={service}"}
-        )
-        if found["items"]:
-            return str(found["items"][0]["metadata"]["name"])
-        if loop.time() > give_up:
-            raise TimeoutError(f"no EndpointSlice of {ns}/{service} within 60s")
-        await asyncio.sleep(0.2)
+    selector = f"kubernetes.io/service-name={service}"
+    return await _first(stage, ENDPOINT_SLICES.path(ns), selector, what=f"an EndpointSlice of {ns}/{service}")
 
 
 # ------------------------------------------------------------------------------------------------------- benign

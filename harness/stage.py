@@ -26,10 +26,11 @@ import tarfile
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 import yaml
@@ -54,6 +55,21 @@ ROLE_BINDINGS = Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "
 SECRETS = Resource("/api/v1", "secrets", "Secret")
 EXTERNAL_ARTIFACTS = Resource("/apis/source.toolkit.fluxcd.io/v1", "externalartifacts", "ExternalArtifact")
 KUSTOMIZATIONS = Resource("/apis/kustomize.toolkit.fluxcd.io/v1", "kustomizations", "Kustomization")
+T = TypeVar("T")
+
+
+async def until(check: Callable[[], Awaitable[T | None]], *, what: str, deadline: float = READY_DEADLINE) -> T:
+    """What `check()` returns once it is not None, looking every POLL seconds; TimeoutError naming `what` (what was
+    waited for) after `deadline` seconds."""
+    give_up = time.monotonic() + deadline
+    while True:
+        found = await check()
+        if found is not None:
+            return found
+        if time.monotonic() > give_up:
+            raise TimeoutError(f"{what}: not within {deadline:.0f}s")
+        await asyncio.sleep(POLL)
+
 
 # The programs' identities: the namespaces and service accounts their installs give them, a pod each.
 CAINJECTOR = Identity("cert-manager", "cert-manager-cainjector", "cert-manager-cainjector-7d9f8b6c5-2xkqp")
@@ -201,11 +217,11 @@ class Stage:
 
     async def _wait_aggregated(self, role: str) -> None:
         """Wait until kube-controller-manager's clusterrole-aggregation controller has filled a default role."""
-        give_up = time.monotonic() + READY_DEADLINE
-        while not (await self.admin.get(CLUSTER_ROLES.path(name=role))).get("rules"):
-            if time.monotonic() > give_up:
-                raise TimeoutError(f"ClusterRole {role} not aggregated within {READY_DEADLINE:.0f}s")
-            await asyncio.sleep(POLL)
+
+        async def rules() -> object | None:
+            return (await self.admin.get(CLUSTER_ROLES.path(name=role))).get("rules") or None
+
+        await until(rules, what=f"ClusterRole {role} aggregated")
 
     async def start_controllers(self) -> None:
         """Start cainjector and kustomize-controller, and wait until each works: the cainjector holds its Lease;
@@ -270,15 +286,12 @@ class Stage:
                     await self._wait_established(crd["metadata"]["name"])
 
     async def _wait_established(self, name: str) -> None:
-        give_up = time.monotonic() + READY_DEADLINE
-        while True:
+        async def established() -> bool | None:
             crd = await self.admin.get(CRDS.path(name=name))
             conditions = (crd.get("status") or {}).get("conditions") or []
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                return
-            if time.monotonic() > give_up:
-                raise TimeoutError(f"CRD {name} not established after {READY_DEADLINE:.0f}s")
-            await asyncio.sleep(POLL)
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions) or None
+
+        await until(established, what=f"CRD {name} established")
 
     async def wait_leading(self, program: str, namespace: str, lease: str) -> None:
         """Wait until a controller holds its leader-election Lease (it then reconciles); raise if it exits first."""

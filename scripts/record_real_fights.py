@@ -26,7 +26,6 @@ import shlex
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import orjson
 
 from harness import programs, real_fights
+from harness.audit_scenarios import wait_for_marker
 from harness.control_plane import ADMIN_USER, ControlPlane, start_control_plane
 from harness.kube import (
     CONFIGMAPS,
@@ -97,15 +97,7 @@ async def record(cp: ControlPlane, workdir: Path, names: Sequence[str]) -> tuple
 
 def wait_for_log(log: Path, deadline: float = 30.0) -> list[bytes]:
     """The audit log's lines once it holds the end marker (an event is logged when its request completes)."""
-    give_up = time.monotonic() + deadline
-    needle = f'"name":"{END_MARKER}"'.encode()
-    while True:
-        data = log.read_bytes() if log.exists() else b""
-        if needle in data:
-            return data.splitlines()
-        if time.monotonic() > give_up:
-            raise TimeoutError(f"{log}: the end marker was not logged within {deadline:g}s")
-        time.sleep(0.05)  # poll interval while the log catches up
+    return wait_for_marker(log, f'"name":"{END_MARKER}"'.encode(), deadline=deadline)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -342,7 +342,6 @@ class PythonAttribution:
         The loser's entry may be gone altogether (it owned nothing else), or kept from the previous version
         without decoding (its time did not move): then what it owns now is decoded here, only when it matters.
         """
-        before, after = values
         taken: set[str] = set()
         for taker, paths in gained.items():
             for path in sorted(paths):  # (a set's order is the process's own: see hashing.py)
@@ -354,19 +353,7 @@ class PythonAttribution:
                         entry = self._refresh(entries, loser, raw)
                     if entry is not None and path in entry.fields:
                         continue
-                    visible = before.has(path) or after.has(path)
-                    write.handovers.append(
-                        Handover(
-                            write.at,
-                            write.seq,
-                            path,
-                            taker,
-                            before=loser,
-                            after=taker,
-                            was=before.get(path) if visible else None,
-                            now=after.get(path) if visible else None,
-                        )
-                    )
+                    write.handovers.append(_handover(write, path, taker, (loser, taker), values))
                     taken.add(path)
         return taken
 
