@@ -43,13 +43,10 @@ from kubernetes_asyncio.client import ApiClient
 from . import manifests
 from .control_plane import ADMIN_USER, RELEASES, ControlPlane, default_release, start_control_plane
 from .identities import Identity, provision
-from .kube import CONFIGMAPS, DEPLOYMENTS, JSON, ApiError, Kube, Resource, new_api_client
+from .kube import CONFIGMAPS, DEPLOYMENTS, JSON, ROLE_BINDINGS, ROLES, SECRETS, ApiError, Kube, new_api_client
 from .kubectl import Kubectl, KubectlError
 from .recorder import Recorder
 
-SECRETS = Resource("/api/v1", "secrets", "Secret")
-ROLES = Resource("/apis/rbac.authorization.k8s.io/v1", "roles", "Role")
-ROLEBINDINGS = Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding")
 HARNESS_MANAGER = "fightwatch-harness"
 # A scenario runs in one namespace per audit level: its name (Metadata), NAME-full (RequestResponse) and NAME-omf
 # (RequestResponse with omitManagedFields: bodies without their managedFields). The fixtures' file name for each.
@@ -144,7 +141,7 @@ async def grant(admin: Kube, names: Sequence[str]) -> None:
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "writer"},
             "subjects": subjects,
         }
-        await admin.ensure(ROLEBINDINGS.path(ns), binding, manager=HARNESS_MANAGER)
+        await admin.ensure(ROLE_BINDINGS.path(ns), binding, manager=HARNESS_MANAGER)
 
 
 def _configmap(ns: str, name: str, data: dict[str, str] | None = None) -> JSON:

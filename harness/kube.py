@@ -108,6 +108,14 @@ MUTATING_WEBHOOKS = Resource(
     namespaced=False,
 )
 KUSTOMIZATIONS = Resource("/apis/kustomize.toolkit.fluxcd.io/v1", "kustomizations", "Kustomization")
+EXTERNAL_ARTIFACTS = Resource("/apis/source.toolkit.fluxcd.io/v1", "externalartifacts", "ExternalArtifact")
+SECRETS = Resource("/api/v1", "secrets", "Secret")
+ROLES = Resource("/apis/rbac.authorization.k8s.io/v1", "roles", "Role")
+ROLE_BINDINGS = Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding")
+CLUSTER_ROLES = Resource("/apis/rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
 CRDS = Resource("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 WIDGETS = Resource("/apis/example.com/v1", "widgets", "Widget")
 

@@ -23,14 +23,10 @@ import orjson
 import yaml
 
 from . import manifests
-from .kube import CONFIGMAPS, DEPLOYMENTS, JSON, REPLICASETS, ApiError, Resource
+from .kube import CONFIGMAPS, DEPLOYMENTS, ENDPOINT_SLICES, JSON, REPLICASETS, SECRETS, ApiError
 from .kubectl import KubectlError
-from .stage import HARNESS_MANAGER, LEGACY, PERSON, SCRIPT, SECRETS, SYNC, Stage, self_signed_ca, until
+from .stage import HARNESS_MANAGER, LEGACY, PERSON, SCRIPT, SYNC, Stage, self_signed_ca, until
 
-ENDPOINTS = Resource("/api/v1", "endpoints", "Endpoints")
-ENDPOINT_SLICES = Resource("/apis/discovery.k8s.io/v1", "endpointslices", "EndpointSlice")
-SERVICES = Resource("/api/v1", "services", "Service")
-HPAS = Resource("/apis/autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 FLUX_INTERVAL = "10s"
 ROUNDS = 10  # rounds of a client's loop against a controller
 PERIOD = 6.0  # seconds between two of a client's rounds

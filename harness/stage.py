@@ -39,7 +39,19 @@ from kubernetes_asyncio.client import ApiClient
 from . import programs
 from .control_plane import ControlPlane, free_port
 from .identities import Identity, provision
-from .kube import CRDS, JSON, LEASES, ApiError, Kube, Resource, new_api_client
+from .kube import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    CRDS,
+    EXTERNAL_ARTIFACTS,
+    JSON,
+    KUSTOMIZATIONS,
+    LEASES,
+    ROLE_BINDINGS,
+    ApiError,
+    Kube,
+    new_api_client,
+)
 from .kubectl import Kubectl, KubectlError
 
 HARNESS_MANAGER = "fightwatch-harness"
@@ -47,14 +59,6 @@ READY_DEADLINE = 120.0  # seconds for a controller to take its Lease, a CRD to b
 POLL = 0.2  # seconds between two looks at something the stage waits for (never a readiness guess)
 COMMAND_TIMEOUT = 120.0
 
-CLUSTER_ROLES = Resource("/apis/rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", namespaced=False)
-CLUSTER_ROLE_BINDINGS = Resource(
-    "/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
-)
-ROLE_BINDINGS = Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding")
-SECRETS = Resource("/api/v1", "secrets", "Secret")
-EXTERNAL_ARTIFACTS = Resource("/apis/source.toolkit.fluxcd.io/v1", "externalartifacts", "ExternalArtifact")
-KUSTOMIZATIONS = Resource("/apis/kustomize.toolkit.fluxcd.io/v1", "kustomizations", "Kustomization")
 T = TypeVar("T")
 
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from harness.control_plane import ControlPlane, start_control_plane
-from harness.kube import Kube, Resource, new_api_client
+from harness.kube import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, ROLES, Kube, new_api_client
 from watcher.serving.access import Access, AccessUnavailableError, Caller
 from watcher.serving.access import Resource as Want
 from watcher.sources.kube import KubeApi
@@ -16,12 +16,6 @@ from watcher.sources.kube import KubeApi
 pytestmark = pytest.mark.integration
 
 TENANT, SCRAPER, NOBODY = "tenant-a", "prometheus-scraper", "nobody"
-ROLES = Resource("/apis/rbac.authorization.k8s.io/v1", "roles", "Role")
-ROLEBINDINGS = Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding")
-CLUSTERROLES = Resource("/apis/rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", namespaced=False)
-CLUSTERROLEBINDINGS = Resource(
-    "/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
-)
 LIST_CONFIGMAPS_A = Want("list", resource="configmaps", namespace="team-a")
 
 
@@ -62,14 +56,14 @@ async def admin(plane: ControlPlane) -> AsyncIterator[Kube]:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}],
     }
-    await kube.ensure(ROLEBINDINGS.path("team-a"), binding, manager="test")
+    await kube.ensure(ROLE_BINDINGS.path("team-a"), binding, manager="test")
     scrape = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "fightwatch-metrics-reader"},
         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
     }
-    await kube.ensure(CLUSTERROLES.path(), scrape, manager="test")
+    await kube.ensure(CLUSTER_ROLES.path(), scrape, manager="test")
     scrape_binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
@@ -81,7 +75,7 @@ async def admin(plane: ControlPlane) -> AsyncIterator[Kube]:
         },
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": SCRAPER}],
     }
-    await kube.ensure(CLUSTERROLEBINDINGS.path(), scrape_binding, manager="test")
+    await kube.ensure(CLUSTER_ROLE_BINDINGS.path(), scrape_binding, manager="test")
     try:
         yield kube
     finally:

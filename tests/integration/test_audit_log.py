@@ -27,7 +27,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from harness.control_plane import ControlPlane, start_control_plane
 from harness.identities import Identity, provision
-from harness.kube import CONFIGMAPS, JSON, ApiError, Kube, Resource, new_api_client
+from harness.kube import CONFIGMAPS, JSON, ROLE_BINDINGS, ROLES, SECRETS, ApiError, Kube, new_api_client
 from watcher.detection.requests import Request
 from watcher.sources.audit import AuditStats, read_audit_log
 
@@ -48,9 +48,6 @@ IDENTITY_A = Identity("team-a", TEAM_A, "team-a-operator-7f9c6d5b8-2kq4n")
 IDENTITY_B = Identity("team-b", TEAM_B, "team-b-operator-5d8b7c6f9-x7wzp")
 USER_A, USER_B = IDENTITY_A.user, IDENTITY_B.user
 SECRET_VALUE = secrets.token_hex(12)  # a value no decoded request may hold, plain or base64-encoded
-SECRETS = Resource("/api/v1", "secrets", "Secret")
-ROLES = Resource("/apis/rbac.authorization.k8s.io/v1", "roles", "Role")
-ROLEBINDINGS = Resource("/apis/rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding")
 LOG_DEADLINE = 30.0
 
 
@@ -123,7 +120,7 @@ async def clients(audited: ControlPlane) -> AsyncIterator[Clients]:
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "writer"},
                     "subjects": [{"kind": "ServiceAccount", "name": identity.name, "namespace": identity.namespace}],
                 }
-                await admin.ensure(ROLEBINDINGS.path(ns), binding, manager="fightwatch-harness")
+                await admin.ensure(ROLE_BINDINGS.path(ns), binding, manager="fightwatch-harness")
         yield Clients(admin, a, b)
     finally:
         for client in made:
