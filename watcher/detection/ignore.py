@@ -23,6 +23,16 @@ def origin_of(rule: IgnoreRule) -> str:
     return DEFAULT if rule in DEFAULT_IGNORES else CONFIG
 
 
+def _catches(rule: IgnoreRule, path: str, by: Writer, before: Writer | None) -> bool:
+    """Whether a rule that names a manager leaves out a change of `path` by `by` (taken from `before`)."""
+    if rule.fields and not path.startswith(rule.fields):
+        return False
+    return any(
+        writer is not None and writer.manager and fnmatch.fnmatchcase(writer.manager, rule.manager or "")
+        for writer in (by, before)
+    )
+
+
 class ObjectRules:
     """The rules that apply to one object, compiled for the per-write checks.
 
@@ -54,13 +64,7 @@ class ObjectRules:
         """Whether a change of `path` by `by` (taken from `before`) falls under a field or manager rule."""
         if self.prefixes and path.startswith(self.prefixes):
             return True
-        for rule in self.scoped:
-            if rule.fields and not path.startswith(rule.fields):
-                continue
-            for writer in (by, before):
-                if writer is not None and writer.manager and fnmatch.fnmatchcase(writer.manager, rule.manager or ""):
-                    return True
-        return False
+        return any(_catches(rule, path, by, before) for rule in self.scoped)
 
     def origin(self, path: str, by: Writer, before: Writer | None) -> str:
         """Which rules leave a change of `path` out: "" none, DEFAULT (only default rules), CONFIG (a user's rule)."""
@@ -72,13 +76,10 @@ class ObjectRules:
             if found == CONFIG:
                 return CONFIG
         for rule in self.scoped:
-            if rule.fields and not path.startswith(rule.fields):
-                continue
-            for writer in (by, before):
-                if writer is not None and writer.manager and fnmatch.fnmatchcase(writer.manager, rule.manager or ""):
-                    if origin_of(rule) == CONFIG:
-                        return CONFIG
-                    found = DEFAULT
+            if _catches(rule, path, by, before):
+                if origin_of(rule) == CONFIG:
+                    return CONFIG
+                found = DEFAULT
         return found
 
     def reason(self, path: str) -> str:
