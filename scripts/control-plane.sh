@@ -2,6 +2,8 @@
 # Provide the real control-plane binaries the test suite runs: etcd, etcdctl, kube-apiserver,
 # kube-controller-manager and kubectl of one pinned Kubernetes release.
 #   scripts/control-plane.sh [current|oldest]     (default: $FIGHTWATCH_KUBERNETES, else current)
+#   scripts/control-plane.sh current node         the real node's binaries instead: kubelet, kube-scheduler and
+#                                                 kube-proxy of the release (harness/node.py), built the same way
 # Prints the directory holding them (the controller-runtime envtest layout); everything else goes to stderr, so
 # `dir=$(scripts/control-plane.sh)` works.
 #
@@ -25,6 +27,8 @@ die() { log "ERROR: $*"; exit 1; }
 
 here=$(cd "$(dirname "$0")" && pwd)
 release=${1:-${FIGHTWATCH_KUBERNETES:-current}}
+set=${2:-control}
+[[ $set == control || $set == node ]] || die "the second argument names a set of binaries: control (default) or node, not '$set'"
 pin=$here/kubernetes/$release
 [[ -f $pin/go.mod && -f $pin/go.sum ]] || die "no pinned release '$release' (scripts/kubernetes/$release/go.mod): use current or oldest"
 version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 } $1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2 }' "$pin/go.mod" | head -n1)
@@ -38,12 +42,21 @@ declare -A package=(
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
   [etcd]=go.etcd.io/etcd/server/v3
   [etcdctl]=go.etcd.io/etcd/etcdctl/v3
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
 )
-names=(etcd etcdctl kube-apiserver kube-controller-manager kubectl)
+if [[ $set == node ]]; then
+  names=(kubelet kube-scheduler kube-proxy)
+  grep -q 'k8s.io/kubernetes/cmd/kubelet$' "$pin/go.mod" || die "$pin/go.mod has no node tools: the node runs the current release only"
+else
+  names=(etcd etcdctl kube-apiserver kube-controller-manager kubectl)
+fi
 
 # The binaries the environment names.
 declare -A given=()
 for name in "${names[@]}"; do
+  [[ $set == control ]] || break  # the envtest conventions name control-plane binaries only
   case $name in
     etcd) var=TEST_ASSET_ETCD ;;
     kube-apiserver) var=TEST_ASSET_KUBE_APISERVER ;;
@@ -57,7 +70,7 @@ for name in "${names[@]}"; do
     given[$name]=$KUBEBUILDER_ASSETS/$name
   fi
 done
-if [[ -n ${KUBEBUILDER_ASSETS:-} ]]; then
+if [[ -n ${KUBEBUILDER_ASSETS:-} && $set == control ]]; then
   for name in etcd kube-apiserver; do
     [[ -n ${given[$name]:-} ]] || die "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS has no executable $name"
   done
@@ -65,6 +78,7 @@ fi
 
 cache_root=${FIGHTWATCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fightwatch}/control-plane
 cache=$cache_root/$version
+[[ $set == node ]] && cache=$cache_root/$version-node
 # The cache entry is good for this go.mod and go.sum and this recipe (bump it when `build` changes what it makes):
 # their digest is kept beside it.
 recipe=2
@@ -80,11 +94,11 @@ build() {
   command -v go >/dev/null || die "no go on PATH: Go is needed to build Kubernetes $version (or set KUBEBUILDER_ASSETS)"
   local work built gocache info date ldflags name check
   mkdir -p "$cache_root"
-  work=$(mktemp -d "$cache_root/.build-$version.XXXXXX")
+  work=$(mktemp -d "$cache_root/.build-${cache##*/}.XXXXXX")
   trap 'rm -rf "$work"' EXIT
   built=$work/entry
   # Go's own build cache, kept until this version is built: a build interrupted halfway goes on from there.
-  gocache=$cache_root/.go-build-$version
+  gocache=$cache_root/.go-build-${cache##*/}
   mkdir -p "$built/bin"
   # Version stamps as Kubernetes' own build writes them (hack/lib/version.sh): `--version`, /version and the
   # User-Agent of every client (kubectl/v1.37.2 ...) say the release; the date is the release's, from the proxy.
@@ -96,7 +110,7 @@ build() {
     ldflags+=" -X $stamp.gitVersion=$version -X $stamp.gitMajor=1 -X $stamp.gitMinor=$minor"
     ldflags+=" -X $stamp.gitTreeState=clean -X $stamp.buildDate=$date"
   done
-  log "building Kubernetes $version (kube-apiserver, kube-controller-manager, kubectl) and etcd from Go modules"
+  log "building ${names[*]} of Kubernetes $version from Go modules"
   log "(once per version: about 5 minutes on 2 cores, and 2 GB of downloaded modules)"
   for name in "${names[@]}"; do
     # Kubernetes' own build tags for these binaries (hack/lib/golang.sh), statically linked.
@@ -116,12 +130,12 @@ build() {
   mv "$built" "$cache"
   rm -rf "$work"
   trap - EXIT
-  log "built $("$cache/bin/kube-apiserver" --version 2>&1), $("$cache/bin/etcd" --version | head -n1) into $cache/bin"
+  log "built ${names[*]} of Kubernetes $version into $cache/bin"
 }
 
 # envtest assets are used as they are (the tests that need what they lack say so); otherwise what is not given is built.
 needs_build=
-if [[ -z ${KUBEBUILDER_ASSETS:-} ]]; then
+if [[ -z ${KUBEBUILDER_ASSETS:-} || $set == node ]]; then
   for name in "${names[@]}"; do [[ -n ${given[$name]:-} ]] || needs_build=1; done
 fi
 if [[ -n $needs_build ]]; then
@@ -130,7 +144,7 @@ if [[ -n $needs_build ]]; then
   exec 9>"$cache_root/$version.lock"
   flock 9
   # A build that was killed (SIGKILL skips its clean-up) leaves its temporary directory: never a cache entry.
-  rm -rf "$cache_root/.build-$version".*
+  rm -rf "$cache_root/.build-${cache##*/}".*
   built_complete || build
 fi
 

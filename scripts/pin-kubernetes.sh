@@ -59,6 +59,8 @@ mkdir -p "$dir"
   for module in "${replaced[@]}"; do printf '\t%s => %s %s\n' "$module" "$module" "$staging"; done
   printf ')\n\ntool (\n'
   printf '\tk8s.io/kubernetes/cmd/%s\n' kube-apiserver kube-controller-manager kubectl
+  # The real node (harness/node.py) runs the current release: its kubelet, kube-scheduler and kube-proxy too.
+  [[ $release == current ]] && printf '\tk8s.io/kubernetes/cmd/%s\n' kubelet kube-scheduler kube-proxy
   printf '\tgo.etcd.io/etcd/server/v3\n\tgo.etcd.io/etcd/etcdctl/v3\n)\n'
 } >"$dir/go.mod"
 rm -f "$dir/go.sum"
