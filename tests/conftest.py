@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -116,3 +117,12 @@ async def api_client(control_plane: ControlPlane) -> AsyncIterator[ApiClient]:
 def kube(api_client: ApiClient) -> Kube:
     """Raw-JSON helper over ``api_client``."""
     return Kube(api_client)
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    """A real helm v3 (scripts/helm.sh builds it from Go modules and caches it): its path."""
+    done = subprocess.run([str(REPO / "scripts" / "helm.sh")], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"no helm binary: {done.stderr}")
+    return done.stdout.strip()
