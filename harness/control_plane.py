@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import functools
 import http.client
+import ipaddress
 import json
 import os
 import secrets
@@ -68,7 +69,7 @@ subjectKeyIdentifier = hash
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature, keyEncipherment
 extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectAltName = IP:127.0.0.1, DNS:localhost{extra_names}
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid:always
 
@@ -155,12 +156,12 @@ class _Pki:
     service_account_pub: Path
 
 
-def _make_pki(pki: Path) -> _Pki:
-    """A throw-away CA, serving certificates for 127.0.0.1/localhost signed by it, a client certificate
-    (`audit-client.crt`: the API server's, to authenticate to an audit webhook), a service-account key."""
+def _make_pki(pki: Path, extra_ips: Sequence[str] = ()) -> _Pki:
+    """A throw-away CA, serving certificates for 127.0.0.1/localhost (and `extra_ips`) signed by it, a client
+    certificate (`audit-client.crt`: the API server's, to authenticate to an audit webhook), a service-account key."""
     pki.mkdir(parents=True, exist_ok=True)
     cnf = pki / "openssl.cnf"
-    cnf.write_text(_OPENSSL_CONFIG)
+    cnf.write_text(_OPENSSL_CONFIG.format(extra_names="".join(f", IP:{ip}" for ip in extra_ips)))
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "3650",
              "-config", cnf, "-extensions", "ca_ext", "-subj", "/CN=fightwatch-test-ca",
              "-keyout", "ca.key", "-out", "ca.crt", cwd=pki)  # fmt: skip
@@ -176,6 +177,13 @@ def _make_pki(pki: Path) -> _Pki:
     _openssl("x509", "-req", "-in", "audit-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
              "-set_serial", str(secrets.randbits(63)), "-days", "3650", "-sha256",
              "-extfile", cnf, "-extensions", "client_ext", "-out", "audit-client.crt", cwd=pki)  # fmt: skip
+    # The API server's client certificate for kubelets (logs, exec), in system:masters as kubeadm's is.
+    _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-config", cnf,
+             "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client",
+             "-keyout", "kubelet-client.key", "-out", "kubelet-client.csr", cwd=pki)  # fmt: skip
+    _openssl("x509", "-req", "-in", "kubelet-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-set_serial", str(secrets.randbits(63)), "-days", "3650", "-sha256",
+             "-extfile", cnf, "-extensions", "client_ext", "-out", "kubelet-client.crt", cwd=pki)  # fmt: skip
     _openssl("genrsa", "-out", "service-account.key", "2048", cwd=pki)
     _openssl("rsa", "-in", "service-account.key", "-pubout", "-out", "service-account.pub", cwd=pki)
     return _Pki(
@@ -363,6 +371,21 @@ class ControlPlane:
                  "-extfile", "openssl.cnf", "-extensions", "client_ext", "-out", f"{name}.crt", cwd=pki)  # fmt: skip
         return pki / f"{name}.crt", pki / f"{name}.key"
 
+    def serving_certificate(self, name: str, *, ips: Sequence[str] = (), dns: Sequence[str] = ()) -> tuple[Path, Path]:
+        """A serving certificate (and key) the CA signs for these addresses and DNS names."""
+        pki = self._pki.ca_cert.parent
+        names = ", ".join([*(f"IP:{ip}" for ip in ips), *(f"DNS:{d}" for d in dns)])
+        (pki / f"{name}.ext").write_text(
+            "basicConstraints = critical, CA:FALSE\nkeyUsage = critical, digitalSignature, keyEncipherment\n"
+            f"extendedKeyUsage = serverAuth\nsubjectAltName = {names}\n"
+        )
+        _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-config", "openssl.cnf", "-subj", f"/CN={name}",
+                 "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=pki)  # fmt: skip
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                 "-set_serial", str(secrets.randbits(63)), "-days", "3650", "-sha256",
+                 "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=pki)  # fmt: skip
+        return pki / f"{name}.crt", pki / f"{name}.key"
+
     def log_path(self, component: str) -> Path:
         """Log file of a component: etcd, kube-apiserver or kube-controller-manager."""
         return self.workdir / f"{component}.log"
@@ -497,7 +520,7 @@ def _write_kubeconfig(path: Path, *, url: str, token: str, ca_file: Path, user: 
 
 
 def _start_once(
-    workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token: str, *, flags: list[str]
+    workdir: Path, bin_dir: Path, pki: _Pki, token_file: Path, token: str, *, flags: list[str], node_address: str | None
 ) -> ControlPlane:
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     etcd_url = f"http://127.0.0.1:{etcd_port}"
@@ -541,23 +564,17 @@ def _start_once(
             str(bin_dir / "kube-apiserver"),
             f"--etcd-servers={etcd_url}",
             f"--secure-port={api_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            *_serving_flags(node_address, pki),
             f"--cert-dir={workdir / 'apiserver-certs'}",
             f"--tls-cert-file={pki.apiserver_cert}",
             f"--tls-private-key-file={pki.apiserver_key}",
             f"--client-ca-file={pki.ca_cert}",
             f"--token-auth-file={token_file}",
-            "--authorization-mode=RBAC",
             f"--service-account-issuer={url}",
             f"--service-account-key-file={pki.service_account_pub}",
             f"--service-account-signing-key-file={pki.service_account_key}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=true",
-            # no serviceaccount-token controller, so that plugin would reject every Pod for lack of a token
-            "--disable-admission-plugins=ServiceAccount",
-            # the `kubernetes` Service's endpoint cannot be the loopback --advertise-address: skip it
-            "--endpoint-reconciler-type=none",
             "--profiling=false",
             *flags,
         ]
@@ -570,6 +587,29 @@ def _start_once(
     return cp
 
 
+def _serving_flags(node_address: str | None, pki: _Pki) -> list[str]:
+    """Where kube-apiserver listens and whom it serves: loopback and clients alone, or with `node_address` pods too."""
+    if node_address is None:
+        return [
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            "--authorization-mode=RBAC",
+            # no kubelet runs pods: that plugin would reject every Pod of the tests for lack of a service account token
+            "--disable-admission-plugins=ServiceAccount",
+            # the `kubernetes` Service's endpoint cannot be the loopback --advertise-address: skip it
+            "--endpoint-reconciler-type=none",
+        ]
+    return [
+        "--bind-address=0.0.0.0",
+        f"--advertise-address={node_address}",  # the `kubernetes` Service's endpoint, which pods reach
+        "--authorization-mode=Node,RBAC",  # kubelets read what their pods need as nodes
+        "--enable-admission-plugins=NodeRestriction",
+        "--endpoint-reconciler-type=lease",
+        f"--kubelet-client-certificate={pki.ca_cert.parent / 'kubelet-client.crt'}",
+        f"--kubelet-client-key={pki.ca_cert.parent / 'kubelet-client.key'}",
+    ]
+
+
 def start_control_plane(
     workdir: Path,
     *,
@@ -578,6 +618,7 @@ def start_control_plane(
     audit_webhook: Path | None = None,
     release: str | None = None,
     apiserver_flags: Sequence[str] = (),
+    node_address: str | None = None,
 ) -> ControlPlane:
     """Start etcd + kube-apiserver in workdir and wait until /readyz answers 200 for the admin token.
 
@@ -586,11 +627,19 @@ def start_control_plane(
     kubeconfig naming the receiver; with `audit_policy`) adds the webhook backend in batch mode, batches sent at
     least every second. `apiserver_flags` go to kube-apiserver after the others (`--feature-gates=...`). The PKI
     is made in `workdir/pki` first (`ca.crt`, and `apiserver.crt`/`.key` serving 127.0.0.1), so such a kubeconfig
-    may name its files before they exist."""
+    may name its files before they exist.
+
+    `node_address` (the machine's address, for a node of harness/node.py): the API server serves pods too. It listens
+    on every address and advertises this one as the `kubernetes` Service's endpoint, its certificate names it and the
+    Service's cluster IP, pods get their service account's token (the ServiceAccount admission plugin), and kubelets
+    are authorized as nodes (the Node authorizer, NodeRestriction)."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     bin_dir = control_plane_bin_dir(release)
-    pki = _make_pki(workdir / "pki")
+    extra_ips = []
+    if node_address is not None:
+        extra_ips = [node_address, str(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE)[1])]
+    pki = _make_pki(workdir / "pki", extra_ips)
     token = secrets.token_urlsafe(32)
     user_tokens = {user: secrets.token_urlsafe(32) for user in users}
     token_file = workdir / "tokens.csv"
@@ -619,7 +668,8 @@ def start_control_plane(
     attempts = 3  # a port picked free can be taken by someone else before the component binds it
     for attempt in range(1, attempts + 1):
         try:
-            cp = _start_once(workdir, bin_dir, pki, token_file, token, flags=[*audit_flags, *apiserver_flags])
+            flags = [*audit_flags, *apiserver_flags]
+            cp = _start_once(workdir, bin_dir, pki, token_file, token, flags=flags, node_address=node_address)
         except RuntimeError as exc:
             if attempt == attempts or "address already in use" not in str(exc):
                 raise

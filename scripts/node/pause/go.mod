@@ -1,0 +1,3 @@
+module fightwatch.test/node/pause
+
+go 1.24
