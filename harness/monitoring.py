@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,7 @@ def start_alertmanager(workdir: Path, *, name: str, webhook_url: str) -> Monitor
         f"--web.listen-address=127.0.0.1:{port}",
         "--cluster.listen-address=",  # no gossip port: instances would find each other otherwise
     ]
-    return _start(name, "alertmanager", args, workdir, port)
+    return _start(name, monitoring_bin_dir() / "alertmanager", args, workdir, port)
 
 
 def start_prometheus(
@@ -113,21 +114,29 @@ def start_prometheus(
         "rule_files": [str(p) for p in rule_files],
         "scrape_configs": [job],
     }
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    return run_prometheus(workdir, config)
+
+
+def run_prometheus(workdir: Path, config: Mapping[str, Any], *, binary: Path | None = None) -> Monitor:
+    """A Prometheus with this configuration (prometheus.yml's content), its data in `workdir`: Debian's 2.42, or
+    `binary`, a Prometheus 3 (Debian's build leaves Kubernetes service discovery out: harness/programs.py builds
+    one from Go modules that has it)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(dict(config)))
     port = free_port()
     args = [
         f"--config.file={workdir / 'prometheus.yml'}",
         f"--storage.tsdb.path={workdir / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
-        "--web.console.templates=/dev/null",
-        "--web.console.libraries=/dev/null",
     ]
-    return _start("prometheus", "prometheus", args, workdir, port)
+    if binary is None:  # (Prometheus 3 has no consoles)
+        args += ["--web.console.templates=/dev/null", "--web.console.libraries=/dev/null"]
+    return _start("prometheus", binary or monitoring_bin_dir() / "prometheus", args, workdir, port)
 
 
-def _start(name: str, binary: str, args: list[str], workdir: Path, port: int) -> Monitor:
-    """Spawn one of the unpacked binaries and wait until it answers /-/ready; stop it if it never does."""
-    proc = _spawn(name, [str(monitoring_bin_dir() / binary), *args], workdir)
+def _start(name: str, binary: Path, args: list[str], workdir: Path, port: int) -> Monitor:
+    """Spawn a binary and wait until it answers /-/ready; stop it if it never does."""
+    proc = _spawn(name, [str(binary), *args], workdir)
     try:
         _wait_healthy(proc, port=port, path="/-/ready", tls=None)
     except BaseException:

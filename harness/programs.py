@@ -1,9 +1,11 @@
-"""The third-party programs that play the real fights, built from Go modules as pinned in scripts/programs.
+"""The third-party programs the tests run, built from Go modules as pinned in scripts/programs.
 
-Each directory of scripts/programs is a Go module that pins one program at a released version: Helm 3 and Helm 4
-(`helm.sh/helm/v3`, `/v4`), Flux's kustomize-controller, and cert-manager's CA injector (whose binary's own module is
-not published: `scripts/programs/cainjector/main.go` sets up cert-manager's injector controllers as its
-`cmd/cainjector` does). `binary(name)` builds one on first use (`go_build.go_binary`, cached by its sources and
+Each directory of scripts/programs is a Go module that pins one program at a released version: the real fights'
+Helm 3 and Helm 4 (`helm.sh/helm/v3`, `/v4`; Helm 3 also installs the chart, scripts/helm.sh), Flux's
+kustomize-controller, and cert-manager's CA injector (whose binary's own module is not published:
+`scripts/programs/cainjector/main.go` sets up cert-manager's injector controllers as its `cmd/cainjector` does); and
+Prometheus with its Kubernetes service discovery (Debian's build leaves that out), which scrapes the chart's pods on
+the test node. `binary(name)` builds one on first use (`go_build.go_binary`, cached by its sources and
 version stamps) and returns its path; `version(name)` is the version pinned.
 
 The version stamps are the ones the projects' own release builds write (their Makefiles' `-X` flags), so that each
@@ -58,6 +60,13 @@ PROGRAMS: dict[str, Program] = {
     ),
     "kustomize-controller": Program(
         "kustomize-controller", "github.com/fluxcd/kustomize-controller", "github.com/fluxcd/kustomize-controller"
+    ),
+    "prometheus": Program(
+        "prometheus",
+        "github.com/prometheus/prometheus/cmd/prometheus",
+        "github.com/prometheus/prometheus",
+        # (the module's v0.316.0 is Prometheus 3.16.0: its Go module versions are v0.<major><minor>.<patch>)
+        ("github.com/prometheus/common/version.Version={version}",),
     ),
     "cainjector": Program(
         "cainjector",
