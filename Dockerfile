@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # fightwatch container image: `fightwatch run` as a non-root user on a slim Python runtime.
-# Build: docker build -t fightwatch:0.1.0 .   (CI has no Docker engine: it lints this file with hadolint and runs
-# the same two install steps, scripts/image-install.sh build|install, in a fresh virtual environment.)
+# Build: docker build -t fightwatch:0.1.0 .   Without a Docker engine: `make image` (scripts/image.sh) builds it with
+# buildah on base images made from Debian's packages, passed in as the build arguments below (docs/image.md).
 
 ARG PYTHON_IMAGE=python:3.11.10-slim-bookworm
 # The official Rust image whose toolchain builds the native engine: at native/Cargo.toml's rust-version or later.
@@ -13,10 +13,12 @@ FROM ${RUST_IMAGE} AS rust
 # --- build: the project wheel plus the wheels of all its dependencies ----------------------------------------
 FROM ${PYTHON_IMAGE} AS build
 # mypyc compiles the per-event modules to C and cargo builds the native engine from the crates native/Cargo.lock
-# pins, fetched from crates.io (setup.py): this stage needs a C compiler and Rust; the runtime does not.
-# hadolint ignore=DL3008
+# pins, fetched from crates.io (setup.py): this stage needs a C compiler and Rust; the runtime does not. The official
+# Python image has Python's headers and pip already; a base of Debian's python3 needs python3-dev here as well.
+ARG BUILD_PACKAGES="gcc libc6-dev"
+# hadolint ignore=DL3008,SC2086
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && apt-get install -y --no-install-recommends ${BUILD_PACKAGES} \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=rust /usr/local/cargo /usr/local/cargo
 COPY --from=rust /usr/local/rustup /usr/local/rustup
@@ -34,18 +36,18 @@ RUN scripts/native.sh
 COPY pyproject.toml setup.py README.md ./
 COPY watcher/ watcher/
 COPY scripts/image-install.sh scripts/
-RUN scripts/image-install.sh build /wheels
+# The virtual environment is made here, from the base the runtime shares, and copied whole: the runtime gets one
+# layer with the environment and nothing else (no wheels, no pip).
+RUN scripts/image-install.sh build /wheels \
+    && scripts/image-install.sh install /wheels /opt/fightwatch
 
-# --- runtime: no compilers, no pip cache, no source tree -------------------------------------------------
+# --- runtime: no compilers, no pip, no wheels, no source tree ----------------------------------------------
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="fightwatch" \
       org.opencontainers.image.description="Finds Kubernetes controllers fighting over objects, and hot reconcile loops" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.source="https://github.com/fightwatch/fightwatch"
-COPY --from=build /wheels /wheels
-COPY scripts/image-install.sh /usr/local/bin/image-install.sh
-RUN /usr/local/bin/image-install.sh install /wheels /opt/fightwatch \
-    && rm -rf /wheels /usr/local/bin/image-install.sh
+COPY --from=build /opt/fightwatch /opt/fightwatch
 ENV PATH=/opt/fightwatch/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
