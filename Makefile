@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit bench-replay bench-live load-test record-captures clean-build
+.PHONY: demo test lint unit image bench-replay bench-live load-test record-captures clean-build
 
 # The install compiles the per-event code (setup.py: mypyc, and the native engine in Rust): a change to it
 # installs again.
@@ -69,6 +69,11 @@ lint: $(CHECKOUT_PTH)
 
 unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit
+
+## The container image, built for real with buildah (scripts/image.sh: local base images, no registry needed); prints
+## its name, its archive for `ctr images import`, its size and buildah's storage (docs/image.md).
+image:
+	scripts/image.sh
 
 ## The detection engine on a seeded synthetic stream of 200,000 events over 20,000 objects: throughput against the
 ## decode floor, memory per object, recall (results in bench-results/replay.json).
