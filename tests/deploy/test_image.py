@@ -1,20 +1,27 @@
-"""The container image without a Docker engine: hadolint on the Dockerfile, and the Dockerfile's own two install
-steps (scripts/image-install.sh build, then install from those wheels only, offline) run for real here."""
+"""The container image: hadolint on the Dockerfile, the Dockerfile's own two install steps (scripts/image-install.sh
+build, then install from those wheels only, offline) run here, and the image built for real with buildah
+(scripts/image.sh) and run from its archive with runc, as a node would run it: read-only, as its numeric user."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
 def test_hadolint_is_clean() -> None:
@@ -140,3 +147,126 @@ def test_a_crate_that_does_not_download_is_named_and_stops_only_a_run_that_requi
     else:
         assert done.returncode == 0
         assert "without the native engine" in done.stderr
+
+
+# --- the image built for real ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    name: str
+    archive: Path
+    rootfs: Path
+    config: dict[str, object]  # the image's runtime config (User, Env, Entrypoint, ...)
+    repo_tags: list[str]
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _unpack(archive: Path, into: Path) -> tuple[dict[str, object], list[str]]:
+    """Lay the docker-archive's layers out in order, as a container runtime does: whiteouts first, then the files."""
+    with tarfile.open(archive) as outer:
+        (manifest,) = json.load(outer.extractfile("manifest.json"))  # type: ignore[arg-type]
+        config = json.load(outer.extractfile(manifest["Config"]))  # type: ignore[arg-type]
+        into.mkdir()
+        for layer in manifest["Layers"]:
+            with tarfile.open(fileobj=outer.extractfile(layer)) as tar:
+                members = tar.getmembers()
+                for member in members:
+                    path = Path(member.name)
+                    if path.name == ".wh..wh..opq":
+                        for child in (into / path.parent).iterdir():
+                            _remove(child)
+                    elif path.name.startswith(".wh."):
+                        _remove(into / path.parent / path.name.removeprefix(".wh."))
+                kept = [member for member in members if not Path(member.name).name.startswith(".wh.")]
+                tar.extractall(into, members=kept, numeric_owner=True, filter="tar")
+    return config["config"], manifest["RepoTags"]
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltImage]:
+    """Build the image once (scripts/image.sh with buildah; a warm build takes seconds) and unpack its archive."""
+    done = subprocess.run([str(REPO / "scripts" / "image.sh")], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"scripts/image.sh failed (exit {done.returncode}):\n{done.stderr[-5000:]}")
+    printed = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    rootfs = tmp_path_factory.mktemp("image") / "rootfs"
+    config, repo_tags = _unpack(Path(printed["archive"]), rootfs)
+    yield BuiltImage(printed["image"], Path(printed["archive"]), rootfs, config, repo_tags)
+    shutil.rmtree(rootfs)  # (a quarter of a gigabyte)
+
+
+_container_ids = itertools.count()
+
+
+def _run(image: BuiltImage, *args: str, bundle: Path) -> subprocess.CompletedProcess[str]:
+    """Run ARGS in the image with runc as a node would: its user, its environment, a read-only root filesystem."""
+    runc = shutil.which("runc")
+    assert runc is not None, "no runc (scripts/image.sh installs it)"
+    bundle.mkdir(exist_ok=True)
+    (bundle / "config.json").unlink(missing_ok=True)
+    subprocess.run([runc, "spec", "--bundle", str(bundle)], check=True)
+    spec = json.loads((bundle / "config.json").read_text())
+    uid, gid = (int(part) for part in str(image.config["User"]).split(":"))
+    spec["root"] = {"path": str(image.rootfs), "readonly": True}
+    spec["process"].update(
+        terminal=False, args=list(args), env=image.config["Env"], cwd="/", user={"uid": uid, "gid": gid}
+    )
+    (bundle / "config.json").write_text(json.dumps(spec))
+    container = f"fightwatch-image-test-{os.getpid()}-{next(_container_ids)}"
+    try:
+        return subprocess.run(
+            [runc, "run", "--bundle", str(bundle), container], capture_output=True, text=True, check=False, timeout=120
+        )
+    finally:
+        subprocess.run([runc, "delete", "--force", container], capture_output=True, check=False)
+
+
+def test_the_built_image_is_named_and_runs_the_watcher_as_its_numeric_user(image: BuiltImage) -> None:
+    assert image.repo_tags == [image.name], "the archive must carry the image's name (ctr images import)"
+    assert image.config["User"] == "65532:65532"
+    assert image.config["Entrypoint"] == ["fightwatch", "run"]
+
+
+def test_the_built_image_runs_read_only_as_uid_65532_with_both_compiled_parts(
+    image: BuiltImage, tmp_path: Path
+) -> None:
+    python = "/opt/fightwatch/bin/python"
+    who = _run(image, python, "-c", "import os; print(os.getuid(), os.getgid())", bundle=tmp_path)
+    assert who.stdout.split() == ["65532", "65532"], who.stderr
+    version = _run(image, "fightwatch", "--version", bundle=tmp_path)
+    assert "compiled with mypyc, engine: native" in version.stdout, version.stdout + version.stderr
+    native = _run(image, python, "-c", "import watcher._native", bundle=tmp_path)
+    assert native.returncode == 0, native.stderr
+    for command in (["fightwatch", "--help"], ["fightwatch", "run", "--help"]):
+        done = _run(image, *command, bundle=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "usage:" in done.stdout
+    write = _run(image, python, "-c", "open('/tmp/probe', 'w')", bundle=tmp_path)
+    assert "Read-only file system" in write.stderr, "the root filesystem was not read-only: the checks above prove less"
+
+
+def test_the_built_image_has_no_compiler_no_pip_and_no_certificate_of_the_build_host(image: BuiltImage) -> None:
+    root = image.rootfs
+    compilers = [
+        path
+        for pattern in ("usr/bin/*gcc*", "usr/bin/cc", "usr/bin/rustc", "usr/local/cargo")
+        for path in root.glob(pattern)
+    ]
+    assert not compilers, compilers
+    assert not list(root.glob("opt/fightwatch/lib/python*/site-packages/pip")), "pip in the runtime environment"
+    # The build mounts the host's bundle (it holds the registries' proxy's certificate): no file may be a copy of it.
+    host = HOST_CA_BUNDLE.read_bytes()
+    copies = [
+        path
+        for path in root.rglob("*")
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == len(host) and path.read_bytes() == host
+    ]
+    assert not copies, f"the build host's CA bundle is in the image: {copies}"
+    assert (root / "etc/ssl/certs/ca-certificates.crt").is_file(), "no CA bundle of the image's own (ca-certificates)"
