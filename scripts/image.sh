@@ -100,22 +100,33 @@ new_container() {
 commit_container() {
   "${buildah[@]}" commit --quiet --rm "$container" "$1" >/dev/null || die "buildah commit $1 failed"
   containers=()
+  # A base made from an older recipe is not used again.
+  local old
+  for old in $("${buildah[@]}" images --noheading --format '{{.Name}}:{{.Tag}}' | grep "^${1%:*}:" | grep -vxF "$1"); do
+    "${buildah[@]}" rmi "$old" >/dev/null 2>&1 || log "could not remove the older base $old"
+  done
 }
 
 # --- the Python base -------------------------------------------------------------------------------------------
-# What the official slim images leave out, and the package lists (the build stage runs apt-get update itself).
+# The recipe, one "KEY VALUE" a line: mmdebstrap's options, then the image's environment. Its digest tags the image.
+# The sources are named (mmdebstrap would read them from stdin otherwise), security updates included; /usr is merged
+# by mmdebstrap's hook, not by the usrmerge package (which would bring all of Perl along); dpkg leaves out what the
+# official slim images leave out. The package lists are not kept (the build stage runs apt-get update itself).
 python_recipe() {
   cat <<EOF
 recipe 2
-hook merged-usr
-suite $suite
-mirror $mirror
-include python3,python3-venv,ca-certificates
-dpkgopt path-exclude=/usr/share/man/*
-dpkgopt path-exclude=/usr/share/doc/*
-dpkgopt path-include=/usr/share/doc/*/copyright
-dpkgopt path-exclude=/usr/share/locale/*
-dpkgopt path-exclude=/usr/share/info/*
+option --variant=minbase
+option --include=python3,python3-venv,ca-certificates
+option --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
+option --skip=output/dev
+option --dpkgopt=path-exclude=/usr/share/man/*
+option --dpkgopt=path-exclude=/usr/share/doc/*
+option --dpkgopt=path-include=/usr/share/doc/*/copyright
+option --dpkgopt=path-exclude=/usr/share/locale/*
+option --dpkgopt=path-exclude=/usr/share/info/*
+source deb $mirror $suite main
+source deb $mirror $suite-updates main
+source deb http://deb.debian.org/debian-security $suite-security main
 env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 env LANG=C.UTF-8
 EOF
@@ -129,21 +140,19 @@ python_base() {
   python_image=$tag
   if image_exists "$tag"; then log "Python base: $tag (cached)"; return 0; fi
   log "Python base: mmdebstrap $suite (python3, python3-venv, ca-certificates) into $tag"
-  local dpkgopts=() key value
-  while read -r key value; do [[ $key == dpkgopt ]] && dpkgopts+=(--dpkgopt="$value"); done < <(python_recipe)
-  # The mirrors are named (mmdebstrap would read sources from stdin otherwise), security updates included.
-  # /usr merged by mmdebstrap's hook, not by the usrmerge package (which would bring all of Perl along).
-  mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates --skip=output/dev \
-    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
-    "${dpkgopts[@]}" "$suite" "$work/python.tar" \
-    "deb $mirror $suite main" "deb $mirror $suite-updates main" \
-    "deb http://deb.debian.org/debian-security $suite-security main" </dev/null >&2 \
+  local options=() sources=() envs=() key value
+  while read -r key value; do
+    case $key in
+      option) options+=("$value") ;;
+      source) sources+=("$value") ;;
+      env) envs+=(--env "$value") ;;
+    esac
+  done < <(python_recipe)
+  mmdebstrap --quiet "${options[@]}" "$suite" "$work/python.tar" "${sources[@]}" </dev/null >&2 \
     || die "mmdebstrap of the Python base failed"
   new_container
   "${buildah[@]}" add --quiet "$container" "$work/python.tar" / >&2 || die "buildah add of the Python base failed"
   rm -f "$work/python.tar"
-  local envs=()
-  while read -r key value; do [[ $key == env ]] && envs+=(--env "$value"); done < <(python_recipe)
   "${buildah[@]}" config "${envs[@]}" --cmd python3 --created-by "mmdebstrap $suite python3" "$container" >&2 \
     || die "buildah config of the Python base failed"
   commit_container "$tag"
