@@ -164,8 +164,7 @@ rust_base() {
   local version host rustup_home toolchain source tag digest
   version=$(sed -nE 's/^ARG RUST_IMAGE=rust:([0-9]+\.[0-9]+\.[0-9]+)-.*/\1/p' "$repo/Dockerfile")
   [[ -n $version ]] || die "the Dockerfile names no RUST_IMAGE=rust:X.Y.Z-... default"
-  command -v rustc >/dev/null || die "no rustc on PATH: the Rust image is made from the machine's rustup toolchain"
-  host=$(rustc -vV | sed -n 's/^host: //p')
+  host=$(uname -m)-unknown-linux-gnu  # (the images are Debian's: glibc)
   rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
   toolchain=$version-$host
   source=$rustup_home/toolchains/$toolchain
