@@ -139,9 +139,10 @@ def test_values_schema_is_generated_from_the_config_model() -> None:
 @pytest.mark.parametrize(
     ("setting", "problem"),
     [
-        ("config.detection.fight.windw=2h", "Additional property windw is not allowed"),
-        ("config.detection.fight.window=forever", "config.detection.fight.window"),
-        ("service.port=0", "service.port"),
+        # (helm's message names the value by its JSON pointer)
+        ("config.detection.fight.windw=2h", "additional properties 'windw' not allowed"),
+        ("config.detection.fight.window=forever", "/config/detection/fight/window"),
+        ("service.port=0", "/service/port"),
         ("logLevel=loud", "logLevel"),
         ("prometheusRule.alerts.ControllerFightDetected.severity=page", "severity"),
     ],
@@ -184,8 +185,8 @@ def test_default_rbac_is_read_only_plus_events_and_access_reviews(helm: str) -> 
     assert all(rule["verbs"] == ["get", "list", "watch"] for rule in watch)
     events = [rule for name, rule in granted if name.endswith("-events")]
     assert events == [
-        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "get", "patch"]}
-    ]  # get: a restarted fightwatch reads the Event it finds already there (409) to continue its series
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "get", "list", "patch"]}
+    ]  # get: a new leader reads the Event it finds already there (409); list: a restarted one finds the open Event
     assert not [rule for name, rule in granted if "leases" in rule.get("resources", [])]
     # Reviewing callers of /metrics and /api/v1/findings: create on the two review APIs, nothing broader.
     assert [rule for name, rule in granted if name == "fw-fightwatch-access-review"] == ACCESS_REVIEW_RULES
@@ -591,7 +592,7 @@ def test_self_signed_mounts_nothing_and_the_scraper_skips_verification(helm: str
 
 
 def test_unknown_tls_source_does_not_install(helm: str) -> None:
-    assert "tls.source" in render_fails(helm, "--set", "tls.source=letsencrypt")
+    assert "/tls/source" in render_fails(helm, "--set", "tls.source=letsencrypt")
 
 
 def test_service_monitor_scrapes_https_with_a_token_and_verifies_the_server(helm: str) -> None:

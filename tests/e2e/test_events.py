@@ -168,3 +168,75 @@ async def test_auto_falls_back_to_core_v1_events_where_events_k8s_io_v1_is_not_s
     assert body["involvedObject"]["name"] == "service-endpoints"
     assert body["reason"] == "ControllerFight"
     assert body["type"] == "Warning"
+
+
+async def test_a_restarted_watcher_goes_on_with_the_open_event_of_a_fight_it_finds_again(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Every replica restarted (a rolling upgrade): the new one opens the same fight under another id, since it did not
+    see the write that opened it, and goes on with the open Event (its series, then its Resolved Event) instead of
+    adding a second; once that Event is closed, a new fight on the object has an Event of its own."""
+    namespace = "e2e-events-restart"
+    config = {
+        "watch": {"resources": ["configmaps"], "namespaces": [namespace]},
+        "delivery": {"backoff_initial": "0.1s"},
+    }
+    async with contextlib.AsyncExitStack() as stack:
+        writer_client = await new_api_client(control_plane.kubeconfig)
+        stack.push_async_callback(writer_client.close)
+        kube = Kube(writer_client)
+        await kube.ensure_namespace(namespace)
+
+        async def fight(writes: range) -> None:
+            for n in writes:
+                team = ("alpha", "beta")[n % 2]
+
+                def create() -> dict[str, Any]:
+                    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "contested"}}
+
+                await kube.read_modify_write(
+                    CONFIGMAPS.path(namespace, "contested"), _label(team), manager=f"{team}-controller", create=create
+                )
+                await asyncio.sleep(0.3)  # the writers' pace, not a readiness wait
+
+        async def warnings() -> list[dict[str, Any]]:
+            listing = await kube.get(f"/api/v1/namespaces/{namespace}/events")
+            return [
+                e for e in listing["items"] if e.get("reportingComponent") == "fightwatch" and e["type"] == "Warning"
+            ]
+
+        async def run(name: str, writes: range, until: Callable[[], Any], resolve_after: str = "3s") -> Watcher:
+            settings = {**config, "detection": {"resolve": {"after": resolve_after, "flip_periods": 2}}}
+            watcher = Watcher(tmp_path / name, kubeconfig=control_plane.kubeconfig, config=settings, record=False)
+            await watcher.start()
+            await watcher.wait_ready()
+            await fight(writes)
+            await watcher.poll_async(until, what=f"{name}'s Events", deadline=DEADLINE)
+            assert await watcher.stop() == 0  # (delivery drained)
+            return watcher
+
+        async def told() -> list[dict[str, Any]] | None:
+            return await warnings() or None
+
+        first = await run("first", range(6), told, resolve_after="30m")  # (stopped before it could resolve)
+        (event,) = await warnings()
+
+        async def closed() -> list[dict[str, Any]] | None:
+            listing = await kube.get(f"/api/v1/namespaces/{namespace}/events")
+            resolved = [e for e in listing["items"] if e.get("reason") == "ControllerFightResolved"]
+            return resolved or None
+
+        second = await run("second", range(6, 14), closed)
+        (resolved,) = await closed() or []
+        (went_on,) = await warnings()  # the same Event, no second
+        assert went_on["metadata"]["name"] == event["metadata"]["name"]
+        assert (went_on.get("series") or {}).get("count", 1) > (event.get("series") or {}).get("count", 1)
+        assert resolved["metadata"]["name"] == event["metadata"]["name"] + "-resolved"
+        ids = {w.log("finding opened")[0]["id"] for w in (first, second)}
+        assert len(ids) == 2  # the premise: the restarted watcher knew the fight under another id
+
+        async def two() -> list[dict[str, Any]] | None:
+            found = await warnings()
+            return found if len(found) == 2 else None
+
+        await run("third", range(14, 22), two)  # a new fight, after the first was closed: an Event of its own

@@ -5,8 +5,11 @@ as a series when it changes (never one per write), and one Normal Event when it 
 Event's note cannot change through that API once written (current API servers reject the update), but the core v1
 API, which serves the same objects, takes a new `message`: a series update goes through it, so the Event on the
 object always says what the finding says now (its incident once it spans several objects). Event names are
-derived from the finding id, so a retry, a restarted watcher or a new leader (finding ids are the same on every
-replica) updates the same Event instead of adding one.
+derived from the finding id, so a retry or a new leader (finding ids are the same on every replica that saw the write
+that opened the finding) updates the same Event instead of adding one. A replica that started after that write (a
+rolling upgrade, every replica restarted) opens the same fight under another id: before it creates an Event, it
+looks for a Warning Event of fightwatch's about the same object and finding type that no Resolved Event has closed,
+and goes on with that one (its series, and its Resolved Event when the finding ends).
 `events.k8s.io/v1` is used where the server serves it, else core `v1` Events. These Events are the only
 objects fightwatch ever writes. Requests go through kubernetes-asyncio's ApiClient as raw JSON.
 """
@@ -55,10 +58,12 @@ def reporting_instance(settings: EventsSettings) -> str:
     return (settings.reporting_instance or os.environ.get("POD_NAME") or socket.gethostname())[:128]
 
 
-def event_name(finding: Finding, *, resolved: bool = False) -> str:
-    """`<object>.<finding id>`, a valid object name however the object is named, the same on every retry."""
+def event_name(finding: Finding, *, resolved: bool = False, told_as: str | None = None) -> str:
+    """`<object>.<finding id>`, a valid object name however the object is named, the same on every retry.
+
+    `told_as`: the id of the finding whose open Event this one goes on with (an earlier replica's id for it)."""
     base = _NOT_DNS.sub("-", finding.object.name.lower()).strip(".-")[:200] or "object"
-    return f"{base}.{finding.id}{'-resolved' if resolved else ''}"
+    return f"{base}.{told_as or finding.id}{'-resolved' if resolved else ''}"
 
 
 def event_namespace(finding: Finding, api: str) -> str:
@@ -134,6 +139,7 @@ class KubeEventsSink:
         self._instance = reporting_instance(self.settings)
         self._api: str | None = None if self.settings.api == "auto" else self.settings.api
         self._counts: dict[str, int] = {}  # finding id -> occurrences in its Event's series
+        self._told_as: dict[str, str] = {}  # finding id -> the id its open Event was created under, where they differ
 
     def _note(self, finding: Finding) -> str:
         incident = self._incident_of(finding) if self._incident_of is not None else None
@@ -149,6 +155,7 @@ class KubeEventsSink:
     def restart(self) -> None:
         """Forget the series counts: after a leadership change, each Event's count is read back from the server."""
         self._counts.clear()
+        self._told_as.clear()
 
     async def close(self) -> None:
         return None
@@ -188,17 +195,19 @@ class KubeEventsSink:
         if finding.id in self._counts:
             return
         api = await self.api()
-        name, namespace = event_name(finding), event_namespace(finding, api)
-        self._counts[finding.id], _ = await self._create_or_read(api, finding, name, namespace, self._clock())
+        self._counts[finding.id], _ = await self._create_or_read(api, finding, self._clock())
 
-    async def _create_or_read(
-        self, api: str, finding: Finding, name: str, namespace: str, now: float
-    ) -> tuple[int, bool]:
+    async def _create_or_read(self, api: str, finding: Finding, now: float) -> tuple[int, bool]:
         """Create the finding's Event, or read how often it occurred when it is there already.
 
-        It may be there already after a retry whose answer was lost, a restarted watcher, an earlier leader. Returns
-        (occurrences, created).
+        It may be there already after a retry whose answer was lost or from an earlier leader; or an Event of the same
+        fight told under another id may be open (`_open_event`): this finding goes on with it. Returns (occurrences,
+        created).
         """
+        namespace = event_namespace(finding, api)
+        if (told_as := await self._open_event(finding, namespace)) not in (None, finding.id):
+            self._told_as[finding.id] = told_as
+        name = self._name(finding)
         status, body = await self._call("POST", _collection(api, namespace), self._new(api, finding, name, now))
         if status < 300:
             return 1, True
@@ -209,17 +218,49 @@ class KubeEventsSink:
             raise _error("read", status, body)
         return _occurrences(api, body), False
 
+    async def _open_event(self, finding: Finding, namespace: str) -> str | None:
+        """Find fightwatch's open Warning Event about this finding's object and type, and return its finding id.
+
+        Open: no Resolved Event closed it (the most recent if there are several); None if there is none. Read through
+        core v1, which serves every Event; a read that fails leaves it to the create (which then makes one of this
+        finding's own).
+        """
+        if not finding.object.uid:
+            return None
+        selector = f"involvedObject.uid={finding.object.uid}"
+        status, body = await self._call("GET", f"{_collection(CORE_V1, namespace)}?fieldSelector={selector}")
+        if status != 200:
+            return None
+        reason = REASONS[finding.type]
+        opened: dict[str, str] = {}  # finding id -> when its Event was last told
+        closed = set()
+        for event in orjson.loads(body).get("items") or []:
+            reporters = (event.get("reportingComponent"), (event.get("source") or {}).get("component"))
+            if REPORTING_CONTROLLER not in reporters:
+                continue
+            told_as = str(event["metadata"]["name"]).rsplit(".", 1)[-1]
+            if event.get("reason") == reason:
+                opened[told_as] = _last_told(event)
+            elif event.get("reason") == f"{reason}Resolved":
+                closed.add(told_as.removesuffix("-resolved"))
+        still_open = {told_as: at for told_as, at in opened.items() if told_as not in closed}
+        return max(still_open, key=lambda told_as: still_open[told_as]) if still_open else None
+
+    def _name(self, finding: Finding, *, resolved: bool = False) -> str:
+        return event_name(finding, resolved=resolved, told_as=self._told_as.get(finding.id))
+
     async def _occurred(self, finding: Finding) -> None:
         api = await self.api()
-        name, namespace = event_name(finding), event_namespace(finding, api)
+        namespace = event_namespace(finding, api)
         now = self._clock()
         count = self._counts.get(finding.id)
         if count is None:
-            count, created = await self._create_or_read(api, finding, name, namespace, now)
+            count, created = await self._create_or_read(api, finding, now)
             if created:
                 self._counts[finding.id] = 1
                 return
         patch = _series(api, count + 1, now, self._note(finding))
+        name = self._name(finding)
         status, body = await self._call("PATCH", f"{_collection(CORE_V1, namespace)}/{name}", patch, merge=True)
         if status >= 300:
             raise _error("update", status, body)
@@ -228,11 +269,12 @@ class KubeEventsSink:
     async def _resolved(self, finding: Finding) -> None:
         api = await self.api()
         namespace = event_namespace(finding, api)
-        body = self._new(api, finding, event_name(finding, resolved=True), self._clock(), resolved=True)
+        body = self._new(api, finding, self._name(finding, resolved=True), self._clock(), resolved=True)
         status, answer = await self._call("POST", _collection(api, namespace), body)
         if status >= 300 and status != 409:  # 409: told already (a retry whose answer was lost)
             raise _error("create", status, answer)
         self._counts.pop(finding.id, None)
+        self._told_as.pop(finding.id, None)
 
     def _new(self, api: str, finding: Finding, name: str, now: float, *, resolved: bool = False) -> JSONObject:
         ref = finding.object
@@ -310,6 +352,15 @@ def _series(api: str, count: int, now: float, message: str) -> JSONObject:
     if api == EVENTS_V1:
         return {"series": {"count": count, "lastObservedTime": _micro_time(now)}, "message": message}
     return {"count": count, "lastTimestamp": _time(now), "message": message}
+
+
+def _last_told(event: JSONObject) -> str:
+    """Return when an Event (as core v1 serves it) was last told, as RFC 3339 (which sorts in time order).
+
+    Its series' last observation, else its last timestamp, else its event time.
+    """
+    series = event.get("series") or {}
+    return str(series.get("lastObservedTime") or event.get("lastTimestamp") or event.get("eventTime") or "")
 
 
 def _occurrences(api: str, event: bytes) -> int:
