@@ -47,12 +47,17 @@ demo: $(BIN)/fightwatch
 
 ## Everything CI runs: static checks, unit tests, integration tests against a real etcd + kube-apiserver of the
 ## current Kubernetes release (and the live-detection and audit-scenario tests on the oldest supported one too),
-## end-to-end tests with a real Prometheus (promtool) and Alertmanager.
+## end-to-end tests with a real Prometheus (promtool) and Alertmanager, and the image and the chart on a real node
+## (tests/node: as root; the node's binaries, the image and Prometheus 3 are built here first, once, then cached).
 test: export FIGHTWATCH_REQUIRE_NATIVE = 1
 test: $(BIN)/fightwatch lint
 	scripts/control-plane.sh current >/dev/null
 	scripts/control-plane.sh oldest >/dev/null
+	scripts/control-plane.sh current node >/dev/null
+	scripts/node.sh >/dev/null
+	scripts/image.sh >/dev/null
 	scripts/helm.sh >/dev/null
+	$(BIN)/python -c 'from harness.programs import binary; binary("prometheus")' >/dev/null
 	scripts/monitoring.sh >/dev/null
 	scripts/browser.sh >/dev/null
 	$(BIN)/pytest

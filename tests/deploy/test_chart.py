@@ -1,4 +1,4 @@
-"""The Helm chart, rendered by a real helm (built from Go modules, see scripts/helm.sh) and checked for what it promises:
+"""The Helm chart, rendered by a real helm (built from Go modules: scripts/helm.sh), checked for what it promises:
 strict lint for every ci/*-values.yaml, least-privilege RBAC, secure pod defaults, HTTPS endpoints whose callers
 fightwatch may review (and the certificate, from each tls.source, that scrapers verify), a config fightwatch itself
 accepts, the values schema in step with the config model, and the built-in manifests accepted by a real
