@@ -60,17 +60,24 @@ test: $(BIN)/fightwatch lint
 	$(BIN)/python -c 'from harness.programs import binary; binary("prometheus")' >/dev/null
 	scripts/monitoring.sh >/dev/null
 	scripts/browser.sh >/dev/null
-	$(BIN)/pytest
+	$(BIN)/pytest --ignore=tests/node --ignore=tests/unit
+	@# The node's tests mostly wait on pods and the unit tests only compute: they run side by side (the node's output
+	@# follows the unit tests'), and either failing fails the run.
+	@echo "$(BIN)/pytest tests/node (beside the unit tests, output in $(VENV)/node-tests.log) & $(BIN)/pytest tests/unit"
+	@$(BIN)/pytest tests/node >$(VENV)/node-tests.log 2>&1 & node=$$!; \
+		$(BIN)/pytest tests/unit; unit=$$?; wait $$node; nodes=$$?; \
+		cat $(VENV)/node-tests.log; test $$unit -eq 0 && test $$nodes -eq 0
 
 ## Static checks; and the Rust-only logic's unit tests (cargo test without the extension-module feature, so that
-## its test binary links libpython).
+## its test binary links libpython). Their cargo builds are kept in the cache, so that a fresh clone's are warm.
+LINT_TARGET ?= $(or $(FIGHTWATCH_CACHE),$(HOME)/.cache/fightwatch)/cargo-lint
 lint: $(CHECKOUT_PTH)
 	$(BIN)/ruff check watcher tests scripts harness setup.py
 	$(BIN)/ruff format --check watcher tests scripts harness setup.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	cd native && cargo fmt --check && cargo clippy --release --locked --quiet --all-targets -- -D warnings
-	cd native && PYO3_PYTHON=$(abspath $(BIN)/python) cargo test --locked --quiet --no-default-features
+	cd native && cargo fmt --check && CARGO_TARGET_DIR=$(LINT_TARGET) cargo clippy --release --locked --quiet --all-targets -- -D warnings
+	cd native && CARGO_TARGET_DIR=$(LINT_TARGET) PYO3_PYTHON=$(abspath $(BIN)/python) cargo test --locked --quiet --no-default-features
 
 unit: $(BIN)/fightwatch
 	$(BIN)/pytest tests/unit

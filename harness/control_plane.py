@@ -477,6 +477,14 @@ class ControlPlane:
         proc.stop()
         self._processes.remove(proc)
 
+    def kill(self) -> None:
+        """Kill every component and program (SIGKILL, newest first) and wait for each: for a cluster thrown away with
+        its state, where a graceful stop would wait (an API server flushing its audit webhook to pods already gone)."""
+        while self._processes:
+            proc = self._processes.pop()
+            proc.popen.kill()
+            proc.stop()
+
     def pid(self, name: str) -> int:
         """Return the process id of a running component (`etcd`, `kube-apiserver`, `kube-controller-manager`)."""
         return self._process(name).popen.pid

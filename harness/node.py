@@ -163,7 +163,7 @@ def _snapshot(workdir: Path) -> dict[str, Any]:
 def _processes_of(predicate: Any) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid() or not _alive(int(entry.name)):
             continue
         with contextlib.suppress(OSError):
             if predicate(entry):
@@ -188,10 +188,20 @@ def _kill(pids: Sequence[int]) -> None:
             os.kill(pid, signal.SIGKILL)
     give_up = time.monotonic() + 10
     for pid in pids:
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < give_up:
+        while _alive(pid) and time.monotonic() < give_up:
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, os.WNOHANG)
-            time.sleep(0.05)  # poll interval for the kernel to reap it
+            time.sleep(0.05)  # poll interval for the kernel to end it
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process still runs: not gone, and not a zombie (a container's processes, whose shim was killed, are
+    reparented to PID 1, which reaps them when it will)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _restore_tables(tool: str, before: str) -> list[str]:
@@ -399,16 +409,11 @@ class Node:
         if self._stopped:
             return
         self._stopped = True
-        errors: list[str] = []
-        # The kubelet first, so that it restarts nothing while the rest stops.
-        for name in reversed(self._names):
-            with contextlib.suppress(RuntimeError):
-                self.control_plane.stop_program(name)
-        try:
-            self.control_plane.stop()
-        except RuntimeError as exc:
-            errors.append(str(exc))
-        errors += clean_up(self._state)
+        # Killed, not stopped gracefully: the cluster is thrown away with its state (a graceful stop waits for grace
+        # periods: containerd's, the kubelet's, the API server's flush of its audit webhook to pods already gone).
+        # Newest first: the kubelet before containerd, so that it restarts nothing meanwhile.
+        self.control_plane.kill()
+        errors = clean_up(self._state)
         if errors:
             raise NodeError("stopping the node: " + "; ".join(errors))
         STATE_FILE.unlink(missing_ok=True)

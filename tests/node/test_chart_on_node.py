@@ -321,7 +321,7 @@ def test_kubectl_fightwatch_on_the_machine_scans_the_cluster(installed: Cluster)
                 f"--kubeconfig={c.node.control_plane.kubeconfig}",
                 "-n",
                 FIGHTS,
-                "--for=15s",
+                "--for=10s",
                 "-o",
                 "json",
             ],
@@ -353,7 +353,7 @@ def test_the_leaders_pod_deleted_the_other_takes_over_without_a_second_event(ins
     new_leader = poll(another_leader, what="a new leader", node=c.node)
     assert new_leader in {p["metadata"]["name"] for p in c.pods()}
 
-    fight(c, "failover", range(6, 20))  # the fight goes on: the new leader updates the same Event
+    fight(c, "failover", range(6, 14))  # the fight goes on: the new leader updates the same Event
 
     def went_on() -> list[dict[str, Any]] | None:
         warnings = c.warnings("failover")
@@ -388,7 +388,7 @@ def test_a_rolling_upgrade_that_changes_the_config_keeps_one_event(installed: Cl
     )
     assert not after & before  # every pod replaced: the config's checksum rolled them
     leader = poll(lambda: c.leader() if c.leader() in after else None, what="a new pod leading", node=c.node)
-    fight(c, "upgraded", range(6, 20))
+    fight(c, "upgraded", range(6, 14))
 
     def went_on() -> list[dict[str, Any]] | None:
         warnings = c.warnings("upgraded")
