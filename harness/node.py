@@ -743,15 +743,18 @@ def running_node(workdir: Path, **kwargs: Any) -> Iterator[Node]:
     def on_term(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    if previous in (signal.SIG_DFL, None):
+    ours = previous in (signal.SIG_DFL, None)  # (a handler someone else set is theirs to keep)
+    if ours:
         signal.signal(signal.SIGTERM, on_term)
-    node = start_node(workdir, **kwargs)
     try:
-        yield node
+        node = start_node(workdir, **kwargs)
+        try:
+            yield node
+        finally:
+            node.stop()
     finally:
-        node.stop()
-        if previous in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, previous)
+        if ours:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _up(workdir: Path) -> None:
