@@ -356,8 +356,8 @@ class Node:
     def import_image(self, archive: Path) -> None:
         """Make an image (a docker-archive or OCI tar) available to pods: no registry is reachable here, so pods
         use it with `imagePullPolicy: Never` (or IfNotPresent)."""
-        _run(str(self.ctr), f"--address={self.containerd_socket}", "--namespace=k8s.io", "images", "import",
-             "--no-unpack=false", str(archive))  # fmt: skip
+        ctr = [str(self.ctr), f"--address={self.containerd_socket}", "--namespace=k8s.io"]
+        _run(*ctr, "images", "import", str(archive))
 
     def kubeconfig_for(self, user: str, groups: tuple[str, ...] = ()) -> Path:
         """A kubeconfig that authenticates as `user` (in `groups`) with a client certificate the cluster's CA signs."""
@@ -392,7 +392,7 @@ class Node:
         return "\n".join(out)
 
     def start(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
-        """Start a component of the node (logging to `name`.log in the workdir); stop() stops it first."""
+        """Start a component of the node (logging to `name`.log in the workdir); check_running watches it."""
         self.control_plane.start_program(name, argv, env=env)
         self._names.append(name)
 
