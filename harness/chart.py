@@ -2,13 +2,14 @@
 scripts/bench_node.py do with it: helm, kubectl, rollouts that fail at once on a pod that cannot start, HTTPS to a pod
 verified for its Service's name, the Lease's holder, fightwatch's Events, and two users fighting over a label.
 
-    image, archive = built_image()
+    image = build_image()  # (harness/image.py)
     with running_node(workdir, audit_policy=AUDIT_POLICY, audit_webhook=audit_webhook_kubeconfig(workdir)) as node:
-        cluster = prepare(node, helm, image, archive)
+        cluster = prepare(node, helm, image.name, image.archive)
         cluster.helm_run("install", RELEASE, str(CHART), "-f", str(values(cluster)))
         cluster.rolled_out(f"deployment/{RELEASE}")
 
-A wait that fails raises ChartError with the namespace's pods, events and logs.
+A wait that times out raises NodeError, helm that fails or a pod that cannot start ChartError, each with the namespace's
+pods, events and logs.
 """
 
 from __future__ import annotations
@@ -29,13 +30,12 @@ import yaml
 
 from watcher.sources.audit_webhook import PATH as AUDIT_PATH
 
-from . import REPO_ROOT
+from . import REPO_ROOT, control_plane
 from .node import Node
 
 T = TypeVar("T")
 
 CHART = REPO_ROOT / "helm" / "fightwatch"
-IMAGE_SCRIPT = REPO_ROOT / "scripts" / "image.sh"
 NAMESPACE = "fightwatch"  # the release's
 RELEASE = "fightwatch"
 FIGHTS = "fights"  # where the fighters write
@@ -72,22 +72,14 @@ AUDIT_POLICY = {
 
 
 class ChartError(AssertionError):
-    """A wait that failed, or a pod that cannot start: the message carries the pods' events and logs."""
+    """helm failed, or a pod cannot start: the message carries the pods' events and logs."""
 
 
 def poll(
     check: Callable[[], T | None], *, what: str, node: Node, deadline: float = DEADLINE, namespace: str = NAMESPACE
 ) -> T:
     """Call `check` until it answers something other than None; on the deadline, fail with the pods' events and logs."""
-    give_up = time.monotonic() + deadline
-    while True:
-        node.check_running()
-        result = check()
-        if result is not None:
-            return result
-        if time.monotonic() > give_up:
-            raise ChartError(f"no {what} after {deadline:.0f}s\n{node.describe(namespace)}")
-        time.sleep(0.5)  # poll interval, not a readiness guess
+    return node.wait(check, what=what, deadline=deadline, details=lambda: node.describe(namespace))
 
 
 @dataclass
@@ -121,16 +113,16 @@ class Cluster:
         kind, name = workload.split("/")
 
         def done() -> bool | None:
-            for pod in self.pods(namespace, f"app.kubernetes.io/instance={self.release_of(workload, namespace)}"):
+            obj = self.get(kind, name, "-n", namespace)
+            selector = ",".join(f"{k}={v}" for k, v in obj["spec"]["selector"]["matchLabels"].items())
+            for pod in self.pods(namespace, selector):
                 for status in pod.get("status", {}).get("containerStatuses", []):
                     reason = (status.get("state", {}).get("waiting") or {}).get("reason", "")
                     if reason in FATAL_WAITING or status.get("restartCount", 0) > 0:
                         raise ChartError(
                             f"pod {pod['metadata']['name']}: {reason or 'restarted'}\n{self.node.describe(namespace)}"
                         )
-            obj = self.get(kind, name, "-n", namespace)
-            spec, status = obj["spec"], obj.get("status", {})
-            want = spec.get("replicas", 1)
+            status, want = obj.get("status", {}), obj["spec"].get("replicas", 1)
             return (
                 status.get("observedGeneration") == obj["metadata"]["generation"]
                 and status.get("updatedReplicas") == want
@@ -141,11 +133,6 @@ class Cluster:
         poll(done, what=f"{workload} rolled out", node=self.node, deadline=deadline, namespace=namespace)
         return time.monotonic() - started
 
-    def release_of(self, workload: str, namespace: str) -> str:
-        kind, name = workload.split("/")
-        labels = self.get(kind, name, "-n", namespace)["metadata"]["labels"]
-        return str(labels["app.kubernetes.io/instance"])
-
     def token(self, namespace: str, account: str) -> str:
         """A bound token of a service account (what the kubelet projects into its pods)."""
         return self.kubectl("create", "token", account, "-n", namespace, "--duration=1h").strip()
@@ -154,10 +141,12 @@ class Cluster:
         return [p for p in self.get("pods", "-n", namespace, "-l", selector)["items"] if not _terminating(p)]
 
     def ca(self, namespace: str = NAMESPACE, release: str = RELEASE) -> Path:
-        """The CA of the chart's serving certificate (its Secret's ca.crt), in a file."""
-        secret = self.get("secret", f"{release}-tls", "-n", namespace)
+        """The CA of the chart's serving certificate (its Secret's ca.crt), in a file; read once (the chart keeps the
+        Secret across upgrades)."""
         path = self.node.workdir / f"{namespace}-{release}-ca.crt"
-        path.write_bytes(_b64(secret["data"]["ca.crt"]))
+        if not path.exists():
+            secret = self.get("secret", f"{release}-tls", "-n", namespace)
+            path.write_bytes(base64.b64decode(secret["data"]["ca.crt"]))
         return path
 
     def https(self, address: str, path: str, *, token: str, namespace: str = NAMESPACE, release: str = RELEASE) -> str:
@@ -214,10 +203,6 @@ class _Connection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self._server_name)
 
 
-def _b64(text: str) -> bytes:
-    return base64.b64decode(text)
-
-
 def _terminating(pod: dict[str, Any]) -> bool:
     return pod["metadata"].get("deletionTimestamp") is not None
 
@@ -227,48 +212,10 @@ def is_ready(pod: dict[str, Any]) -> bool:
     return conditions.get("Ready") == "True"
 
 
-def built_image() -> tuple[str, Path]:
-    """scripts/image.sh: the image's name and its docker-archive."""
-    done = subprocess.run(["bash", str(IMAGE_SCRIPT)], capture_output=True, text=True, check=False, cwd=REPO_ROOT)
-    if done.returncode != 0:
-        raise ChartError(f"{IMAGE_SCRIPT} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    found = dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())
-    return found["image"].strip(), Path(found["archive"].strip())
-
-
 def audit_webhook_kubeconfig(workdir: Path) -> Path:
-    """The API server's audit webhook kubeconfig: the chart's audit Service at its fixed cluster IP, verified with the
-    cluster's CA (which signs the certificate given to the chart), the API server authenticated by its client
-    certificate (which the chart's clientCASecret verifies). The files are the control plane's PKI, made before the
-    API server starts."""
-    pki = workdir / "pki"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "fightwatch",
-                "cluster": {
-                    "server": f"https://{AUDIT_IP}:{AUDIT_PORT}{AUDIT_PATH}",
-                    "certificate-authority": str(pki / "ca.crt"),
-                },
-            }
-        ],
-        "users": [
-            {
-                "name": "kube-apiserver",
-                "user": {
-                    "client-certificate": str(pki / "audit-client.crt"),
-                    "client-key": str(pki / "audit-client.key"),
-                },
-            }
-        ],
-        "contexts": [{"name": "audit", "context": {"cluster": "fightwatch", "user": "kube-apiserver"}}],
-        "current-context": "audit",
-    }
-    path = workdir / "audit-webhook.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    """The API server's audit webhook kubeconfig: the chart's audit Service at its fixed cluster IP, whose certificate
+    `prepare` has the cluster's CA sign, and which the chart's clientCASecret verifies the API server by."""
+    return control_plane.audit_webhook_kubeconfig(workdir, f"https://{AUDIT_IP}:{AUDIT_PORT}{AUDIT_PATH}")
 
 
 def values(c: Cluster, **extra: Any) -> Path:

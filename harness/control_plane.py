@@ -440,7 +440,7 @@ class ControlPlane:
         from a TokenRequest; `user` names it."""
         # (no ":" in the file name, as a service account's user name has: kubeconfig paths are ":"-separated lists)
         path = self.workdir / f"kubeconfig-{user.replace(':', '_')}"
-        _write_kubeconfig(path, url=self.url, token=token, ca_file=self.ca_file, user=user)
+        write_kubeconfig(path, server=self.url, ca_file=self.ca_file, user=user, credentials={"token": token})
         return path
 
     def stop_apiserver(self) -> None:
@@ -514,17 +514,37 @@ class ControlPlane:
         self.stop()
 
 
-def _write_kubeconfig(path: Path, *, url: str, token: str, ca_file: Path, user: str = ADMIN_USER) -> None:
+def write_kubeconfig(path: Path, *, server: str, ca_file: Path, user: str, credentials: Mapping[str, str]) -> Path:
+    """Write a kubeconfig (mode 0600) of one server, verified with `ca_file`, and one user with these credentials: a
+    `token`, or a `client-certificate` and its `client-key` (file names)."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "fightwatch-test", "cluster": {"server": url, "certificate-authority": str(ca_file)}}],
-        "users": [{"name": user, "user": {"token": token}}],
+        "clusters": [{"name": "fightwatch-test", "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
+        "users": [{"name": user, "user": dict(credentials)}],
         "contexts": [{"name": "fightwatch-test", "context": {"cluster": "fightwatch-test", "user": user}}],
         "current-context": "fightwatch-test",
     }
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     path.chmod(0o600)
+    return path
+
+
+def audit_webhook_kubeconfig(workdir: Path, server: str) -> Path:
+    """The kubeconfig of the API server's audit webhook backend (start_control_plane's `audit_webhook`): `server`,
+    verified with the control plane's CA, the API server authenticated by its client certificate (`audit-client.crt`,
+    which that CA signs). It names files of `workdir/pki`, which start_control_plane makes before the API server
+    starts."""
+    pki = Path(workdir).resolve() / "pki"
+    credentials = {"client-certificate": str(pki / "audit-client.crt"), "client-key": str(pki / "audit-client.key")}
+    return write_kubeconfig(
+        workdir / "audit-webhook.kubeconfig",
+        server=server,
+        ca_file=pki / "ca.crt",
+        user="kube-apiserver",
+        credentials=credentials,
+    )
 
 
 def _start_once(
@@ -537,7 +557,7 @@ def _start_once(
     shutil.rmtree(data_dir, ignore_errors=True)
     url = f"https://127.0.0.1:{api_port}"
     kubeconfig = workdir / "kubeconfig"
-    _write_kubeconfig(kubeconfig, url=url, token=token, ca_file=pki.ca_cert)
+    write_kubeconfig(kubeconfig, server=url, ca_file=pki.ca_cert, user=ADMIN_USER, credentials={"token": token})
     cp = ControlPlane(
         url=url,
         token=token,

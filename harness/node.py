@@ -35,10 +35,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -49,7 +49,10 @@ from .control_plane import (
     _wait_healthy,
     free_port,
     start_control_plane,
+    write_kubeconfig,
 )
+
+T = TypeVar("T")
 
 NODE_NAME = "fightwatch-node"
 POD_SUBNET = "10.244.0.0/24"
@@ -396,6 +399,27 @@ class Node:
         self.control_plane.start_program(name, argv, env=env)
         self._names.append(name)
 
+    def wait(
+        self,
+        check: Callable[[], T | None],
+        *,
+        what: str,
+        deadline: float,
+        interval: float = 0.5,
+        details: Callable[[], str] | None = None,
+    ) -> T:
+        """What `check()` answers once it is not None, asked every `interval` seconds while the node's components run;
+        NodeError naming `what`, with `details()`, after `deadline` seconds."""
+        give_up = time.monotonic() + deadline
+        while True:
+            self.check_running()
+            found = check()
+            if found is not None:
+                return found
+            if time.monotonic() > give_up:
+                raise NodeError(f"no {what} after {deadline:.0f}s" + (f"\n{details()}" if details else ""))
+            time.sleep(interval)  # poll interval, not a readiness guess
+
     def check_running(self) -> None:
         """Raise NodeError, with its log's tail, if a component of the node has exited."""
         for name in self._names:
@@ -555,15 +579,8 @@ def _write(path: Path, text: str) -> Path:
 
 def _client_kubeconfig(cp: ControlPlane, user: str, groups: tuple[str, ...], path: Path) -> Path:
     cert, key = cp.client_certificate(user, groups)
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "node", "cluster": {"server": cp.url, "certificate-authority": str(cp.ca_file)}}],
-        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-        "contexts": [{"name": "node", "context": {"cluster": "node", "user": user}}],
-        "current-context": "node",
-    }
-    return _write(path, yaml.safe_dump(config, sort_keys=False))
+    credentials = {"client-certificate": str(cert), "client-key": str(key)}
+    return write_kubeconfig(path, server=cp.url, ca_file=cp.ca_file, user=user, credentials=credentials)
 
 
 def _prepare_machine() -> None:
@@ -575,22 +592,22 @@ def _prepare_machine() -> None:
 
 
 def _wait_node_ready(node: Node, deadline: float = READY_DEADLINE) -> None:
-    give_up = time.monotonic() + deadline
-    last = "not registered yet"
-    while True:
-        node.check_running()
+    last = ["not registered yet"]  # the Ready condition last seen, for the error
+
+    def ready() -> bool | None:
         out = node.kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
-        if out:
-            conditions = {c["type"]: c for c in json.loads(out)["status"].get("conditions", [])}
-            ready = conditions.get("Ready", {})
-            if ready.get("status") == "True":
-                return
-            last = f"Ready={ready.get('status')}: {ready.get('message', '')}"
-        if time.monotonic() > give_up:
-            kubelet = node.control_plane.log_path("kubelet").read_text(errors="replace").splitlines()
-            tail = "\n".join(kubelet[-LOG_TAIL_LINES:])
-            raise NodeError(f"node {NODE_NAME} not Ready after {deadline:.0f}s ({last}); kubelet log:\n{tail}")
-        time.sleep(0.5)  # poll interval, not a readiness guess
+        if not out:
+            return None
+        conditions = {c["type"]: c for c in json.loads(out)["status"].get("conditions", [])}
+        condition = conditions.get("Ready", {})
+        last[0] = f"Ready={condition.get('status')}: {condition.get('message', '')}"
+        return condition.get("status") == "True" or None
+
+    def kubelet_log() -> str:
+        lines = node.control_plane.log_path("kubelet").read_text(errors="replace").splitlines()
+        return f"({last[0]}); kubelet log:\n" + "\n".join(lines[-LOG_TAIL_LINES:])
+
+    node.wait(ready, what=f"node {NODE_NAME} Ready", deadline=deadline, details=kubelet_log)
 
 
 def start_node(workdir: Path, *, apiserver_flags: Sequence[str] = (), audit_policy: Mapping[str, Any] | None = None,
@@ -716,23 +733,18 @@ def _start_node_components(node: Node, bin_dir: Path, path: str) -> None:
 
 
 def _wait_for_socket(node: Node, socket_path: Path, deadline: float = 30.0) -> None:
-    give_up = time.monotonic() + deadline
-    while True:
-        node.check_running()
-        done = subprocess.run([str(node.ctr), f"--address={socket_path}", "version"], capture_output=True, check=False)
-        if done.returncode == 0:
-            return
-        if time.monotonic() > give_up:
-            raise NodeError(f"containerd does not answer on {socket_path} after {deadline:.0f}s")
-        time.sleep(0.2)  # poll interval, not a readiness guess
+    def answers() -> bool | None:
+        version = [str(node.ctr), f"--address={socket_path}", "version"]
+        return subprocess.run(version, capture_output=True, check=False).returncode == 0 or None
+
+    node.wait(answers, what=f"containerd answering on {socket_path}", deadline=deadline, interval=0.2)
 
 
 def _wait_default_service_account(node: Node, deadline: float = 60.0) -> None:
-    give_up = time.monotonic() + deadline
-    while not node.kubectl("get", "serviceaccount", "default", "-n", "default", "-o", "name", check=False):
-        if time.monotonic() > give_up:
-            raise NodeError("the controller manager made no `default` service account")
-        time.sleep(0.2)  # poll interval, not a readiness guess
+    def made() -> str | None:
+        return node.kubectl("get", "serviceaccount", "default", "-n", "default", "-o", "name", check=False) or None
+
+    node.wait(made, what="`default` service account from the controller manager", deadline=deadline, interval=0.2)
 
 
 @contextlib.contextmanager

@@ -29,7 +29,6 @@ from harness.bench.table import aligned
 from harness.chart import (
     AUDIT_POLICY,
     CHART,
-    IMAGE_SCRIPT,
     NAMESPACE,
     RELEASE,
     Cluster,
@@ -38,15 +37,8 @@ from harness.chart import (
     prepare,
     values,
 )
+from harness.image import build_image
 from harness.node import running_node
-
-
-def _image() -> tuple[str, Path, int, float]:
-    started = time.monotonic()
-    done = subprocess.run(["bash", str(IMAGE_SCRIPT)], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
-    took = time.monotonic() - started
-    found = dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())
-    return found["image"], Path(found["archive"]), int(found["size"]), took
 
 
 def _failover(c: Cluster) -> float:
@@ -103,15 +95,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench-results" / "node.json")
     args = parser.parse_args()
     helm = subprocess.run([str(REPO_ROOT / "scripts" / "helm.sh")], capture_output=True, text=True, check=True)
-    image, archive, size, image_seconds = _image()
-    result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "image": image, "image_bytes": size,
+    started = time.monotonic()
+    image = build_image()
+    image_seconds = time.monotonic() - started
+    result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "image": image.name, "image_bytes": image.size,
                               "image_build_seconds": round(image_seconds, 1)}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
         workdir = Path(tmp)
         started = time.monotonic()
         with running_node(workdir, audit_policy=AUDIT_POLICY, audit_webhook=audit_webhook_kubeconfig(workdir)) as node:
             result["node_ready_seconds"] = round(time.monotonic() - started, 1)
-            c = prepare(node, helm.stdout.strip(), image, archive)
+            c = prepare(node, helm.stdout.strip(), image.name, image.archive)
             started = time.monotonic()
             c.helm_run("install", RELEASE, str(CHART), "-f", str(values(c)))
             c.rolled_out(f"deployment/{RELEASE}")
@@ -124,7 +118,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     rows = [
-        ("image", f"{image}, {size / 2**20:.0f} MiB, built in {image_seconds:.0f} s"),
+        ("image", f"{image.name}, {image.size / 2**20:.0f} MiB, built in {image_seconds:.0f} s"),
         ("node: start to Ready", f"{result['node_ready_seconds']} s"),
         ("helm install to both pods Ready", f"{result['install_to_ready_seconds']} s"),
         (

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.image import ImageError, build_image
+
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -192,13 +194,13 @@ def _unpack(archive: Path, into: Path) -> tuple[dict[str, object], list[str]]:
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltImage]:
     """Build the image once (scripts/image.sh with buildah; a warm build takes seconds) and unpack its archive."""
-    done = subprocess.run([str(REPO / "scripts" / "image.sh")], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"scripts/image.sh failed (exit {done.returncode}):\n{done.stderr[-5000:]}")
-    printed = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    try:
+        built = build_image()
+    except ImageError as exc:
+        pytest.fail(str(exc))
     rootfs = tmp_path_factory.mktemp("image") / "rootfs"
-    config, repo_tags = _unpack(Path(printed["archive"]), rootfs)
-    yield BuiltImage(printed["image"], Path(printed["archive"]), rootfs, config, repo_tags)
+    config, repo_tags = _unpack(built.archive, rootfs)
+    yield BuiltImage(built.name, built.archive, rootfs, config, repo_tags)
     shutil.rmtree(rootfs)  # (a quarter of a gigabyte)
 
 

@@ -22,11 +22,10 @@ from urllib.parse import urlencode
 import aiohttp
 import orjson
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import audit_scenarios as scenarios
-from harness.control_plane import ControlPlane, free_port
+from harness.control_plane import ControlPlane, audit_webhook_kubeconfig, free_port
 from harness.envelopes import WRITERS
 from harness.monitoring import start_prometheus
 from harness.watcher import Watcher
@@ -46,33 +45,8 @@ class Webhook:
         self.token_file.write_text(self.token + "\n")
         self.pki = workdir / "pki"  # (made by start_control_plane: the CA, and a serving certificate for 127.0.0.1)
         self.url = f"https://127.0.0.1:{self.port}{PATH}"
-        self.kubeconfig = workdir / "audit-webhook.kubeconfig"
-        self.kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [
-                        {
-                            "name": "fw",
-                            "cluster": {"server": self.url, "certificate-authority": str(self.pki / "ca.crt")},
-                        }
-                    ],
-                    # the API server authenticates with a client certificate of the CA fightwatch trusts
-                    "users": [
-                        {
-                            "name": "kube-apiserver",
-                            "user": {
-                                "client-certificate": str(self.pki / "audit-client.crt"),
-                                "client-key": str(self.pki / "audit-client.key"),
-                            },
-                        }
-                    ],
-                    "contexts": [{"name": "fw", "context": {"cluster": "fw", "user": "kube-apiserver"}}],
-                    "current-context": "fw",
-                }
-            )
-        )
+        # the API server authenticates with a client certificate of the CA fightwatch trusts
+        self.kubeconfig = audit_webhook_kubeconfig(workdir, self.url)
 
     def settings(self) -> dict[str, object]:
         return {

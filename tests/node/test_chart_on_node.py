@@ -42,7 +42,6 @@ from harness.chart import (
     ChartError,
     Cluster,
     audit_webhook_kubeconfig,
-    built_image,
     fight,
     finding_in,
     is_ready,
@@ -51,6 +50,7 @@ from harness.chart import (
     prepare,
     values,
 )
+from harness.image import build_image
 from harness.monitoring import Monitor, run_prometheus, start_alertmanager
 from harness.node import running_node
 
@@ -61,9 +61,9 @@ pytestmark = pytest.mark.integration
 def cluster(tmp_path_factory: pytest.TempPathFactory, helm: str) -> Iterator[Cluster]:
     """The node, the image imported into it, and the secrets and accounts the chart's values name."""
     workdir = tmp_path_factory.mktemp("node")
-    image, archive = built_image()
+    image = build_image()
     with running_node(workdir, audit_policy=AUDIT_POLICY, audit_webhook=audit_webhook_kubeconfig(workdir)) as node:
-        yield prepare(node, helm, image, archive)
+        yield prepare(node, helm, image.name, image.archive)
 
 
 @pytest.fixture(scope="module")
