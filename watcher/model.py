@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 import enum
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
@@ -220,13 +221,18 @@ class Timeline:
 MAX_LANES: Final = 255  # lanes of a timeline; the writers beyond share the last
 
 
+MARK_TIMES: Final = 1 << 52  # microseconds: a mark's time is one from 1970 until 2112-09-17 (`mark_word`)
+MARK_END: Final = MARK_TIMES / 1_000_000  # ... in seconds
+
+
 def mark_word(at: float, lane: int, kind: int) -> int:
     """Pack a mark into the 64-bit word `Timeline.words` holds.
 
-    Microseconds since the epoch (52 bits, until the year 2112), the lane (8 bits) and the kind (4 bits). Words order as
-    their times do.
+    Microseconds since the epoch (52 bits, until the year 2112: a time outside is held as the nearest end, as a
+    handover's is, `detection.handovers`), the lane (8 bits) and the kind (4 bits). Words order as their times do.
     """
-    return (max(int(at * 1_000_000), 0) << 12) | (min(lane, MAX_LANES) << 4) | kind
+    micros = min(int(min(MARK_END, max(0.0, at)) * 1_000_000), MARK_TIMES - 1)  # (NaN: max() keeps the 0.0)
+    return (micros << 12) | (min(lane, MAX_LANES) << 4) | kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,12 +369,42 @@ def parse_time(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
+TIME_START: Final = -62135596800.0  # 0001-01-01T00:00:00Z, and
+TIME_END: Final = 253402300800.0  # 10000-01-01T00:00:00Z: the times a date (and RFC 3339) can write
+
+
+def moment(seconds: float) -> datetime | None:
+    """Seconds since the epoch -> the moment in UTC; None where no date shows it.
+
+    Not a number, infinite, or outside the years 1 to 9999: the readers refuse such times, but a time computed from
+    them (a deadline, an axis' end) can still get there.
+    """
+    if not TIME_START <= seconds < TIME_END:  # (NaN compares false)
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (ValueError, OverflowError, OSError):  # (a time just before the end, rounded to the microsecond, past it)
+        return None
+
+
+def undated(seconds: float) -> str:
+    """Say what a time `moment` has no date for is: `unknown time`, or its seconds and that they are out of range."""
+    if math.isnan(seconds):
+        return "unknown time"
+    return f"out of range ({seconds:.12g} s since 1970)"
+
+
 def format_time(seconds: float) -> str:
-    """Seconds since the epoch -> RFC 3339 in UTC, to the second unless there is a fraction to show."""
-    moment = datetime.fromtimestamp(seconds, tz=UTC)
-    if moment.microsecond:
-        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    """Seconds since the epoch -> RFC 3339 in UTC, to the second unless there is a fraction to show.
+
+    A time no date shows (`moment`) reads as `undated` says, never raises.
+    """
+    at = moment(seconds)
+    if at is None:
+        return undated(seconds)
+    if at.microsecond:
+        return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return at.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 _PREFIXES: Final[dict[int, str]] = {}

@@ -11,17 +11,17 @@ live page's own, nothing loaded from elsewhere (a report opened offline looks th
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from watcher.detection.incidents import group
-from watcher.model import Finding, FindingState, Incident, format_time
+from watcher.model import MARK_END, Finding, FindingState, Incident, Timeline, format_time, moment, undated
 from watcher.sinks.report import severity_order
 from watcher.sinks.timeline_axis import clock, date
 from watcher.sinks.timeline_layout import Lane, Layout, layout
@@ -40,7 +40,7 @@ class Summary:
     sources: tuple[str, ...]  # file names analysed; the live page: ()
     events: int
     objects: int  # objects written
-    first: float | None  # epoch seconds of the first and last event
+    first: float | None  # epoch seconds of the earliest and latest event; None: no event read told its time
     last: float | None
     writes_by_manager: tuple[tuple[str, int], ...]  # most first; "(unattributed)" possible
     note: str = ""  # e.g. "3 invalid events skipped"
@@ -68,6 +68,7 @@ class _Card:
     timeline: Layout | None
     lanes: dict[str, Lane]  # by writer.display(): the lane of a writer, for its marker beside its name
     incident: Incident | None = None  # the incident it is part of, when that has other findings too
+    no_timeline: str = "No timeline recorded."  # said in its place, when there is none to draw
 
 
 @cache
@@ -85,12 +86,14 @@ def _templates() -> Environment:
         utc=utc,
         iso=format_time,
         duration=duration,
+        time_range=time_range,
         rate=rate,
         clock=clock,
         day=date,
         n=svg_number,
         number="{:,}".format,
     )
+    templates.tests["dated"] = lambda seconds: moment(seconds) is not None
     return templates
 
 
@@ -177,9 +180,31 @@ def content_security_policy(nonce: str, *, live: bool, meta: bool = False) -> st
 
 
 def _card(finding: Finding, number: int, now: float) -> _Card:
-    drawn = layout(finding, finding.timeline, now=now) if finding.timeline is not None else None
-    lanes = {lane.writer: lane for lane in drawn.lanes} if drawn is not None else {}
-    return _Card(finding, number, drawn, lanes)
+    timeline = finding.timeline
+    if timeline is None:
+        return _Card(finding, number, None, {})
+    if not _drawable(finding, timeline):
+        return _Card(finding, number, None, {}, no_timeline=UNDRAWN)
+    drawn = layout(finding, timeline, now=now if 0 <= now < MARK_END else finding.last_seen)
+    return _Card(finding, number, drawn, {lane.writer: lane for lane in drawn.lanes})
+
+
+UNDRAWN: Final = (
+    "No timeline drawn: some of its times are unknown or outside the years 1970 to 2112, which a timeline holds."
+)
+
+
+def _drawable(finding: Finding, timeline: Timeline) -> bool:
+    """Whether every time the timeline's axis runs over is one its marks can hold (`model.mark_word`: 1970 to 2112).
+
+    A time the readers refused can still reach a finding through a bug, and a watch capture's times are not bounded: the
+    card says so in words rather than draw marks held at an end of that range.
+    """
+    times = [finding.first_seen, finding.detected_at, finding.last_seen, timeline.quiet + finding.last_seen]
+    if finding.resolved_at is not None:
+        times.append(finding.resolved_at)
+    times += [t for b in timeline.bins for t in (b.start, b.end)]
+    return all(0 <= t < MARK_END for t in times)  # (NaN compares false)
 
 
 def _overview(findings: Sequence[Finding]) -> str:
@@ -193,12 +218,37 @@ def _overview(findings: Sequence[Finding]) -> str:
 
 
 def utc(seconds: float) -> str:
-    """`2026-11-23 22:40:42 UTC`: a time for people (the page shows UTC only, as the cluster's logs do)."""
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """`2026-11-23 22:40:42 UTC`: a time for people (the page shows UTC only, as the cluster's logs do).
+
+    A time no date shows (`model.moment`): what `model.undated` says of it.
+    """
+    when = moment(seconds)
+    if when is None:
+        return undated(seconds)
+    return when.isoformat(sep=" ", timespec="seconds").removesuffix("+00:00") + " UTC"
+
+
+def time_range(first: float | None, last: float | None) -> tuple[float, float] | str:
+    """Return the summary's time range: (earliest, latest), whichever order they came in.
+
+    Where it cannot be shown as two dates, what there is to say of it instead: that no time is known, or what `utc`
+    says of each end.
+    """
+    known = [t for t in (first, last) if t is not None]
+    if not known:
+        return "not known: no event read told its time"
+    start, end = known[0], known[-1]
+    if moment(start) is None or moment(end) is None:
+        return f"{utc(start)} \N{EN DASH} {utc(end)}"
+    return (start, end) if start <= end else (end, start)
 
 
 def duration(seconds: float) -> str:
     """`40 ms`, `1.5 s`, `50 s`, `2 min 30 s`, `3 h 5 min`, `2 d 4 h`: as precise as a reader needs."""
+    if not math.isfinite(seconds):
+        return "an unknown time"
+    if seconds < 0:
+        return f"minus {duration(-seconds)}"
     if seconds < 1:
         return f"{round(seconds * 1000)} ms"
     if seconds < 10:

@@ -7,6 +7,7 @@ The JSON form is shared with the live watcher's `/api/v1/findings`; its fields a
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -20,7 +21,7 @@ import orjson
 import yaml
 
 from watcher.detection.incidents import assign, group, incident_id, severity
-from watcher.model import Finding, FindingState, FindingType, Incident, ObjectRef, WriterCount, format_time
+from watcher.model import Finding, FindingState, FindingType, Incident, ObjectRef, WriterCount, format_time, moment
 from watcher.sinks.columns import Cell, Column, lay_out
 
 
@@ -60,15 +61,28 @@ def finding_json(finding: Finding, incident: str | None = None) -> dict[str, Any
         "fields": list(finding.fields),
         "handovers": finding.handovers,
         "writes": finding.writes,
-        "writes_per_minute": finding.writes_per_minute,
-        "flip_period_seconds": None if finding.flip_period is None else round(finding.flip_period, 3),
-        "first_seen": format_time(finding.first_seen),
-        "detected_at": format_time(finding.detected_at),
-        "last_seen": format_time(finding.last_seen),
-        "resolved_at": None if finding.resolved_at is None else format_time(finding.resolved_at),
+        "writes_per_minute": number_json(finding.writes_per_minute),
+        "flip_period_seconds": None if finding.flip_period is None else number_json(round(finding.flip_period, 3)),
+        "first_seen": time_json(finding.first_seen),
+        "detected_at": time_json(finding.detected_at),
+        "last_seen": time_json(finding.last_seen),
+        "resolved_at": None if finding.resolved_at is None else time_json(finding.resolved_at),
         "summary": finding.summary,
         "hint": finding.hint,
     }
+
+
+def number_json(value: float) -> float | None:
+    """Return a number as JSON holds it: null for NaN and the infinities (as orjson writes them; YAML would not)."""
+    return value if math.isfinite(value) else None
+
+
+def time_json(seconds: float) -> str | None:
+    """Return a time as RFC 3339 (`format_time`); null where no RFC 3339 date can write it (`model.moment`).
+
+    Such a time (unknown, or outside the years 1 to 9999) the readers refuse; it reaches a finding only through a bug.
+    """
+    return format_time(seconds) if moment(seconds) is not None else None
 
 
 def incident_json(incident: Incident) -> dict[str, Any]:
@@ -85,11 +99,11 @@ def incident_json(incident: Incident) -> dict[str, Any]:
         "examples": [_object_json(ref) for ref in incident.examples],
         "findings": list(incident.findings),
         "consequences": list(incident.consequences),
-        "writes_per_minute": incident.writes_per_minute,
-        "first_seen": format_time(incident.first_seen),
-        "detected_at": format_time(incident.detected_at),
-        "last_seen": format_time(incident.last_seen),
-        "resolved_at": None if incident.resolved_at is None else format_time(incident.resolved_at),
+        "writes_per_minute": number_json(incident.writes_per_minute),
+        "first_seen": time_json(incident.first_seen),
+        "detected_at": time_json(incident.detected_at),
+        "last_seen": time_json(incident.last_seen),
+        "resolved_at": None if incident.resolved_at is None else time_json(incident.resolved_at),
         "hint": incident.hint,
     }
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Final
+
+from watcher.model import moment, undated
 
 MIN_SPAN: Final = 1.0  # seconds: writes all at one instant still get an axis this long (no zero division)
 TAIL_RATIO: Final = 0.25  # a wait longer than this share of the writes' span is compressed
@@ -112,21 +113,28 @@ def tick_step(span: float, count: float) -> float:
 
 
 def tick_label(at: float, step: float, *, with_date: bool = False) -> str:
-    moment = datetime.fromtimestamp(at, tz=UTC)
+    when = moment(at)
+    if when is None:
+        return undated(at)
     if step >= DAY:
-        return moment.strftime("%b %d")
-    text = moment.strftime("%H:%M:%S") if step < 60 else moment.strftime("%H:%M")
+        return when.strftime("%b %d")
+    text = when.strftime("%H:%M:%S") if step < 60 else when.strftime("%H:%M")
     if step < 1:
-        text += f".{moment.microsecond // 100_000}"
-    return f"{moment.strftime('%b %d')} {text}" if with_date else text
+        text += f".{when.microsecond // 100_000}"
+    return f"{when.strftime('%b %d')} {text}" if with_date else text
 
 
 def clock(at: float, *, precise: bool = False) -> str:
-    """`22:40:45` (or `22:40:45.916`): a time of day in UTC, as the drawing writes it."""
-    moment = datetime.fromtimestamp(at, tz=UTC)
+    """`22:40:45` (or `22:40:45.916`): a time of day in UTC, as the drawing writes it.
+
+    A time no date shows: what `model.undated` says of it.
+    """
+    when = moment(at)
+    if when is None:
+        return undated(at)
     if precise:
-        return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
-    return moment.strftime("%H:%M:%S")
+        return when.strftime("%H:%M:%S.") + f"{when.microsecond // 1000:03d}"
+    return when.strftime("%H:%M:%S")
 
 
 def clock_span(start: float, end: float, *, precise: bool = False) -> str:
@@ -135,7 +143,9 @@ def clock_span(start: float, end: float, *, precise: bool = False) -> str:
 
 
 def date(at: float) -> str:
-    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d")
+    """`2026-11-23`: the day in UTC; a time no date shows, `undated`."""
+    when = moment(at)
+    return undated(at) if when is None else when.date().isoformat()  # (strftime writes year 1 as `1`)
 
 
 def date_caption(start: float, end: float) -> str:
