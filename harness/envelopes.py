@@ -17,13 +17,17 @@ read the same as.
 from __future__ import annotations
 
 import base64
+import csv
 import gzip
 import hashlib
+import io
 import json
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import yaml
 
 AUDIT_STREAM = "kube-apiserver-audit-71976ca11bea5d3083393f7d32dab75b"
 OTHER_STREAMS = ("authenticator-8c0c570ea5676c62c44d98da6189a02b", "kube-scheduler-bb3ea89d63fd2b9735ba06b144377db6")
@@ -114,6 +118,49 @@ def eks_tail_json(events: list[dict[str, Any]]) -> bytes:
         except json.JSONDecodeError:
             out.append(f"{moment} {stream} {message}\n")
     return "".join(out).encode()
+
+
+def _insights_rows(events: list[dict[str, Any]]) -> Iterator[dict[str, str]]:
+    """The rows of a CloudWatch Logs Insights query `fields @timestamp, @message, @logStream, @log` over the group
+    (no filter on the stream: the group's other streams are in it), as Logs Insights gives them: every value a string,
+    the time as `YYYY-MM-DD HH:MM:SS.mmm`."""
+    for stream, at, message in _with_others(events):
+        moment = datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        yield {"@timestamp": moment, "@message": message, "@logStream": stream, "@log": f"111122223333:{LOG_GROUP}"}
+
+
+def eks_insights_json(events: list[dict[str, Any]]) -> bytes:
+    """`aws logs get-query-results --query-id ...` (`--output json`, the default): the rows as lists of
+    `{"field", "value"}`, `@ptr` last, then the query's statistics and status; indent 4."""
+    rows = [
+        [{"field": k, "value": v} for k, v in row.items()]
+        + [{"field": "@ptr", "value": f"CmAKJwojMTExMTIyMjIzMzMz{i}"}]
+        for i, row in enumerate(_insights_rows(events))
+    ]
+    statistics = {"recordsMatched": float(len(rows)), "recordsScanned": float(len(rows)), "bytesScanned": 1e6}
+    document = {"results": rows, "statistics": statistics, "status": "Complete"}
+    return (json.dumps(document, indent=4, ensure_ascii=False) + "\n").encode()
+
+
+def eks_insights_csv(events: list[dict[str, Any]]) -> bytes:
+    """The Logs Insights console's export of the same query's results (Export results, Download table (CSV)): a
+    header row of the fields, quoted where a value holds a comma or a quote."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=["@timestamp", "@message", "@logStream", "@log"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(_insights_rows(events))
+    return out.getvalue().encode()
+
+
+def eks_parsed_message(events: list[dict[str, Any]]) -> bytes:
+    """CloudWatch Logs events as a log shipper delivers them with the message parsed as JSON (its JSON parser on
+    the field): JSON Lines of `{"timestamp", "logStreamName", "message"}`, an audit message an object, another
+    stream's a string."""
+    lines = []
+    for stream, at, message in _with_others(events):
+        parsed: object = json.loads(message) if stream == AUDIT_STREAM else message
+        lines.append(_compact({"timestamp": at, "logStreamName": stream, "message": parsed}) + "\n")
+    return "".join(lines).encode()
 
 
 def _subscription_messages(events: list[dict[str, Any]], batch: int = 7) -> Iterator[dict[str, Any]]:
@@ -274,6 +321,37 @@ def gke_gcloud_read(events: list[dict[str, Any]]) -> bytes:
     return (json.dumps(_entries(events), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
+def gke_gcloud_yaml(events: list[dict[str, Any]]) -> bytes:
+    """`gcloud logging read ... --order=asc` (YAML, gcloud's default format): a document an entry, `---` between
+    them, keys sorted, block style."""
+    return yaml.safe_dump_all(
+        _entries(events), default_flow_style=False, sort_keys=True, allow_unicode=True, width=80
+    ).encode()
+
+
+def _proto_names(value: object, *, data: bool = False) -> object:
+    """A LogEntry as proto-plus's `to_dict` gives it (`gcloud logging tail`): the fields by their proto names
+    (`proto_payload`, `method_name`); the keys of bodies and labels are data, kept."""
+    if isinstance(value, list):
+        return [_proto_names(v) for v in value]
+    if not isinstance(value, dict) or data:
+        return value
+    out = {}
+    for key, item in value.items():
+        name = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+        out[name] = _proto_names(item, data=key in ("labels", "request", "response", "metadata"))
+    return out
+
+
+def gke_gcloud_tail(events: list[dict[str, Any]]) -> bytes:
+    """`gcloud beta logging tail FILTER` (YAML, gcloud's default format): `---` before every entry, each as proto-plus
+    gives it (proto field names, the severity a number), keys sorted."""
+    entries = [{**e, "severity": 300} for e in _entries(events)]
+    return "".join(
+        "---\n" + yaml.safe_dump(_proto_names(e), default_flow_style=False, sort_keys=True, width=80) for e in entries
+    ).encode()
+
+
 def gke_sink(events: list[dict[str, Any]]) -> bytes:
     """A Cloud Storage sink's hourly file: a LogEntry a line."""
     return "".join(_compact(e) + "\n" for e in _entries(events)).encode()
@@ -409,7 +487,12 @@ WRITERS: dict[str, tuple[str, Writer]] = {
     "eks-firehose-s3": ("eks", eks_firehose_s3),
     "eks-firehose-s3-decompressed": ("eks", eks_firehose_s3_decompressed),
     "eks-firehose-http": ("eks", eks_firehose_http),
+    "eks-insights-json": ("eks", eks_insights_json),
+    "eks-insights-csv": ("eks", eks_insights_csv),
+    "eks-parsed-message": ("eks", eks_parsed_message),
     "gke-gcloud-read": ("gke", gke_gcloud_read),
+    "gke-gcloud-yaml": ("gke", gke_gcloud_yaml),
+    "gke-gcloud-tail": ("gke", gke_gcloud_tail),
     "gke-sink": ("gke", gke_sink),
     "gke-pubsub-push": ("gke", gke_pubsub_push),
     "gke-pubsub-pull": ("gke", gke_pubsub_pull),

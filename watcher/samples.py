@@ -67,7 +67,7 @@ def audit_samples(receiver: AuditReceiver, requests: RequestEngine) -> Samples:
         "apply_conflict": s.apply_conflicts,
         "failed": s.failed,
         "read": s.reads,
-        "ignored": s.ignored + s.without_name + s.dry_run,
+        "ignored": s.ignored + s.without_name + s.dry_run + s.stores_nothing,
     }
     return {
         "fightwatch_audit_batches": [((o,), float(r.batches[o])) for o in OUTCOMES],

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -166,20 +167,7 @@ EVENT = events(CURRENT / "rmw-fight.metadata.jsonl")[1]
             "properties.log is not an audit event (not JSON",
         ),
         ({"category": "kube-audit", "properties": {"stream": "stdout"}}, "a kube-audit record without properties.log"),
-        (
-            {"protoPayload": {"serviceName": "k8s.io", "methodName": "io.k8s.configmaps.update"}},
-            "methodName 'io.k8s.configmaps.update' is not io.k8s.GROUP.VERSION.RESOURCE[.SUBRESOURCE].VERB",
-        ),
-        (
-            {
-                "protoPayload": {
-                    "serviceName": "k8s.io",
-                    "methodName": "io.k8s.core.v1.configmaps.update",
-                    "resourceName": "core/v1/namespaces/a/pods/b",
-                }
-            },
-            "resourceName 'core/v1/namespaces/a/pods/b' does not name configmaps",
-        ),
+        ({"protoPayload": ["not", "an", "AuditLog"]}, "protoPayload is not an object"),
         (
             {"messageType": "DATA_MESSAGE", "logStream": "kube-apiserver-audit-1"},
             "a DATA_MESSAGE without a list of logEvents",
@@ -310,6 +298,56 @@ def test_gke_maps_methods_resource_names_and_statuses_as_its_entries_spell_them(
     assert stats.skipped == {"GKE service container.googleapis.com": 1}
 
 
+def _gke(method: str, resource_name: str, verb_time: str = "2026-11-26T21:10:00Z") -> dict[str, Any]:
+    return {
+        "insertId": f"{method}-{resource_name}",
+        "protoPayload": {
+            "@type": "type.googleapis.com/google.cloud.audit.AuditLog",
+            "serviceName": "k8s.io",
+            "methodName": method,
+            "resourceName": resource_name,
+            "authenticationInfo": {"principalEmail": "system:anonymous"},
+            "status": {"code": 0},
+        },
+        "timestamp": verb_time,
+    }
+
+
+def test_gke_requests_to_no_resource_are_read_and_counted_and_unknown_forms_counted_with_an_example(
+    tmp_path: Path,
+) -> None:
+    """GKE logs health checks, discovery and probes of odd paths as `io.k8s.get` of the path; a methodName or
+    resourceName of a form the reader cannot map is counted with an example, not an error."""
+    entries = [
+        _gke("io.k8s.get", "readyz"),
+        _gke("io.k8s.get", "apis/apps/v1"),
+        _gke("io.k8s.get", "/.git/config"),
+        _gke("io.k8s.post", "api/v1/nonsense"),
+        json.loads(WRITERS["gke-sink"][1]([EVENT])),
+        _gke("io.k8s.configmaps.update", "core/v1/namespaces/a/configmaps/b"),
+        _gke("io.k8s.core.v1.configmaps.update", "core/v1/namespaces/a/pods/b"),
+        _gke("io.k8s.core.v1.configmaps.update", "core/v1/namespaces/a/pods/b"),
+    ]
+    path = tmp_path / "gke.json"
+    path.write_text(json.dumps(entries, indent=2))
+    stats = AuditStats()
+    read = list(read_audit_log(str(path), stats=stats))
+    assert [r.audit_id for r in read] == [EVENT["auditID"]]
+    assert stats.without_object == 4
+    assert stats.envelopes.records == {Envelope.GKE: 8}
+    assert stats.envelopes.unread == {
+        "GKE methodName not io.k8s.GROUP.VERSION.RESOURCE[.SUBRESOURCE].VERB": 1,
+        "GKE resourceName not naming its methodName's resource": 2,
+    }
+    assert stats.envelopes.examples["GKE resourceName not naming its methodName's resource"] == (
+        "'core/v1/namespaces/a/pods/b' (configmaps)"
+    )
+    analysis = analysed([path])[1]
+    totals = analysis.totals()
+    assert "4 non-resource requests" in totals
+    assert "not read, 3 records: 2 of GKE resourceName not naming its methodName's resource (e.g. " in totals
+
+
 def test_a_log_newest_first_is_warned_of(tmp_path: Path) -> None:
     """`gcloud logging read` prints newest first unless given --order=asc: such a log is read, with a warning."""
     entries = json.loads(WRITERS["gke-gcloud-read"][1](events(CURRENT / "rmw-fight.metadata.jsonl")))
@@ -361,3 +399,113 @@ def test_a_document_nested_beyond_any_record_is_refused_not_parsed(head: bytes, 
         read.extend(read_audit_log(str(path), stats=AuditStats()))
     assert str(error.value).startswith(f"{path}: ")
     assert len(read) == 1  # the record before it
+
+
+@pytest.mark.parametrize("indent", ["  ", "\t", "    "])
+def test_pretty_printed_json_is_read_whatever_the_indentation_of_its_closing_braces(
+    indent: str, tmp_path: Path
+) -> None:
+    """Objects pretty-printed and then indented (pasted from a document, written by PowerShell's ConvertTo-Json) have
+    no brace at column 0: they are streamed as values one after the other."""
+    source = CURRENT / "rmw-fight.metadata.jsonl"
+    pretty = "".join(
+        "".join(indent + line + "\n" for line in json.dumps(event, indent=2).splitlines()) for event in events(source)
+    )
+    path = tmp_path / "pretty.json"
+    path.write_text(pretty)
+    expected = list(read_audit_log(str(source), stats=AuditStats()))
+    assert list(read_audit_log(str(path), stats=AuditStats())) == expected
+    path.write_text(pretty[: len(pretty) // 2])
+    read: list[Any] = []
+    with pytest.raises(AuditError, match=r"the document ends inside record [\d,]+ \(truncated file\?\)"):
+        read.extend(read_audit_log(str(path), stats=AuditStats()))
+    assert read
+
+
+def test_records_are_counted_as_the_cloud_counts_them_not_by_the_bodies_holding_them(tmp_path: Path) -> None:
+    """An Event Hubs body of 22 audit records (and records of other categories) is that many records of AKS, not one;
+    a CloudWatch page, a record per log event."""
+    logs = events(CURRENT / "rmw-fight.metadata.jsonl")[:22]
+    for form, envelope in (("aks-event-hubs-document", Envelope.AKS), ("eks-filter-log-events", Envelope.EKS)):
+        path = tmp_path / form
+        path.write_bytes(WRITERS[form][1](logs))
+        assert len(orjson.loads(path.read_bytes())) <= 2  # (one document: a body, a page)
+        stats = AuditStats()
+        assert len(list(read_audit_log(str(path), stats=stats))) == 22
+        others = sum(stats.envelopes.skipped.values())
+        assert others  # (the writers mix in records of other categories and streams)
+        assert stats.envelopes.records == {envelope: 22 + others}
+
+
+@pytest.mark.parametrize(
+    ("form", "cut", "problem"),
+    [
+        ("gke-gcloud-yaml", 0.5, r":(\d+): the log ends inside this YAML document \(truncated file\?\)"),
+        ("gke-gcloud-tail", 0.5, r":(\d+): the log ends inside this YAML document \(truncated file\?\)"),
+        ("eks-insights-csv", 0.5, r":(\d+): not CSV \(unexpected end of data; truncated file\?\)"),
+    ],
+)
+def test_a_yaml_or_csv_export_cut_in_the_middle_names_the_line_of_the_cut_record(
+    form: str, cut: float, problem: str, tmp_path: Path
+) -> None:
+    data = WRITERS[form][1](events(CURRENT / "rmw-fight.metadata.jsonl"))
+    # (cut inside a quoted field of the CSV, or a value of the YAML: the middle of a line)
+    end = data.index(b'""kind""' if form.endswith("csv") else b"principal", int(len(data) * cut)) + 5
+    path = tmp_path / "cut"
+    path.write_bytes(data[:end])
+    read: list[Any] = []
+    with pytest.raises(AuditError, match=problem) as error:
+        read.extend(read_audit_log(str(path), stats=AuditStats()))
+    line = int(re.search(problem, str(error.value)).group(1))  # type: ignore[union-attr]
+    assert 1 < line <= data[:end].count(b"\n") + 1
+    assert read  # the records before the cut
+
+
+def test_a_yaml_document_that_is_not_yaml_is_named_and_skipped_with_skip_invalid(tmp_path: Path) -> None:
+    data = WRITERS["gke-gcloud-yaml"][1](events(CURRENT / "rmw-fight.metadata.jsonl")).decode()
+    documents = data.split("---\n")
+    documents[3] = "protoPayload: [unclosed\n  - x: {\n"
+    path = tmp_path / "entries.yaml"
+    path.write_text("---\n".join(documents))
+    with pytest.raises(AuditError, match=r"entries.yaml:(\d+): not YAML \("):
+        list(read_audit_log(str(path), stats=AuditStats()))
+    stats = AuditStats()
+    read = list(read_audit_log(str(path), stats=stats, skip_invalid=True))
+    assert stats.read.skipped_invalid == 1
+    assert len(read) == len(documents) - 1 - sum(  # (every entry but the broken one; GKE has no non-resource here)
+        1 for d in documents if "io.k8s.get" in d
+    )
+
+
+def test_every_event_read_is_in_one_count_of_the_totals(tmp_path: Path) -> None:
+    """Reviews and token requests store nothing, a request to a path names no object: each is counted as what it is,
+    and the counts add up to the events read."""
+    review = {
+        **EVENT,
+        "auditID": "review",
+        "verb": "create",
+        "objectRef": {"resource": "subjectaccessreviews", "apiGroup": "authorization.k8s.io", "apiVersion": "v1"},
+        "responseStatus": {"code": 201},
+    }
+    token = {
+        **review,
+        "auditID": "token",
+        "objectRef": {"resource": "serviceaccounts", "namespace": "ops", "name": "labeler", "subresource": "token"},
+    }
+    health = {key: value for key, value in EVENT.items() if key != "objectRef"} | {"requestURI": "/readyz"}
+    old = {key: value for key, value in EVENT.items() if key not in ("apiVersion", "stageTimestamp")}
+    old |= {"auditID": "v1alpha1", "timestamp": EVENT["stageTimestamp"]}  # (no apiVersion, v1alpha1's one time)
+    logged = events(CURRENT / "cascade.metadata.jsonl")
+    path = tmp_path / "audit.log"
+    path.write_bytes(raw_lines([*logged, review, token, health, old]))
+    findings, analysis = analysed([path])
+    s, audit = analysis.requests.stats, analysis.audit  # type: ignore[union-attr]
+    assert (s.stores_nothing, audit.without_object) == (2, 1)
+    analysed_writes = s.writes + s.conflicts + s.apply_conflicts + s.failed
+    assert s.requests == analysed_writes + s.reads + s.ignored + s.stores_nothing + s.without_name + s.dry_run
+    assert audit.events == s.requests + audit.without_object + sum(audit.stages_skipped.values())
+    assert audit.events == len(logged) + 4
+    totals = analysis.totals()
+    assert "2 reviews and token requests (nothing stored)" in totals
+    assert "; 1 non-resource requests" in totals
+    assert findings == analysed([CURRENT / "cascade.metadata.jsonl"])[0]

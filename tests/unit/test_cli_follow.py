@@ -128,16 +128,29 @@ def test_a_storm_is_found_while_the_file_grows_and_ctrl_c_prints_the_summary(
     assert b"wrote the report" in process.stderr.read()
 
 
-def test_a_pipe_is_read_as_it_is_written_and_its_end_prints_the_summary(follow: list[subprocess.Popen[bytes]]) -> None:
+def _records(form: str) -> list[bytes]:
+    """The records of the recording in a form, each whole: a LogEntry a line, or a YAML document `---` first."""
+    data = WRITERS[form][1](EVENTS)
+    if form == "gke-gcloud-tail":
+        return [b"---\n" + document for document in data.split(b"---\n")[1:]]
+    return data.splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("form", ["gke-sink", "gke-gcloud-tail"])
+def test_a_pipe_is_read_as_it_is_written_and_its_end_prints_the_summary(
+    form: str, follow: list[subprocess.Popen[bytes]]
+) -> None:
+    """A sink's lines, or `gcloud beta logging tail`'s YAML (a document is read when the next one starts)."""
     process = start(follow, "-", stdin=subprocess.PIPE)
     assert process.stdin is not None
     assert process.stdout is not None
     out = Output(process.stdout)
-    data = WRITERS["gke-sink"][1](EVENTS).splitlines(keepends=True)
-    process.stdin.write(b"".join(data[: storm_opens_at()]))
+    data = _records(form)
+    written = storm_opens_at() + (form == "gke-gcloud-tail")
+    process.stdin.write(b"".join(data[:written]))
     process.stdin.flush()
     out.until(b"finding opened")
-    process.stdin.write(b"".join(data[storm_opens_at() :]))
+    process.stdin.write(b"".join(data[written:]))
     process.stdin.close()
     assert process.wait(timeout=WAIT) == 0
     out.until(b"1 conflict storm")  # the table's totals

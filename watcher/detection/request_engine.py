@@ -50,7 +50,7 @@ from watcher.detection.request_state import (
     Tally,
     subresources_with,
 )
-from watcher.detection.requests import Request, parse_apply_conflict
+from watcher.detection.requests import Request, parse_apply_conflict, stores_nothing_on_create
 from watcher.detection.state import Rate
 from watcher.detection.timeline import keep_resolved, new_record
 from watcher.model import (
@@ -181,10 +181,13 @@ class RequestEngine:
 
     def _analysed(self, request: Request) -> bool:
         """Whether a request is one to analyse: a write (not a dry run) to a named object; the rest is counted."""
-        if request.is_write and request.object.name:
+        stores_nothing = request.verb == "create" and stores_nothing_on_create(request.object)
+        if request.is_write and request.object.name and not stores_nothing:
             return True
         if request.dry_run:
             self.stats.dry_run += 1
+        elif stores_nothing:
+            self.stats.stores_nothing += 1
         elif request.is_write:
             self.stats.without_name += 1
         else:

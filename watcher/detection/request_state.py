@@ -155,6 +155,7 @@ class RequestStats:
     reads: int = 0  # get, list, watch: not analysed
     without_name: int = 0  # writes to collections (create without a name, deletecollection)
     dry_run: int = 0
+    stores_nothing: int = 0  # creates of reviews and token requests: answered, nothing stored
     ignored: int = 0  # by the ignore rules (objects or managers)
     writes: int = 0  # analysed writes that succeeded
     conflicts: int = 0  # analysed writes rejected with 409 for a stale resourceVersion

@@ -19,6 +19,20 @@ from typing import Final
 
 # Verbs that write an object (server-side apply is a `patch`).
 WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# Resources whose create answers a question and stores nothing (authentication's and authorization's reviews), and
+# subresources whose create makes something that is not stored (a service account's `token`, a TokenRequest): such a
+# create is no write to an object.
+REVIEWS: Final = frozenset(
+    {
+        "tokenreviews",
+        "selfsubjectreviews",
+        "subjectaccessreviews",
+        "selfsubjectaccessreviews",
+        "localsubjectaccessreviews",
+        "selfsubjectrulesreviews",
+    }
+)
+UNSTORED_SUBRESOURCES: Final = frozenset({"token"})
 # The longest field manager name the API server accepts (k8s.io/apimachinery validation.FieldManagerMaxLength).
 FIELD_MANAGER_MAX_BYTES: Final = 128
 
@@ -160,6 +174,11 @@ class Request:
         return 200 <= self.code < 300
 
 
+def stores_nothing_on_create(ref: RequestObject) -> bool:
+    """Whether a create of `ref` stores nothing: a review, a TokenRequest."""
+    return ref.resource in REVIEWS or ref.subresource in UNSTORED_SUBRESOURCES
+
+
 def manager_from_user_agent(user_agent: str) -> str:
     """Return the field manager the API server records a write under when the request names none.
 
@@ -202,9 +221,11 @@ def parse_apply_conflict(message: str) -> tuple[list[str], list[str]]:
 
 __all__ = [
     "FIELD_MANAGER_MAX_BYTES",
+    "REVIEWS",
     "WRITE_VERBS",
     "Request",
     "RequestObject",
     "manager_from_user_agent",
     "parse_apply_conflict",
+    "stores_nothing_on_create",
 ]

@@ -35,6 +35,7 @@ from watcher.detection.requests import Request, RequestObject, manager_from_user
 from watcher.model import parse_time
 from watcher.sources.capture import CaptureError, ReadStats, broken_reason, merged, open_source, read_texts
 from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener, shown
+from watcher.sources.exports import Form, LineError, csv_records, sniff, yaml_records
 from watcher.sources.follow import open_following
 
 AUDIT_API_VERSIONS: Final = frozenset({"audit.k8s.io/v1", "audit.k8s.io/v1beta1"})
@@ -92,8 +93,12 @@ def read_audit_log(
         open_source(source, AuditError) if follow is None else open_following(source, idle=follow, error=AuditError)
     )
     with opened as stream:
-        prefix = _streamed_prefix(stream)
-        if prefix is None:
+        head = _head(stream)
+        prefix = _streamed_prefix(head)
+        form = sniff(head) if prefix is None else None
+        if form is not None:
+            texts = _read_exported(stream, source, form, opener, stats=stats, skip_invalid=skip_invalid)
+        elif prefix is None:
             texts = read_texts(
                 stream,
                 source,
@@ -221,7 +226,7 @@ def _requests(events: list[Any], stats: AuditStats, *, skip_bad_items: bool) -> 
 # Where a file's records are streamed from (an ijson prefix): a document that is one JSON array of records, or an
 # object whose records are in an array of its own (a CloudWatch Logs page's `events`, an Event Hubs batch's
 # `records`, an EventList's `items`), or values written one after the other without line breaks.
-_RECORD_ARRAYS: Final = frozenset({"events", "records", "items"})
+_RECORD_ARRAYS: Final = frozenset({"events", "records", "items", "results"})
 _HEAD: Final = 1 << 16
 # Nesting deeper than orjson takes (1024 levels) is no record. ijson's parser holds the prefix of every level it is in
 # (N levels: N²·2.5 bytes; a 60 KB document of `[[[...` takes 2 GB): it is stopped there.
@@ -256,31 +261,48 @@ def _items(stream: BinaryIO, prefix: str) -> Iterator[Any]:
     return items
 
 
-def _streamed_prefix(stream: BinaryIO) -> str | None:
-    """Return the ijson prefix of a file's records, when the file is one document.
-
-    Or values on one line. None when it is read a text at a time (JSON Lines, pretty-printed objects each closing at
-    column 0, lines of `aws logs tail`).
-    """
+def _head(stream: BinaryIO) -> bytes:
+    """Peek at the stream's first bytes (up to _HEAD); b"" for a stream that breaks there."""
     peek = getattr(stream, "peek", None)
     try:
-        head = peek(_HEAD)[:_HEAD].lstrip() if peek is not None else b""
+        return peek(_HEAD)[:_HEAD] if peek is not None else b""
     except (OSError, EOFError, zlib.error):  # (a corrupt gzip stream: reading it reports where)
-        return None
+        return b""
+
+
+def _streamed_prefix(head: bytes) -> str | None:
+    """Return the ijson prefix of a file's records, when the file is streamed as JSON values.
+
+    A document that is one array of records, or an object whose records are in an array of its own; or values written
+    one after the other (on one line, or pretty-printed). None when it is read a text at a time, by line (JSON Lines,
+    lines of `aws logs tail`, and YAML and CSV exports).
+    """
+    head = head.lstrip()
     if head[:1] == b"[":
         return "item"
     if head[:1] != b"{":
         return None
-    first = head.partition(b"\n")[0]
+    first, newline, _rest = head.partition(b"\n")
     if first.strip() != b"{":
-        return "" if b"}{" in first else None
+        return "" if newline and _several_or_spanning(first) else None  # (no newline: a line longer than the head)
     try:
         for prefix, event, _value in _prefixed(io.BytesIO(head)):
             if event == "start_array" and prefix in _RECORD_ARRAYS:
                 return f"{prefix}.item"
     except (ijson.JSONError, UnicodeDecodeError):  # (the head ends inside the document, or is not UTF-8 there)
         pass
-    return None
+    # Pretty-printed objects, one after another: streamed, whatever their indentation (a brace at column 0 may close a
+    # record, as jq writes them, or an object inside one, as some documents show them).
+    return ""
+
+
+def _several_or_spanning(line: bytes) -> bool:
+    """Whether a first line holds JSON values one after another (Firehose's `}{`), or begins one spanning lines."""
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return "after document" in str(exc) or exc.pos >= len(line.rstrip())
+    return False
 
 
 def _read_documents(
@@ -327,8 +349,41 @@ def _read_documents(
         raise AuditError(source, None, f"{broken_reason(exc)}; read {number:,} records") from None
 
 
+def _read_exported(
+    stream: BinaryIO, source: str, form: Form, opener: Opener, *, stats: AuditStats, skip_invalid: bool
+) -> Generator[list[Request], None, None]:
+    """Yield the requests of each record of a YAML or CSV export (`exports`), a record at a time.
+
+    Problems are reported by the line the record starts on.
+    """
+    read = stats.read
+    records = yaml_records(stream) if form == "yaml" else csv_records(stream)
+    try:
+        for line, record in records:
+            read.lines = read.file_lines = line
+            try:
+                if isinstance(record, LineError):
+                    raise record
+                requests = _requests(opener.events(record), stats, skip_bad_items=False)
+            except ValueError as exc:
+                where = exc.line if isinstance(exc, LineError) else line
+                if not skip_invalid:
+                    raise AuditError(source, where, str(exc)) from None
+                read.note(f"{source}:{where}: {exc}")
+                continue
+            read.events += 1
+            read.source, read.line = source, line
+            yield requests
+    except LineError as exc:  # a table that cannot be read on
+        raise AuditError(source, exc.line, str(exc)) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise AuditError(source, None, f"{broken_reason(exc)}; read up to line {read.file_lines:,}") from None
+
+
 def _check_api_version(document: dict[str, Any]) -> None:
     version = document.get("apiVersion")
+    if version is None:  # (events that name no version: saved by tools that drop it; read as v1, all they can be)
+        return
     if not isinstance(version, str) or version not in AUDIT_API_VERSIONS:
         raise ValueError(f"not an audit event (apiVersion {shown(version)}; expected audit.k8s.io/v1)")
 
@@ -356,7 +411,8 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
     verb = _text(event, "verb")
     if not verb:
         raise ValueError("no verb")
-    when = _text(event, "stageTimestamp") or _text(event, "requestReceivedTimestamp")
+    # (`timestamp`: audit.k8s.io/v1alpha1's one time, which tools still write)
+    when = _text(event, "stageTimestamp") or _text(event, "requestReceivedTimestamp") or _text(event, "timestamp")
     if not when:
         raise ValueError("no stageTimestamp")
     try:

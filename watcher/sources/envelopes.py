@@ -71,6 +71,8 @@ AUDIT_STREAM_PREFIX: Final = "kube-apiserver-audit"  # EKS's audit log streams: 
 AKS_AUDIT_CATEGORIES: Final = frozenset({"kube-audit", "kube-audit-admin"})
 AKS_TABLES: Final = frozenset({"AKSAudit", "AKSAuditAdmin"})
 GKE_SERVICE: Final = "k8s.io"
+# A LogEntry's and an AuditLog's fields whose keys are data, not field names: kept as they are.
+_DATA_FIELDS: Final = frozenset({"labels", "request", "response", "metadata", "service_data", "json_payload"})
 GKE_DRY_RUN_LABEL: Final = "command.gke.io/dryRun"  # a dry run's entry carries it (its value: the dryRun parameter's)
 # A gzipped Firehose record may unpack to at most this much (a subscription's record is at most 1 MiB packed).
 MAX_UNPACKED: Final = 16 * 2**20
@@ -121,6 +123,10 @@ _RPC_CODES: Final = {
     16: (401, "Unauthorized"),
 }
 _VERSION: Final = re.compile(r"v\d+(?:(?:alpha|beta)\d+)?")
+# The method of a request to no resource, its path in resourceName: the HTTP method, lower case (`io.k8s.get`).
+_NON_RESOURCE: Final = re.compile(r"io\.k8s\.(?:get|head|options|post|put|patch|delete)")
+# Keys of a CloudWatch Logs event beside its message (`filter-log-events`, `get-log-events`, and shippers' records).
+_CLOUDWATCH_KEYS: Final = ("timestamp", "logStreamName", "logStream", "ingestionTime", "eventId")
 TRUNCATED: Final = "[Truncated...]"  # how CloudWatch Logs ends a message cut off at its event size limit (256 KiB)
 _AUDIT_ID: Final = re.compile(r'"auditID":\s*"([0-9a-f-]+)"')
 _ANSI: Final = re.compile(rb"\x1b\[[0-9;]*m")
@@ -131,10 +137,27 @@ _TAIL_LINE: Final = re.compile(rb"(\d{4}-\d\d-\d\dT[0-9:.+-]+)(?: (.*))?", re.DO
 
 @dataclass(slots=True)
 class EnvelopeStats:
-    """What opening envelopes found: records by envelope, and records without an audit event, by what they are."""
+    """What opening envelopes found.
+
+    Records by envelope (a record is the cloud's unit that holds at most one audit event: a CloudWatch Logs event, a
+    LogEntry, a diagnostic record or a table's row; a raw event), records without an audit event by what they are, and
+    records whose event the reader cannot map, by why, with the first example of each.
+    """
 
     records: Counter[Envelope] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)  # e.g. "EKS stream authenticator", "AKS category guard"
+    unread: Counter[str] = field(default_factory=Counter)  # e.g. "GKE methodName of no known form"
+    examples: dict[str, str] = field(default_factory=dict)  # the first of each unread reason, as shown
+
+    def unmapped(self, why: str, example: str) -> None:
+        """Count a record whose audit event cannot be mapped (`why`), keeping the first `example`."""
+        self.unread[why] += 1
+        self.examples.setdefault(why, example)
+
+    @property
+    def passed_over(self) -> int:
+        """Records read that gave no event: skipped and unread."""
+        return sum(self.skipped.values()) + sum(self.unread.values())
 
 
 class Opener:
@@ -156,6 +179,7 @@ class Opener:
         [] for a record that carries none of them (counted in `stats.skipped`). Raises ValueError for anything else.
         """
         envelope: Envelope | None
+        before = self.stats.passed_over
         if self._stream is not None:
             stream, self._stream = self._stream, None
             envelope, events = Envelope.EKS, []
@@ -173,7 +197,7 @@ class Opener:
             raise ValueError(
                 f"{envelope.record} in a file of {self.envelope.label}: one file holds one envelope (split it)"
             )
-        self.stats.records[envelope] += 1
+        self.stats.records[envelope] += len(events) + self.stats.passed_over - before
         return events
 
     def line_events(self, line: bytes) -> list[dict[str, Any]]:
@@ -198,7 +222,10 @@ class Opener:
 
 
 def _open(document: object, stats: EnvelopeStats) -> tuple[Envelope | None, list[dict[str, Any]]]:
-    return _open_list(document, stats) if isinstance(document, list) else _open_record(document, stats)
+    if isinstance(document, list):
+        row = _insights_fields(document)
+        return _open_list(document, stats) if row is None else (Envelope.EKS, _insights_row(row, stats))
+    return _open_record(document, stats)
 
 
 def _open_record(document: object, stats: EnvelopeStats) -> tuple[Envelope, list[dict[str, Any]]]:
@@ -218,36 +245,32 @@ def _open_record(document: object, stats: EnvelopeStats) -> tuple[Envelope, list
 _Open = Callable[[dict[str, Any], EnvelopeStats], list[dict[str, Any]]]
 
 
-def _shape(record: dict[str, Any]) -> tuple[Envelope, _Open] | None:  # noqa: PLR0911 - a return per shape
-    """Tell what a record is, by the keys only it has: its envelope, and how to open it."""
-    kind = record.get("kind")
-    if kind in ("Event", "EventList"):
-        return Envelope.RAW, _raw
-    if "protoPayload" in record:
-        return Envelope.GKE, _gke_entry
-    message = record.get("message")
-    if isinstance(message, str) and ("timestamp" in record or "logStreamName" in record):
-        return Envelope.EKS, _cloudwatch_event
-    if isinstance(message, dict) and "data" in message:  # a Pub/Sub push body, or a pulled message
-        return Envelope.GKE, _pubsub
-    if "messageType" in record:
-        return Envelope.EKS, _subscription
-    if isinstance(record.get("events"), list):
-        return Envelope.EKS, _cloudwatch_page
-    records = record.get("records")
-    if isinstance(records, list):
-        first = records[0] if records else None
-        firehose = isinstance(first, dict) and "data" in first and "properties" not in first
-        return (Envelope.EKS, _firehose) if firehose else (Envelope.AKS, _aks_records)
-    if "properties" in record and ("category" in record or "Category" in record):
-        return Envelope.AKS, _aks_record
-    if "log_s" in record:
-        return Envelope.AKS, _azure_diagnostics
-    if "AuditId" in record or _text(record, "Type") in AKS_TABLES:
-        return Envelope.AKS, _aks_row
-    if isinstance(record.get("data"), str) and len(record) <= 3:  # a Firehose record on its own
-        return Envelope.EKS, _firehose_record
+def _shape(record: dict[str, Any]) -> tuple[Envelope, _Open] | None:
+    """Tell what a record is, by the keys only it has: its envelope, and how to open it (the first of `_SHAPES`)."""
+    for test, envelope, opener in _SHAPES:
+        if test(record):
+            return envelope, opener
     return None
+
+
+def _firehose_batch(record: dict[str, Any]) -> bool:
+    records = record.get("records")
+    first = records[0] if isinstance(records, list) and records else None
+    return isinstance(first, dict) and "data" in first and "properties" not in first
+
+
+def _cloudwatch_message(record: dict[str, Any]) -> bool:
+    """Tell a CloudWatch Logs event: its message (text, or parsed by a shipper) beside the event's other keys."""
+    return isinstance(record.get("message"), str | dict) and any(key in record for key in _CLOUDWATCH_KEYS)
+
+
+def _pubsub_message(record: dict[str, Any]) -> bool:
+    message = record.get("message")
+    return isinstance(message, dict) and "data" in message
+
+
+def _aks_table_row(record: dict[str, Any]) -> bool:
+    return "AuditId" in record or _text(record, "Type") in AKS_TABLES
 
 
 def _raw(document: dict[str, Any], _stats: EnvelopeStats) -> list[dict[str, Any]]:
@@ -295,14 +318,64 @@ def _cloudwatch_page(page: dict[str, Any], stats: EnvelopeStats) -> list[dict[st
 
 
 def _cloudwatch_event(event: dict[str, Any], stats: EnvelopeStats, *, where: str = "the event") -> list[dict[str, Any]]:
-    """Return the audit event in a CloudWatch Logs event's message.
+    """Return the audit event in a CloudWatch Logs event's message (its JSON text, or parsed by a shipper).
 
     [] for an event of another stream of the group.
     """
-    stream = event.get("logStreamName")
+    stream = event.get("logStreamName", event.get("logStream"))
     if isinstance(stream, str) and not _audit_stream(stream, stats):
         return []
-    return [_audit_text(event["message"], f"the message of {where}")]
+    message = event["message"]
+    where = f"the message of {where}"
+    return [_audit_event(message, where) if isinstance(message, dict) else _audit_text(message, where)]
+
+
+def _insights_fields(row: list[Any]) -> dict[str, Any] | None:
+    """Return a row of `aws logs get-query-results` (`[{"field": "@message", "value": ...}, ...]`) as {field: value}.
+
+    None for a list that is not one.
+    """
+    if not row or not all(isinstance(cell, dict) and isinstance(cell.get("field"), str) for cell in row):
+        return None
+    return {cell["field"]: cell.get("value") for cell in row}
+
+
+def _insights_results(results: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """Open the results of a CloudWatch Logs Insights query (`aws logs get-query-results`), parsed whole."""
+    out: list[dict[str, Any]] = []
+    for index, row in enumerate(results["results"]):
+        fields = _insights_fields(row) if isinstance(row, list) else None
+        if fields is None:
+            raise ValueError(f"results[{index}] is not a row of fields ([{{field, value}}, ...])")
+        try:
+            out.extend(_insights_row(fields, stats))
+        except ValueError as exc:
+            raise ValueError(f"results[{index}]: {exc}") from None
+    return out
+
+
+def _insights_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """Return the audit event in a row of CloudWatch Logs Insights results (JSON, or the console's CSV).
+
+    The event is the row's `@message`; `@logStream`, where the query returns it, tells the group's other streams.
+    Without it, a message that is not JSON is taken for one of theirs.
+    """
+    stream = row.get("@logStream")
+    if isinstance(stream, str) and stream and not _audit_stream(stream, stats):
+        return []
+    message = row.get("@message")
+    if not isinstance(message, str | dict):
+        fields = ", ".join(str(name)[:40] for name in list(row)[:6])
+        raise ValueError(
+            f"a CloudWatch Logs Insights row without @message (fields {fields}): query `fields @timestamp, "
+            "@message, @logStream`"
+        )
+    if isinstance(message, dict):
+        return [_audit_event(message, "@message")]
+    if not (isinstance(stream, str) and stream) and message.lstrip()[:1] != "{":
+        stats.skipped["EKS message that is not JSON (no @logStream to tell its stream)"] += 1
+        return []
+    return [_audit_text(message, "@message")]
 
 
 def _subscription(message: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
@@ -389,6 +462,34 @@ def _pubsub(body: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     return _gke_entry(entry, stats)
 
 
+def _gke_proto_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
+    """Open a LogEntry as `gcloud logging tail` prints it.
+
+    Its fields (and the AuditLog's) by their proto names, `proto_payload`, `method_name`, `principal_email`, where
+    `gcloud logging read` and sinks write their JSON names: renamed, but for the bodies and labels, whose keys are
+    data.
+    """
+    return _gke_entry(_json_names(entry), stats)
+
+
+def _json_names(value: object) -> Any:
+    """Rename the keys of a value's messages from proto names to JSON names (`method_name` -> `methodName`)."""
+    if isinstance(value, list):
+        return [_json_names(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    return {
+        _json_name(key): item if key in _DATA_FIELDS else _json_names(item)
+        for key, item in value.items()
+        if isinstance(key, str)
+    }
+
+
+def _json_name(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
 def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     """Return the audit event a GKE LogEntry of the Kubernetes API describes.
 
@@ -401,16 +502,15 @@ def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, An
     if service != GKE_SERVICE:
         stats.skipped[f"GKE service {_named(service)}"] += 1
         return []
-    version, resource, subresource, verb = _method(_text(payload, "methodName"))
-    group, namespace, name = _resource_name(_text(payload, "resourceName"), resource)
-    operation = entry.get("operation")
-    operation = operation if isinstance(operation, dict) else {}
-    # A long request (a watch) has an entry when it starts (`first`) and one when it ends (`last`).
-    stage = "ResponseStarted" if operation.get("last") is False else "ResponseComplete"
-    authentication = payload.get("authenticationInfo")
-    principal = _text(authentication, "principalEmail") if isinstance(authentication, dict) else ""
-    metadata = payload.get("requestMetadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
+    method, resource_name = _text(payload, "methodName"), _text(payload, "resourceName")
+    if _NON_RESOURCE.fullmatch(method):  # a request to a path, no resource: `io.k8s.get` of `readyz`, `apis/apps/v1`
+        return [_gke_event(entry, payload, method.rpartition(".")[2], None, resource_name)]
+    try:
+        version, resource, subresource, verb = _method(method)
+        group, namespace, name = _resource_name(resource_name, resource)
+    except _UnmappedError as exc:
+        stats.unmapped(exc.why, exc.example)
+        return []
     ref: dict[str, Any] = {"resource": resource, "apiGroup": group, "apiVersion": version}
     if subresource:
         ref["subresource"] = subresource
@@ -425,6 +525,21 @@ def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, An
             for key in ("resourceVersion", "uid"):
                 if isinstance(meta.get(key), str) and meta[key]:
                     ref[key] = meta[key]
+    return [_gke_event(entry, payload, verb, ref, resource_name)]
+
+
+def _gke_event(
+    entry: dict[str, Any], payload: dict[str, Any], verb: str, ref: dict[str, Any] | None, resource_name: str
+) -> dict[str, Any]:
+    """Make the raw audit event of a GKE entry: on `ref`, or on no resource (None: a request to a path)."""
+    operation = entry.get("operation")
+    operation = operation if isinstance(operation, dict) else {}
+    # A long request (a watch) has an entry when it starts (`first`) and one when it ends (`last`).
+    stage = "ResponseStarted" if operation.get("last") is False else "ResponseComplete"
+    authentication = payload.get("authenticationInfo")
+    principal = _text(authentication, "principalEmail") if isinstance(authentication, dict) else ""
+    metadata = payload.get("requestMetadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
     labels = entry.get("labels")
     dry_run = isinstance(labels, dict) and bool(labels.get(GKE_DRY_RUN_LABEL))
     event: dict[str, Any] = {
@@ -432,19 +547,29 @@ def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, An
         "apiVersion": "audit.k8s.io/v1",
         "auditID": _text(operation, "id") or _text(entry, "insertId"),
         # No request URI: only what the entry tells of its query (a dry run, in a label of its own).
-        "requestURI": f"/{_text(payload, 'resourceName')}" + ("?dryRun=All" if dry_run else ""),
+        "requestURI": "/" + resource_name.lstrip("/") + ("?dryRun=All" if dry_run else ""),
         "stage": stage,
         "verb": verb,
         "user": {"username": principal},
         "userAgent": _text(metadata, "callerSuppliedUserAgent"),
-        "objectRef": ref,
         "stageTimestamp": _text(entry, "timestamp") or _text(entry, "receiveTimestamp"),
         "responseStatus": _gke_status(payload.get("status"), payload.get("response"), created=verb == "create"),
     }
+    if ref is not None:
+        event["objectRef"] = ref
     response = payload.get("response")
     if isinstance(response, dict):
         event["responseObject"] = response
-    return [event]
+    return event
+
+
+class _UnmappedError(ValueError):
+    """A record whose audit event names its resource in a form the reader cannot map: counted, not fatal."""
+
+    def __init__(self, why: str, example: str) -> None:
+        super().__init__(f"{why}: {example}")
+        self.why = why
+        self.example = example
 
 
 def _method(method: str) -> tuple[str, str, str, str]:
@@ -459,7 +584,7 @@ def _method(method: str) -> tuple[str, str, str, str]:
         return parts[-3], parts[-2], "", parts[-1]
     if len(parts) >= 5 and _VERSION.fullmatch(parts[-4]):
         return parts[-4], parts[-3], parts[-2], parts[-1]
-    raise ValueError(f"methodName {method!r} is not io.k8s.GROUP.VERSION.RESOURCE[.SUBRESOURCE].VERB")
+    raise _UnmappedError("GKE methodName not io.k8s.GROUP.VERSION.RESOURCE[.SUBRESOURCE].VERB", shown(method))
 
 
 def _resource_name(text: str, resource: str) -> tuple[str, str, str]:
@@ -471,14 +596,14 @@ def _resource_name(text: str, resource: str) -> tuple[str, str, str]:
     group, _, path = text.partition("/")
     parts = path.split("/")[1:]
     if not group or not parts:
-        raise ValueError(f"resourceName {text!r} is not GROUP/VERSION/...")
+        raise _UnmappedError("GKE resourceName not GROUP/VERSION/...", shown(text))
     namespace = ""
     if resource == "namespaces" and group == "core":
         return "", "", parts[1] if len(parts) >= 2 else ""
     if len(parts) >= 3 and parts[0] == "namespaces" and parts[2] == resource:
         namespace, parts = parts[1], parts[2:]
     if parts[0] != resource:
-        raise ValueError(f"resourceName {text!r} does not name {resource}")
+        raise _UnmappedError("GKE resourceName not naming its methodName's resource", f"{shown(text)} ({resource})")
     return ("" if group == "core" else group), namespace, parts[1] if len(parts) >= 2 else ""
 
 
@@ -575,6 +700,27 @@ def _aks_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     if "stageTimestamp" not in event and isinstance(row.get("TimeGenerated"), str):
         event["stageTimestamp"] = row["TimeGenerated"]
     return [event]
+
+
+# What each record is, told by the keys only it has, in this order (a Pub/Sub message has a `message` too; a Firehose
+# batch `records`, as an Event Hubs body).
+_SHAPES: Final[tuple[tuple[Callable[[dict[str, Any]], bool], Envelope, _Open], ...]] = (
+    (lambda r: r.get("kind") in ("Event", "EventList"), Envelope.RAW, _raw),
+    (lambda r: "protoPayload" in r, Envelope.GKE, _gke_entry),
+    (lambda r: "proto_payload" in r, Envelope.GKE, _gke_proto_entry),  # `gcloud logging tail`: by proto names
+    (_pubsub_message, Envelope.GKE, _pubsub),  # a Pub/Sub push body, or a pulled message
+    (_cloudwatch_message, Envelope.EKS, _cloudwatch_event),
+    (lambda r: "messageType" in r, Envelope.EKS, _subscription),
+    (lambda r: isinstance(r.get("events"), list), Envelope.EKS, _cloudwatch_page),
+    (lambda r: "@message" in r, Envelope.EKS, _insights_row),  # a row of CloudWatch Logs Insights
+    (lambda r: isinstance(r.get("results"), list) and "statistics" in r, Envelope.EKS, _insights_results),
+    (_firehose_batch, Envelope.EKS, _firehose),
+    (lambda r: isinstance(r.get("records"), list), Envelope.AKS, _aks_records),  # an Event Hubs body
+    (lambda r: "properties" in r and ("category" in r or "Category" in r), Envelope.AKS, _aks_record),
+    (lambda r: "log_s" in r, Envelope.AKS, _azure_diagnostics),
+    (_aks_table_row, Envelope.AKS, _aks_row),
+    (lambda r: isinstance(r.get("data"), str) and len(r) <= 3, Envelope.EKS, _firehose_record),  # a Firehose record
+)
 
 
 # Shared
