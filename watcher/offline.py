@@ -120,6 +120,8 @@ class Analysis:
         self.detector: Detector | None = self.joined or watch  # every watch event goes here
         self.read = ReadStats()
         self.audit = AuditStats()
+        # The earliest and the latest time of the events read (each its own time, in whatever order the files hold
+        # them); None while none told its time.
         self.first: float | None = None
         self.last: float | None = None
 
@@ -176,7 +178,7 @@ class Analysis:
                 raise CaptureError(self.read.source, self.read.line, str(exc)) from None
             self.read.note(f"{self.read.source}:{self.read.line}: {exc}")
             return
-        self._saw(self.watch.now)
+        self._saw(event.time)
 
     def _request(self, request: Request) -> None:
         assert self.requests is not None
@@ -186,7 +188,7 @@ class Analysis:
             self.joined.process_request(request)
         else:
             self._changed(self.requests.process(request))
-        self._saw(self.requests.now)
+        self._saw(request.time)
 
     def _changed(self, changes: list[FindingChange]) -> None:
         if self.on_change is not None:
@@ -203,10 +205,16 @@ class Analysis:
                 for change in changes:
                     self.on_change(change)
 
-    def _saw(self, now: float) -> None:
-        if self.first is None:
-            self.first = now
-        self.last = now if self.last is None else max(self.last, now)
+    def _saw(self, at: float | None) -> None:
+        """Widen the time range read to take in an event's own time (None: an event that does not tell it).
+
+        Not the engines' clocks: those move only with what they analyse (a request they ignore moves neither), and never
+        back.
+        """
+        if at is None:
+            return
+        self.first = at if self.first is None else min(self.first, at)
+        self.last = at if self.last is None else max(self.last, at)
 
     def nothing_found(self) -> str:
         kinds = ["controller fights", "hot loops"] if self.watch is not None else []
@@ -218,10 +226,9 @@ class Analysis:
 
     def totals(self) -> str:
         found = counted(self.findings(), watch=self.watch is not None, requests=self.requests is not None)
-        timed = self.first is not None and self.last is not None and self.first > 0
-        span = (
-            f" from {format_time(self.first)} to {format_time(self.last)}" if timed and self.first and self.last else ""
-        )
+        span = ""
+        if self.first is not None and self.last is not None:  # (the events' own times: the earliest, the latest)
+            span = f" from {format_time(self.first)} to {format_time(self.last)}"
         lines = [found, f"{self.events:,} events{span}."]
         if self.watch is not None:
             lines += _watch_totals(self.watch, self.read, audited=self.requests is not None)
@@ -314,7 +321,8 @@ def _write_report(path: Path, analysis: Analysis, findings: list[Finding], error
     summary = analysis.tally.summary(
         sources=sources, events=analysis.events, first=analysis.first, last=analysis.last, note="; ".join(notes)
     )
-    now = analysis.last if analysis.last is not None else time.time()
+    # (an active finding's timeline runs to now: the time of the latest event read; where none told it, the findings')
+    now = analysis.last if analysis.last is not None else max((f.last_seen for f in findings), default=time.time())
     try:
         write_report(path, findings, summary=summary, now=now)
     except OSError as exc:
@@ -395,17 +403,33 @@ def _without_managed_fields(s: Stats) -> str:
 
 
 def _request_totals(engine: RequestEngine, audit: AuditStats) -> list[str]:
+    """Say what the audit events were: every event read is in one count here."""
     s = engine.stats
-    skipped = ", ".join(f"{n:,} {stage}" for stage, n in sorted(audit.stages_skipped.items()))
     analysed = s.writes + s.conflicts + s.apply_conflicts + s.failed
-    line = (
-        f"Audit: {audit.events:,} events, {s.requests:,} completed requests: {analysed:,} writes analysed "
-        f"({s.conflicts:,} conflicts, {s.apply_conflicts:,} apply conflicts, {s.noop_writes:,} no-op writes), "
-        f"{s.reads:,} reads, {s.ignored:,} ignored; {audit.without_object:,} without an object"
-        + (f"; other stages skipped: {skipped}" if skipped else "")
-        + "."
-    )
-    return [line, *_envelope_totals(audit.envelopes), *_backwards(audit)]
+    counts = [
+        f"{analysed:,} writes analysed ({s.conflicts:,} conflicts, {s.apply_conflicts:,} apply conflicts, "
+        f"{s.noop_writes:,} no-op writes)",
+        f"{s.reads:,} reads",
+        f"{s.ignored:,} ignored",
+    ]
+    counts += [
+        f"{n:,} {what}"
+        for n, what in (
+            (s.stores_nothing, "reviews and token requests (nothing stored)"),
+            (s.without_name, "writes to collections"),
+            (s.dry_run, "dry runs"),
+        )
+        if n
+    ]
+    line = f"Audit: {audit.events:,} events: {s.requests:,} completed requests on objects: {', '.join(counts)}"
+    line += f"; {audit.without_object:,} non-resource requests"
+    if audit.stages_skipped:
+        line += "; of other stages, skipped: " + ", ".join(
+            f"{n:,} {stage}" for stage, n in sorted(audit.stages_skipped.items())
+        )
+    if audit.invalid_items:
+        line += f"; {audit.invalid_items:,} batch items that are no audit event, skipped"
+    return [line + ".", *_envelope_totals(audit.envelopes), *_backwards(audit)]
 
 
 def _backwards(audit: AuditStats) -> list[str]:
@@ -420,9 +444,10 @@ def _backwards(audit: AuditStats) -> list[str]:
 
 
 def _envelope_totals(stats: EnvelopeStats) -> list[str]:
-    """List what the envelopes held, where they were not (all) raw.
+    """Say what the envelopes held, where they were not (all) raw.
 
-    Records by envelope, and those without audit events.
+    Records by envelope (the cloud's records, each holding at most one audit event), those without audit events, and
+    those whose event could not be mapped, with an example of each.
     """
     if not stats.records or set(stats.records) == {Envelope.RAW}:
         return []
@@ -431,4 +456,7 @@ def _envelope_totals(stats: EnvelopeStats) -> list[str]:
     if stats.skipped:
         skipped = ", ".join(f"{n:,} of {what}" for what, n in stats.skipped.most_common())
         line += f"; skipped, holding no audit event: {skipped}"
+    if stats.unread:
+        unread = ", ".join(f"{n:,} of {why} (e.g. {stats.examples[why]})" for why, n in stats.unread.most_common())
+        line += f"; not read, {sum(stats.unread.values()):,} records: {unread}"
     return [line + "."]

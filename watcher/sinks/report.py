@@ -204,15 +204,19 @@ def counted(findings: Iterable[Finding], *, watch: bool, requests: bool) -> str:
 def write_findings(findings: list[Finding], output: str, *, incidents: bool = False, totals: str, empty: str) -> None:
     """Write the findings on standard output as `-o` asks.
 
-    `table` (cut to the terminal), `wide`, `json`, `yaml`.
+    `table` (cut to the terminal), `wide`, `json`, `yaml`. With `json` and `yaml` standard output holds the findings
+    only, for a pipeline to read; the `totals` (what was read) go to standard error.
     """
-    if output == "json":
-        write_json(findings, sys.stdout.buffer, incidents=incidents)
-    elif output == "yaml":
-        write_yaml(findings, sys.stdout, incidents=incidents)
-    else:
-        width = table_width(sys.stdout, wide=output == "wide")
-        write_table(findings, sys.stdout, totals=totals, empty=empty, width=width)
+    if output in ("json", "yaml"):
+        if output == "json":
+            write_json(findings, sys.stdout.buffer, incidents=incidents)
+        else:
+            write_yaml(findings, sys.stdout, incidents=incidents)
+        sys.stdout.flush()
+        print(totals, file=sys.stderr)
+        return
+    width = table_width(sys.stdout, wide=output == "wide")
+    write_table(findings, sys.stdout, totals=totals, empty=empty, width=width)
     sys.stdout.flush()
 
 

@@ -32,7 +32,7 @@ import ijson
 import orjson
 
 from watcher.detection.requests import Request, RequestObject, manager_from_user_agent
-from watcher.model import parse_time
+from watcher.model import TIME_END, parse_time
 from watcher.sources.capture import CaptureError, ReadStats, broken_reason, merged, open_source, read_texts
 from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener, shown
 from watcher.sources.exports import Form, LineError, csv_records, sniff, yaml_records
@@ -45,7 +45,6 @@ SERVICE_ACCOUNT_PREFIX: Final = "system:serviceaccount:"  # the user name of a s
 POD_NAME_KEY: Final = "authentication.kubernetes.io/pod-name"  # user.extra of a token bound to a pod
 BACKWARDS: Final = 60.0  # seconds a request may come before one read earlier: logs interleave replicas' writes
 MESSAGE_MAX: Final = 2048  # a 409's message names the object, managers and field paths: longer ones are cut
-_TIME_END: Final = 253402300800.0  # 10000-01-01T00:00:00Z: a time is shown (`format_time`) up to year 9999
 
 
 class AuditError(CaptureError):
@@ -419,7 +418,7 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         time = parse_time(when)
     except ValueError:
         raise ValueError(f"stageTimestamp {shown(when)} is not an RFC 3339 time") from None
-    if not 0 <= time < _TIME_END:
+    if not 0 <= time < TIME_END:  # (a date can show it, `format_time`; and none before 1970)
         raise ValueError(f"stageTimestamp {shown(when)} is out of range (1970 to 9999)")
     user, impersonator, pod = _user(event)
     user_agent = _text(event, "userAgent")
