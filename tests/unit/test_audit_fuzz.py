@@ -42,6 +42,7 @@ from types import FrameType
 from typing import Any, Final
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -632,10 +633,13 @@ NESTED: Final = st.builds(Nested, st.integers(0, 3000))  # deeper than any parse
 
 
 def _layout(records: list[Any], layout: str) -> bytes:
-    """Records written as a file: JSON Lines, an array, pretty-printed one after the other, or `}{`-joined; a bytes
-    record (a line of `aws logs tail`) as it is, on a line of its own."""
+    """Records written as a file: JSON Lines, an array, pretty-printed one after the other, `}{`-joined, or YAML
+    documents as gcloud prints them; a bytes record (a line of `aws logs tail`) as it is, on a line of its own."""
     if layout == "array":
         return (_dump([r for r in records if not isinstance(r, bytes)], indent=2) + "\n").encode()
+    if layout == "yaml":
+        documents = [r for r in records if not isinstance(r, bytes)]
+        return yaml.safe_dump_all(documents, default_flow_style=False, sort_keys=True, allow_unicode=True).encode()
     texts = [
         r if isinstance(r, bytes) else _dump(r, indent=2 if layout == "pretty" else None).encode() for r in records
     ]
@@ -732,7 +736,7 @@ def test_random_records_shaped_like_an_envelope_are_read_or_refused(
 ) -> None:
     shaped = SHAPED[envelope] | TAIL_LINE if envelope == "eks" else SHAPED[envelope]
     records = data.draw(st.lists(shaped, min_size=1, max_size=4), label="records")
-    layout = data.draw(st.sampled_from(["lines", "array", "pretty", "joined"]), label="layout")
+    layout = data.draw(st.sampled_from(["lines", "array", "pretty", "joined", "yaml"]), label="layout")
     content = _layout(records, layout)
     if data.draw(st.booleans(), label="gzipped"):
         content = gzip.compress(content, mtime=0)
