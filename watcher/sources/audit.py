@@ -283,7 +283,9 @@ def _streamed_prefix(head: bytes) -> str | None:
         return None
     first, newline, _rest = head.partition(b"\n")
     if first.strip() != b"{":
-        return "" if newline and _several_or_spanning(first) else None  # (no newline: a line longer than the head)
+        if b"}{" in first:  # values one after another (Firehose's S3 objects), on a line longer than the head too
+            return ""
+        return "" if newline and _spanning(first) else None  # (no newline: a line longer than the head)
     try:
         for prefix, event, _value in _prefixed(io.BytesIO(head)):
             if event == "start_array" and prefix in _RECORD_ARRAYS:
@@ -295,8 +297,8 @@ def _streamed_prefix(head: bytes) -> str | None:
     return ""
 
 
-def _several_or_spanning(line: bytes) -> bool:
-    """Whether a first line holds JSON values one after another (Firehose's `}{`), or begins one spanning lines."""
+def _spanning(line: bytes) -> bool:
+    """Whether a first line holds JSON values one after another, or begins one spanning lines."""
     try:
         orjson.loads(line)
     except orjson.JSONDecodeError as exc:

@@ -124,9 +124,9 @@ _RPC_CODES: Final = {
 }
 _VERSION: Final = re.compile(r"v\d+(?:(?:alpha|beta)\d+)?")
 # The method of a request to no resource, its path in resourceName: the HTTP method, lower case (`io.k8s.get`).
-_NON_RESOURCE: Final = re.compile(r"io\.k8s\.(?:get|head|options|post|put|patch|delete)")
-# Keys of a CloudWatch Logs event beside its message (`filter-log-events`, `get-log-events`, and shippers' records).
-_CLOUDWATCH_KEYS: Final = ("timestamp", "logStreamName", "logStream", "ingestionTime", "eventId")
+_NON_RESOURCE: Final = frozenset(
+    f"io.k8s.{verb}" for verb in ("get", "head", "options", "post", "put", "patch", "delete")
+)
 TRUNCATED: Final = "[Truncated...]"  # how CloudWatch Logs ends a message cut off at its event size limit (256 KiB)
 _AUDIT_ID: Final = re.compile(r'"auditID":\s*"([0-9a-f-]+)"')
 _ANSI: Final = re.compile(rb"\x1b\[[0-9;]*m")
@@ -148,16 +148,18 @@ class EnvelopeStats:
     skipped: Counter[str] = field(default_factory=Counter)  # e.g. "EKS stream authenticator", "AKS category guard"
     unread: Counter[str] = field(default_factory=Counter)  # e.g. "GKE methodName of no known form"
     examples: dict[str, str] = field(default_factory=dict)  # the first of each unread reason, as shown
+    passed_over: int = 0  # records that gave no event: skipped and unread
+
+    def skip(self, what: str, count: int = 1) -> None:
+        """Count records that hold no audit event, by `what` they are."""
+        self.skipped[what] += count
+        self.passed_over += count
 
     def unmapped(self, why: str, example: str) -> None:
         """Count a record whose audit event cannot be mapped (`why`), keeping the first `example`."""
         self.unread[why] += 1
         self.examples.setdefault(why, example)
-
-    @property
-    def passed_over(self) -> int:
-        """Records read that gave no event: skipped and unread."""
-        return sum(self.skipped.values()) + sum(self.unread.values())
+        self.passed_over += 1
 
 
 class Opener:
@@ -179,7 +181,7 @@ class Opener:
         [] for a record that carries none of them (counted in `stats.skipped`). Raises ValueError for anything else.
         """
         envelope: Envelope | None
-        before = self.stats.passed_over
+        before = self.stats.passed_over  # (a record is counted with what it held: events, and records skipped)
         if self._stream is not None:
             stream, self._stream = self._stream, None
             envelope, events = Envelope.EKS, []
@@ -246,31 +248,54 @@ _Open = Callable[[dict[str, Any], EnvelopeStats], list[dict[str, Any]]]
 
 
 def _shape(record: dict[str, Any]) -> tuple[Envelope, _Open] | None:
-    """Tell what a record is, by the keys only it has: its envelope, and how to open it (the first of `_SHAPES`)."""
-    for test, envelope, opener in _SHAPES:
-        if test(record):
-            return envelope, opener
+    """Tell what a record is, by the keys only it has: its envelope, and how to open it."""
+    if record.get("kind") in ("Event", "EventList"):
+        return Envelope.RAW, _raw
+    if "protoPayload" in record:
+        return Envelope.GKE, _gke_entry
+    if "properties" in record or "log_s" in record or "AuditId" in record or "Type" in record:
+        return _azure_shape(record)
+    return _other_shape(record)
+
+
+def _azure_shape(record: dict[str, Any]) -> tuple[Envelope, _Open] | None:
+    if "properties" in record and ("category" in record or "Category" in record):
+        return Envelope.AKS, _aks_record
+    if "log_s" in record:
+        return Envelope.AKS, _azure_diagnostics
+    if "AuditId" in record or _text(record, "Type") in AKS_TABLES:
+        return Envelope.AKS, _aks_row
     return None
 
 
-def _firehose_batch(record: dict[str, Any]) -> bool:
-    records = record.get("records")
-    first = records[0] if isinstance(records, list) and records else None
-    return isinstance(first, dict) and "data" in first and "properties" not in first
-
-
-def _cloudwatch_message(record: dict[str, Any]) -> bool:
-    """Tell a CloudWatch Logs event: its message (text, or parsed by a shipper) beside the event's other keys."""
-    return isinstance(record.get("message"), str | dict) and any(key in record for key in _CLOUDWATCH_KEYS)
-
-
-def _pubsub_message(record: dict[str, Any]) -> bool:
+def _other_shape(record: dict[str, Any]) -> tuple[Envelope, _Open] | None:  # noqa: PLR0911 - a return per shape
+    """Tell the shapes of records with a `message`, `records`, or other keys of their own."""
     message = record.get("message")
-    return isinstance(message, dict) and "data" in message
-
-
-def _aks_table_row(record: dict[str, Any]) -> bool:
-    return "AuditId" in record or _text(record, "Type") in AKS_TABLES
+    if message is not None:
+        if isinstance(message, dict) and "data" in message:  # a Pub/Sub push body, or a pulled message
+            return Envelope.GKE, _pubsub
+        if isinstance(message, str | dict) and (
+            "timestamp" in record or "logStreamName" in record or "logStream" in record or "eventId" in record
+        ):
+            return Envelope.EKS, _cloudwatch_event  # (a shipper may have parsed the message: an object)
+    records = record.get("records")
+    if isinstance(records, list):  # a Firehose HTTP delivery, or an Event Hubs body
+        first = records[0] if records else None
+        firehose = isinstance(first, dict) and "data" in first and "properties" not in first
+        return (Envelope.EKS, _firehose) if firehose else (Envelope.AKS, _aks_records)
+    if "messageType" in record:
+        return Envelope.EKS, _subscription
+    if isinstance(record.get("events"), list):
+        return Envelope.EKS, _cloudwatch_page
+    if "@message" in record:  # a row of CloudWatch Logs Insights (`@message`, `@logStream`, `@timestamp`, ...)
+        return Envelope.EKS, _insights_row
+    if isinstance(record.get("results"), list) and "statistics" in record:  # `aws logs get-query-results`
+        return Envelope.EKS, _insights_results
+    if "proto_payload" in record:  # `gcloud logging tail`: the entry's fields by their proto names
+        return Envelope.GKE, _gke_proto_entry
+    if isinstance(record.get("data"), str) and len(record) <= 3:  # a Firehose record on its own
+        return Envelope.EKS, _firehose_record
+    return None
 
 
 def _raw(document: dict[str, Any], _stats: EnvelopeStats) -> list[dict[str, Any]]:
@@ -373,7 +398,7 @@ def _insights_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, A
     if isinstance(message, dict):
         return [_audit_event(message, "@message")]
     if not (isinstance(stream, str) and stream) and message.lstrip()[:1] != "{":
-        stats.skipped["EKS message that is not JSON (no @logStream to tell its stream)"] += 1
+        stats.skip("EKS message that is not JSON (no @logStream to tell its stream)")
         return []
     return [_audit_text(message, "@message")]
 
@@ -386,7 +411,7 @@ def _subscription(message: dict[str, Any], stats: EnvelopeStats) -> list[dict[st
     kind = message.get("messageType")
     if kind != "DATA_MESSAGE":
         if kind == "CONTROL_MESSAGE":
-            stats.skipped["EKS CONTROL_MESSAGE"] += 1
+            stats.skip("EKS CONTROL_MESSAGE")
             return []
         raise ValueError(f"a CloudWatch Logs subscription message of messageType {shown(kind)}")
     stream = message.get("logStream")
@@ -438,7 +463,7 @@ def _firehose(body: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]
 def _audit_stream(stream: str, stats: EnvelopeStats, *, count: int = 1) -> bool:
     if stream.startswith(AUDIT_STREAM_PREFIX):
         return True
-    stats.skipped[f"EKS stream {stream.rsplit('-', 1)[0] if '-' in stream else stream}"] += count
+    stats.skip(f"EKS stream {stream.rsplit('-', 1)[0] if '-' in stream else stream}", count)
     return False
 
 
@@ -500,10 +525,10 @@ def _gke_entry(entry: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, An
         raise ValueError("protoPayload is not an object")
     service = payload.get("serviceName")
     if service != GKE_SERVICE:
-        stats.skipped[f"GKE service {_named(service)}"] += 1
+        stats.skip(f"GKE service {_named(service)}")
         return []
     method, resource_name = _text(payload, "methodName"), _text(payload, "resourceName")
-    if _NON_RESOURCE.fullmatch(method):  # a request to a path, no resource: `io.k8s.get` of `readyz`, `apis/apps/v1`
+    if method in _NON_RESOURCE:  # a request to a path, no resource: `io.k8s.get` of `readyz`, `apis/apps/v1`
         return [_gke_event(entry, payload, method.rpartition(".")[2], None, resource_name)]
     try:
         version, resource, subresource, verb = _method(method)
@@ -652,7 +677,7 @@ def _kube_audit(record: dict[str, Any], stats: EnvelopeStats) -> bool:
     category = record.get("category", record.get("Category"))
     if isinstance(category, str) and category in AKS_AUDIT_CATEGORIES:
         return True
-    stats.skipped[f"AKS category {_named(category)}"] += 1
+    stats.skip(f"AKS category {_named(category)}")
     return False
 
 
@@ -683,7 +708,7 @@ def _aks_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     """Open a row of the AKSAudit / AKSAuditAdmin tables: the event's fields in columns of their own."""
     table = row.get("Type")
     if table is not None and (not isinstance(table, str) or table not in AKS_TABLES):
-        stats.skipped[f"AKS table {_named(table)}"] += 1
+        stats.skip(f"AKS table {_named(table)}")
         return []
     event: dict[str, Any] = {"kind": "Event", "apiVersion": "audit.k8s.io/v1"}
     for column, key in _AKS_COLUMNS.items():
@@ -700,27 +725,6 @@ def _aks_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     if "stageTimestamp" not in event and isinstance(row.get("TimeGenerated"), str):
         event["stageTimestamp"] = row["TimeGenerated"]
     return [event]
-
-
-# What each record is, told by the keys only it has, in this order (a Pub/Sub message has a `message` too; a Firehose
-# batch `records`, as an Event Hubs body).
-_SHAPES: Final[tuple[tuple[Callable[[dict[str, Any]], bool], Envelope, _Open], ...]] = (
-    (lambda r: r.get("kind") in ("Event", "EventList"), Envelope.RAW, _raw),
-    (lambda r: "protoPayload" in r, Envelope.GKE, _gke_entry),
-    (lambda r: "proto_payload" in r, Envelope.GKE, _gke_proto_entry),  # `gcloud logging tail`: by proto names
-    (_pubsub_message, Envelope.GKE, _pubsub),  # a Pub/Sub push body, or a pulled message
-    (_cloudwatch_message, Envelope.EKS, _cloudwatch_event),
-    (lambda r: "messageType" in r, Envelope.EKS, _subscription),
-    (lambda r: isinstance(r.get("events"), list), Envelope.EKS, _cloudwatch_page),
-    (lambda r: "@message" in r, Envelope.EKS, _insights_row),  # a row of CloudWatch Logs Insights
-    (lambda r: isinstance(r.get("results"), list) and "statistics" in r, Envelope.EKS, _insights_results),
-    (_firehose_batch, Envelope.EKS, _firehose),
-    (lambda r: isinstance(r.get("records"), list), Envelope.AKS, _aks_records),  # an Event Hubs body
-    (lambda r: "properties" in r and ("category" in r or "Category" in r), Envelope.AKS, _aks_record),
-    (lambda r: "log_s" in r, Envelope.AKS, _azure_diagnostics),
-    (_aks_table_row, Envelope.AKS, _aks_row),
-    (lambda r: isinstance(r.get("data"), str) and len(r) <= 3, Envelope.EKS, _firehose_record),  # a Firehose record
-)
 
 
 # Shared
