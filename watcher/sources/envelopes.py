@@ -367,16 +367,14 @@ def _insights_fields(row: list[Any]) -> dict[str, Any] | None:
 
 def _insights_results(results: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
     """Open the results of a CloudWatch Logs Insights query (`aws logs get-query-results`), parsed whole."""
-    out: list[dict[str, Any]] = []
-    for index, row in enumerate(results["results"]):
+
+    def row_events(row: object) -> list[dict[str, Any]]:
         fields = _insights_fields(row) if isinstance(row, list) else None
         if fields is None:
-            raise ValueError(f"results[{index}] is not a row of fields ([{{field, value}}, ...])")
-        try:
-            out.extend(_insights_row(fields, stats))
-        except ValueError as exc:
-            raise ValueError(f"results[{index}]: {exc}") from None
-    return out
+            raise ValueError("not a row of fields ([{field, value}, ...])")
+        return _insights_row(fields, stats)
+
+    return _each(results["results"], "results", row_events)
 
 
 def _insights_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
@@ -661,15 +659,12 @@ def _gke_status(status: object, response: object, *, created: bool) -> dict[str,
 
 
 def _aks_records(batch: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for index, record in enumerate(batch["records"]):
+    def record_events(record: object) -> list[dict[str, Any]]:
         if not isinstance(record, dict):
-            raise ValueError(f"records[{index}] is not an object")
-        try:
-            out.extend(_aks_record(record, stats))
-        except ValueError as exc:
-            raise ValueError(f"records[{index}]: {exc}") from None
-    return out
+            raise ValueError("not an object")
+        return _aks_record(record, stats)
+
+    return _each(batch["records"], "records", record_events)
 
 
 def _kube_audit(record: dict[str, Any], stats: EnvelopeStats) -> bool:
@@ -728,6 +723,17 @@ def _aks_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
 
 
 # Shared
+
+
+def _each(items: list[Any], name: str, events: Callable[[Any], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Return the audit events of each item of a batch (`events` of it); a problem is named `name[i]: ...`."""
+    out: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        try:
+            out.extend(events(item))
+        except ValueError as exc:
+            raise ValueError(f"{name}[{index}]: {exc}") from None
+    return out
 
 
 def _audit_text(text: object, where: str) -> dict[str, Any]:
