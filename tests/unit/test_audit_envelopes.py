@@ -509,3 +509,23 @@ def test_every_event_read_is_in_one_count_of_the_totals(tmp_path: Path) -> None:
     assert "2 reviews and token requests (nothing stored)" in totals
     assert "; 1 non-resource requests" in totals
     assert findings == analysed([CURRENT / "cascade.metadata.jsonl"])[0]
+
+
+@pytest.mark.parametrize(
+    ("head", "form"),
+    [
+        (b"---\ninsertId: a\n", "yaml"),
+        (b"# a comment\n\ninsertId: abc\nlabels:\n", "yaml"),
+        (b"'@type': type.googleapis.com/google.cloud.audit.AuditLog\n", "yaml"),
+        (b"@timestamp,@message,@logStream,@log\n2026-11-26 21:03:26.879,...", "csv"),
+        (b'"@timestamp","@message"\n', "csv"),
+        (b'2026-11-26T21:03:26.879187+00:00 kube-apiserver-audit-1 {"@message":1,"a":2}\n', None),
+        (b"I1126 21:03:26.123456 1 handler.go:286] started\n", None),
+        (b'{"kind":"Event"}\n', None),
+        (b"[\n", None),
+    ],
+)
+def test_yaml_and_csv_exports_are_told_by_their_first_line(head: bytes, form: str | None) -> None:
+    from watcher.sources.exports import sniff  # noqa: PLC0415 - the one test of it
+
+    assert sniff(head) == form

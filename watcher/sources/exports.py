@@ -27,6 +27,8 @@ Form = Literal["yaml", "csv"]
 # The first line of a YAML document: a document marker, or a mapping's first key (`insertId: ...`, `'@type': ...`).
 _YAML_START: Final = re.compile(rb"---(?:[ \t].*)?|(?:[A-Za-z_][\w./@-]*|'[^'\n]*'|\"[^\"\n]*\"):(?:[ \t].*)?")
 _DOCUMENT_MARKERS: Final = (b"---", b"...")
+# A CSV header row of field names, quoted or not (`@timestamp,@message,@logStream`).
+_CSV_HEADER: Final = re.compile(rb'("?)[@\w.-]+\1(?:,("?)[@\w.-]+\2)+')
 _TIMESTAMP: Final = "tag:yaml.org,2002:timestamp"
 _MAX_FIELD: Final = 16 * 2**20  # a CSV field (an event's JSON text): CloudWatch Logs' events are at most 256 KiB
 
@@ -49,7 +51,7 @@ def sniff(head: bytes) -> Form | None:
             continue
         if text[:1] in (b"{", b"["):
             return None
-        if b"@message" in text and b"," in text:  # a header row of Logs Insights' fields
+        if _CSV_HEADER.fullmatch(text) and b"@message" in text:  # a header row of Logs Insights' fields
             return "csv"
         return "yaml" if _YAML_START.fullmatch(line.rstrip()) else None
     return None
