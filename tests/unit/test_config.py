@@ -180,3 +180,15 @@ def test_serving_errors_name_the_key(serve: dict[str, object], expected: str) ->
     with pytest.raises(ConfigError) as raised:
         parse_config({"serve": serve}, source="fw.yaml")
     assert expected in str(raised.value)
+
+
+def test_the_readme_s_configuration_block_shows_the_defaults() -> None:
+    """The README shows the main keys "with their defaults": read as a config, the block is the default config."""
+    import yaml  # noqa: PLC0415 - this test only
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Configuration", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    data = yaml.safe_load(block)
+    assert set(data) >= {"detection", "watch", "serve", "delivery"}
+    assert parse_config(data, source="README.md").model_dump() == Config().model_dump()
