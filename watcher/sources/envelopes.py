@@ -350,9 +350,7 @@ def _cloudwatch_event(event: dict[str, Any], stats: EnvelopeStats, *, where: str
     stream = event.get("logStreamName", event.get("logStream"))
     if isinstance(stream, str) and not _audit_stream(stream, stats):
         return []
-    message = event["message"]
-    where = f"the message of {where}"
-    return [_audit_event(message, where) if isinstance(message, dict) else _audit_text(message, where)]
+    return [_carried(event["message"], f"the message of {where}")]
 
 
 def _insights_fields(row: list[Any]) -> dict[str, Any] | None:
@@ -384,7 +382,8 @@ def _insights_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, A
     Without it, a message that is not JSON is taken for one of theirs.
     """
     stream = row.get("@logStream")
-    if isinstance(stream, str) and stream and not _audit_stream(stream, stats):
+    stream = stream if isinstance(stream, str) else ""
+    if stream and not _audit_stream(stream, stats):
         return []
     message = row.get("@message")
     if not isinstance(message, str | dict):
@@ -393,12 +392,10 @@ def _insights_row(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, A
             f"a CloudWatch Logs Insights row without @message (fields {fields}): query `fields @timestamp, "
             "@message, @logStream`"
         )
-    if isinstance(message, dict):
-        return [_audit_event(message, "@message")]
-    if not (isinstance(stream, str) and stream) and message.lstrip()[:1] != "{":
+    if not stream and isinstance(message, str) and message.lstrip()[:1] != "{":
         stats.skip("EKS message that is not JSON (no @logStream to tell its stream)")
         return []
-    return [_audit_text(message, "@message")]
+    return [_carried(message, "@message")]
 
 
 def _subscription(message: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
@@ -686,7 +683,7 @@ def _aks_record(record: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, 
     log = properties.get("log") if isinstance(properties, dict) else None
     if log is None:
         raise ValueError("a kube-audit record without properties.log")
-    return [_audit_event(log, "properties.log") if isinstance(log, dict) else _audit_text(log, "properties.log")]
+    return [_carried(log, "properties.log")]
 
 
 def _azure_diagnostics(row: dict[str, Any], stats: EnvelopeStats) -> list[dict[str, Any]]:
@@ -734,6 +731,11 @@ def _each(items: list[Any], name: str, events: Callable[[Any], list[dict[str, An
         except ValueError as exc:
             raise ValueError(f"{name}[{index}]: {exc}") from None
     return out
+
+
+def _carried(value: object, where: str) -> dict[str, Any]:
+    """Return the audit event a record carries in a field: as JSON text, or parsed already (by a shipper)."""
+    return _audit_event(value, where) if isinstance(value, dict) else _audit_text(value, where)
 
 
 def _audit_text(text: object, where: str) -> dict[str, Any]:
