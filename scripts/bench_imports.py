@@ -34,12 +34,12 @@ MODULES = (
     "watcher.detection.engine",
     "watcher.detection.native",
     "watcher.cli",
-    "watcher.sinks.metrics",
-    "watcher.sinks.http",
-    "watcher.sinks.delivery",
-    "watcher.sinks.outlets",
+    "watcher.metrics.exporter",
+    "watcher.serving.endpoints",
+    "watcher.delivery.dispatch",
+    "watcher.delivery.outlets",
     "watcher.sources.cluster",
-    "watcher.sources.election",
+    "watcher.leadership.lease",
     "watcher.service",
 )
 

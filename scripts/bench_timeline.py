@@ -89,7 +89,7 @@ def finding(writes: int, *, fight: bool) -> Finding:
 
 
 def render(writes: int, *, fight: bool) -> tuple[float, int]:
-    from watcher.sinks.page import Summary, report  # noqa: PLC0415 - after the memory was measured
+    from watcher.rendering.page import Summary, report  # noqa: PLC0415 - after the memory was measured
 
     found = finding(writes, fight=fight)
     summary = Summary(
@@ -114,7 +114,7 @@ def demo_report() -> dict[str, object]:
     from importlib import resources  # noqa: PLC0415
 
     from watcher.detection.engine import Engine  # noqa: PLC0415
-    from watcher.sinks.page import Summary, report  # noqa: PLC0415
+    from watcher.rendering.page import Summary, report  # noqa: PLC0415
     from watcher.sources.capture import ReadStats, read_captures  # noqa: PLC0415
 
     engine = Engine(Config().detection)

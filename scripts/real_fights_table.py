@@ -21,7 +21,7 @@ from tests.unit.test_real_fights import analyse, fights_of, party, watch_events
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.model import Finding
-from watcher.sinks.report import finding_json, write_table
+from watcher.rendering.output import finding_json, write_table
 
 MODES = {"watch": "metadata", "audit": "audit"}
 

@@ -1,26 +1,24 @@
-"""The audit webhook's intake for `fightwatch run`: its receiver, the request engine, and their join with the watch.
+"""The audit webhook's intake for `fightwatch run`: the listener the API server posts its audit events to.
 
 With `audit_webhook.enabled`, the API server posts its audit events to a listener of the watcher's own. The
 requests they carry (the failed writes, the writes that changed nothing, the user behind each manager) go to the
-request engine, and the join (`detection.join.Joined`) puts both streams' findings together: every watch event then
-goes to the join instead of the plain engine. The receiver is imported only then (its parsers cost memory).
+pipeline's request path (`pipeline.Pipeline.request`), joined with the watch there. The receiver is imported only
+then (its parsers cost memory). Disabled, the intake listens to nothing, runs no task and has no samples.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from watcher.config import AuditWebhookSettings, DetectionSettings
-from watcher.detection.engine import Engine
-from watcher.detection.join import Joined
+from watcher.config import AuditWebhookSettings
 from watcher.detection.request_engine import RequestEngine
-from watcher.model import FindingChange, ObjectRef
-from watcher.samples import audit_samples
+from watcher.detection.requests import Request
+from watcher.metrics.exporter import Samples
+from watcher.metrics.samples import audit_samples
 from watcher.serving.security import ServingSecurity
 from watcher.serving.server import HttpServer
-from watcher.sinks.metrics import Samples
 
 if TYPE_CHECKING:
     from watcher.sources.audit_webhook import AuditReceiver
@@ -29,35 +27,26 @@ AUDIT_SLICE = 1_000  # requests analysed between two yields to the event loop
 
 
 class AuditIntake:
-    """The audit webhook's listener, request engine and join, as `run` wires them."""
+    """The audit webhook's listener, as `run` wires it (nothing at all where the webhook is off)."""
 
-    def __init__(
-        self,
-        settings: AuditWebhookSettings,
-        detection: DetectionSettings,
-        engine: Engine,
-        *,
-        on_conflict: Callable[[str, str], None],
-        resource: Callable[[ObjectRef], str],
-    ) -> None:
-        """Read the webhook's token file (a missing one fails here, at start) and join `engine` with requests.
-
-        `on_conflict` counts each conflict (the metrics); `resource` names an object's resource as discovery serves it.
-        """
-        from watcher.sources.audit_webhook import AuditReceiver  # noqa: PLC0415 - (only with the webhook on)
-
+    def __init__(self, settings: AuditWebhookSettings) -> None:
+        """Read the webhook's token file, where it is enabled (a missing one fails here, at start)."""
         self.settings = settings
-        self.receiver: AuditReceiver = AuditReceiver(settings)
-        self.requests = RequestEngine(detection, on_conflict=on_conflict)
-        self.joined = Joined(engine, self.requests, resource=resource)
+        self.receiver: AuditReceiver | None = None
+        if settings.enabled:
+            from watcher.sources.audit_webhook import AuditReceiver  # noqa: PLC0415 - (only with the webhook on)
+
+            self.receiver = AuditReceiver(settings)
         self.url: str | None = None
         self._server: HttpServer | None = None
 
-    async def start(self, security: ServingSecurity) -> str:
+    async def start(self, security: ServingSecurity) -> str | None:
         """Listen for the API server's audit events, over TLS that `security` keeps current; return the URL.
 
         Raises OSError or CertificateError when it cannot.
         """
+        if self.receiver is None:
+            return None
         tls = self.receiver.tls()
         security.add("audit_webhook", tls)
         server = HttpServer(
@@ -73,20 +62,28 @@ class AuditIntake:
             await self._server.stop()
             self._server = None
 
-    async def analyse(self, hand_over: Callable[[list[FindingChange]], None]) -> None:
-        """Take the requests the webhook queued, a slice at a time, and hand their finding changes over.
+    def tasks(self, analyse: Callable[[Request], None]) -> list[asyncio.Task[Any]]:
+        """Start handing the requests the webhook queues to `analyse` (none where the webhook is off)."""
+        if self.receiver is None:
+            return []
+        return [asyncio.create_task(self._drain(self.receiver, analyse), name="audit")]
 
-        The event loop serves the watches and the webhook between two slices. Runs until cancelled.
+    @staticmethod
+    async def _drain(receiver: AuditReceiver, analyse: Callable[[Request], None]) -> None:
+        """Take the requests the webhook queued, a slice at a time; the event loop serves the rest between slices.
+
+        Runs until cancelled.
         """
-        receiver, joined = self.receiver, self.joined
         while True:
             await receiver.arrived.wait()
             receiver.arrived.clear()
             while batch := receiver.drain(AUDIT_SLICE):
                 for request in batch:
-                    hand_over(joined.process_request(request))
+                    analyse(request)
                 await asyncio.sleep(0)
 
-    def samples(self) -> Samples:
+    def samples(self, requests: RequestEngine | None) -> Samples:
         """Read the webhook's batches and requests, and what the request engine made of them."""
-        return audit_samples(self.receiver, self.requests)
+        if self.receiver is None or requests is None:
+            return {}
+        return audit_samples(self.receiver, requests)

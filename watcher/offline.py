@@ -20,16 +20,15 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from watcher.config import Config
-from watcher.detection.detector import Detector
 from watcher.detection.engine import Engine, Stats
 from watcher.detection.events import ObjectEvent
-from watcher.detection.join import Joined
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
 from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from watcher.model import Finding, FindingChange, format_time
-from watcher.sinks.report import counted, table_width, write_findings
-from watcher.sinks.tally import WriteTally
+from watcher.pipeline import Invalid, Pipeline
+from watcher.rendering.output import counted, table_width, write_findings
+from watcher.rendering.tally import WriteTally
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError, ReadStats, merged, read_captures
 from watcher.sources.envelopes import Envelope, EnvelopeStats
@@ -47,11 +46,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if args.follow:
             return _follow(args, config, tally)
         return _analyse(Analysis(config, requests=args.files, envelope=args.audit_format, tally=tally), args)
-    try:
-        engine = Engine(config.detection, attribution=args.engine, on_write=tally)
-    except ImportError:
-        print(f"fightwatch: --engine native: {NOT_BUILT}", file=sys.stderr)
-        return EXIT_ERROR
     with ExitStack() as stack:
         audit = getattr(args, "audit", None) or []
         if args.command == "demo":
@@ -65,17 +59,19 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print((banner if width is None else textwrap.fill(banner, max(width, 20))) + "\n", file=sys.stderr)
         else:
             files = args.files
-        return _analyse(
-            Analysis(
+        try:
+            analysis = Analysis(
                 config,
-                watch=engine,
                 captures=files,
                 requests=audit,
+                engine=args.engine,
                 envelope=getattr(args, "audit_format", None),
                 tally=tally,
-            ),
-            args,
-        )
+            )
+        except ImportError:
+            print(f"fightwatch: --engine native: {NOT_BUILT}", file=sys.stderr)
+            return EXIT_ERROR
+        return _analyse(analysis, args)
     return EXIT_OK  # pragma: no cover - ExitStack does not swallow exceptions
 
 
@@ -97,14 +93,14 @@ class Analysis:
         self,
         config: Config,
         *,
-        watch: Engine | None = None,
         captures: Sequence[str] = (),
         requests: Sequence[str] = (),
+        engine: str = "auto",
         envelope: Envelope | None = None,
         tally: WriteTally | None = None,
         on_change: Callable[[FindingChange], None] | None = None,
     ) -> None:
-        """Set up the offline analysis.
+        """Set up the offline analysis; `engine`: the watch engine's attribution (ImportError: `native`, not built).
 
         `on_change` (with one audit log and no captures) follows the log as it is written (`audit --follow`) and
         is told of every finding opened, updated or resolved on the way.
@@ -114,10 +110,16 @@ class Analysis:
         self.on_change = on_change
         self._quiet_since = time.monotonic()  # (following: when the last request arrived)
         self.tally = tally
-        self.watch = watch
-        self.requests = RequestEngine(config.detection) if requests else None
-        self.joined = Joined(watch, self.requests) if watch is not None and self.requests is not None else None
-        self.detector: Detector | None = self.joined or watch  # every watch event goes here
+        self.pipeline = Pipeline(
+            config.detection,
+            watch=bool(captures),
+            requests=bool(requests),
+            engine=engine,
+            on_changes=self._changed,
+            on_invalid=self._invalid,
+            on_write=tally,
+        )
+        self._skip_invalid = False
         self.read = ReadStats()
         self.audit = AuditStats()
         # The earliest and the latest time of the events read (each its own time, in whatever order the files hold
@@ -138,20 +140,31 @@ class Analysis:
     def skipped_invalid(self) -> int:
         return self.read.skipped_invalid + self.audit.read.skipped_invalid
 
+    @property
+    def watched(self) -> bool:
+        """Watch events are analysed (captures were given)."""
+        return self.pipeline.watch is not None
+
+    @property
+    def audited(self) -> bool:
+        """Audit events are analysed (audit logs were given)."""
+        return self.pipeline.requests is not None
+
     def findings(self) -> list[Finding]:
-        found = self.detector or self.requests
-        assert found is not None
-        return found.findings()
+        return self.pipeline.findings()
 
     def run(self, *, skip_invalid: bool) -> None:
         """Feed everything to the engines, keeping the times of the first and the last event analysed.
 
         A `CaptureError` ends it: a bad event (unless skipped), or a file that broke off.
         """
+        self._skip_invalid = skip_invalid
         streams: list[Generator[ObjectEvent | Request, None, None]] = []
-        if self.watch is not None and self.captures:
-            streams.append(read_captures(self.captures, self.watch.decode, stats=self.read, skip_invalid=skip_invalid))
-        if self.requests is not None:
+        if self.watched:
+            streams.append(
+                read_captures(self.captures, self.pipeline.decode, stats=self.read, skip_invalid=skip_invalid)
+            )
+        if self.audited:
             follow = self._idle if self.on_change is not None else None
             streams.append(
                 read_audit_logs(
@@ -163,47 +176,34 @@ class Analysis:
             for item in items:
                 if isinstance(item, Request):
                     self._request(item)
-                else:
-                    self._event(item, skip_invalid=skip_invalid)
+                elif self.pipeline.event(item):
+                    self._saw(item.time)
         finally:
             items.close()
 
-    def _event(self, event: ObjectEvent, *, skip_invalid: bool) -> None:
-        assert self.detector is not None
-        assert self.watch is not None
-        try:
-            self.detector.process(event)
-        except ValueError as exc:  # values the engine cannot read, found while analysing
-            if not skip_invalid:
-                raise CaptureError(self.read.source, self.read.line, str(exc)) from None
-            self.read.note(f"{self.read.source}:{self.read.line}: {exc}")
-            return
-        self._saw(event.time)
+    def _invalid(self, invalid: Invalid) -> None:
+        """Stop at an event with values the engine cannot read (found while analysing), or note it as skipped."""
+        if not self._skip_invalid:
+            raise CaptureError(self.read.source, self.read.line, str(invalid.error))
+        self.read.note(f"{self.read.source}:{self.read.line}: {invalid.error}")
 
     def _request(self, request: Request) -> None:
-        assert self.requests is not None
-        if self.tally is not None and self.watch is None and request.is_write and request.object.name:
+        if self.tally is not None and not self.watched and request.is_write and request.object.name:
             self.tally.request(request)
-        if self.joined is not None:
-            self.joined.process_request(request)
-        else:
-            self._changed(self.requests.process(request))
+        if self.on_change is not None:  # (following: the log is quiet from here on until the next request)
+            self._quiet_since = time.monotonic()
+        self.pipeline.request(request)
         self._saw(request.time)
 
     def _changed(self, changes: list[FindingChange]) -> None:
         if self.on_change is not None:
-            self._quiet_since = time.monotonic()
             for change in changes:
                 self.on_change(change)
 
     def _idle(self) -> None:
         """While a followed log is quiet, its clock runs on: the time of its last request, plus the time since."""
-        assert self.requests is not None
         if self.last is not None:
-            changes = self.requests.advance(self.last + time.monotonic() - self._quiet_since)
-            if self.on_change is not None:
-                for change in changes:
-                    self.on_change(change)
+            self.pipeline.advance(self.last + time.monotonic() - self._quiet_since)
 
     def _saw(self, at: float | None) -> None:
         """Widen the time range read to take in an event's own time (None: an event that does not tell it).
@@ -217,23 +217,23 @@ class Analysis:
         self.last = at if self.last is None else max(self.last, at)
 
     def nothing_found(self) -> str:
-        kinds = ["controller fights", "hot loops"] if self.watch is not None else []
-        kinds += ["conflict storms", "stuck appliers", "no-op write loops"] if self.requests is not None else []
+        kinds = ["controller fights", "hot loops"] if self.watched else []
+        kinds += ["conflict storms", "stuck appliers", "no-op write loops"] if self.audited else []
         return f"No {', '.join(kinds[:-1])} or {kinds[-1]} found."
 
     def problems(self) -> list[str]:
         return self.read.problems + self.audit.read.problems
 
     def totals(self) -> str:
-        found = counted(self.findings(), watch=self.watch is not None, requests=self.requests is not None)
+        found = counted(self.findings(), watch=self.watched, requests=self.audited)
         span = ""
         if self.first is not None and self.last is not None:  # (the events' own times: the earliest, the latest)
             span = f" from {format_time(self.first)} to {format_time(self.last)}"
         lines = [found, f"{self.events:,} events{span}."]
-        if self.watch is not None:
-            lines += _watch_totals(self.watch, self.read, audited=self.requests is not None)
-        if self.requests is not None:
-            lines += _request_totals(self.requests, self.audit)
+        if self.pipeline.watch is not None:
+            lines += _watch_totals(self.pipeline.watch, self.read, audited=self.audited)
+        if self.pipeline.requests is not None:
+            lines += _request_totals(self.pipeline.requests, self.audit)
         if self.skipped_invalid:
             lines.append(f"{self.skipped_invalid:,} invalid events skipped.")
         return "\n".join(lines)
@@ -250,7 +250,7 @@ def _follow(args: argparse.Namespace, config: Config, tally: WriteTally | None) 
     Each is logged as `run` logs them (on standard output), then on Ctrl-C, SIGTERM or the end of a pipe the summary, as
     without --follow.
     """
-    from watcher.sinks.log import configure_logging, log_change  # noqa: PLC0415 - structlog only when following
+    from watcher.logs import configure_logging, log_change  # noqa: PLC0415 - structlog only when following
 
     if len(args.files) != 1:
         print("fightwatch: audit --follow reads one log (a file, or - for standard input)", file=sys.stderr)
@@ -311,7 +311,7 @@ def _analyse(analysis: Analysis, args: argparse.Namespace) -> int:
 
 def _write_report(path: Path, analysis: Analysis, findings: list[Finding], error: CaptureError | None) -> bool:
     """Write the self-contained HTML report (`--html`): whole or not at all (a temporary file renamed into place)."""
-    from watcher.sinks.page import write_report  # noqa: PLC0415 - the template engine only for a report
+    from watcher.rendering.page import write_report  # noqa: PLC0415 - the template engine only for a report
 
     assert analysis.tally is not None
     notes = [f"{analysis.skipped_invalid:,} invalid events skipped"] if analysis.skipped_invalid else []

@@ -1,11 +1,11 @@
 """`fightwatch scan` (`kubectl fightwatch`): a read-only, time-boxed diagnosis from an engineer's laptop.
 
 The composition root of a scan: the kubeconfig's credentials, discovery, the resources these credentials may list
-and watch (`sources.permissions`), the cluster watch and the detection engine `run` and `replay` use, for `--for`
+and watch (`sources.permissions`), the cluster watch and the detection pipeline `run` and `replay` use, for `--for`
 a duration or until Ctrl-C; then the findings as `replay` prints them. It lists and watches, and asks the API
 server what it may watch (access reviews, which persist nothing): no Event, no Lease, no listening port, nothing
 written in the cluster. While it runs, standard error shows a status line and each finding as it opens
-(`sinks.terminal`); standard output gets the result only.
+(`rendering.terminal`); standard output gets the result only.
 
 With `--audit-follow LOG` (a managed cluster's audit events as its CLI prints them) or `--audit LOG`, audit
 events are read in a thread and joined with the watch, as `replay --audit` joins them.
@@ -29,20 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from watcher.config import Config, LogSettings, WatchSettings
-from watcher.detection.detector import Detector
-from watcher.detection.engine import Engine
-from watcher.detection.events import ObjectEvent
-from watcher.detection.join import Joined
-from watcher.detection.native import implementation
-from watcher.detection.request_engine import RequestEngine
-from watcher.detection.requests import Request
 from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
+from watcher.logs import configure_logging
 from watcher.model import ChangeKind, Finding, FindingChange, format_time
-from watcher.sinks.log import configure_logging
-from watcher.sinks.recording import Recording
-from watcher.sinks.report import counted, write_findings
-from watcher.sinks.tally import WriteTally
-from watcher.sinks.terminal import Console, duration, opened_line, status_line
+from watcher.pipeline import Invalid, Pipeline
+from watcher.rendering.output import counted, write_findings
+from watcher.rendering.tally import WriteTally
+from watcher.rendering.terminal import Console, duration, opened_line, status_line
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import CaptureError
 from watcher.sources.cluster import ClusterWatch
@@ -106,19 +99,20 @@ class Scan:
         self.options = options
         self.console = console
         self.tally = WriteTally() if options.html is not None else None
-        self.engine = Engine(config.detection, attribution=implementation(options.engine), on_write=self.tally)
-        auditing = bool(options.audit or options.audit_follow)
-        self.requests = RequestEngine(config.detection) if auditing else None
-        self.joined = Joined(self.engine, self.requests) if self.requests is not None else None  # (audit requests)
-        self.detector: Detector = self.joined or self.engine  # every watch event goes here
+        self.pipeline = Pipeline(
+            config.detection,
+            requests=bool(options.audit or options.audit_follow),
+            engine=options.engine,
+            on_changes=self._tell,
+            on_invalid=self._invalid,
+            on_write=self.tally,
+        )
         self.audit_stats = AuditStats()
         self.audit_error: CaptureError | None = None
-        self.invalid_events = 0
         self.started: float | None = None
         self.ended: float | None = None
         self.server = ""
         self.user: str | None = None  # as the API server knows these credentials
-        self._recording: Recording | None = None
         self._cluster: ClusterWatch | None = None
         self._permissions: Permissions | None = None
         self._api: KubeApi | None = None
@@ -150,9 +144,9 @@ class Scan:
             self._open_recording()
             self._cluster = ClusterWatch(
                 api,
-                on_event=self._on_event,
-                decode=self.engine.decode,
-                on_invalid=self._invalid,
+                on_event=self.pipeline.event,
+                decode=self.pipeline.decode,
+                on_invalid=self.pipeline.refused,
                 settings=settings,
                 choose=self._choose,
             )
@@ -165,8 +159,7 @@ class Scan:
             await self._watch(self._cluster)
         finally:
             await connection.close()
-            if self._recording is not None:
-                self._recording.close()
+            self.pipeline.close()
 
     def stop(self) -> None:
         self._stop.set()
@@ -249,9 +242,8 @@ class Scan:
                 for task in tasks:
                     if task.done() and not task.cancelled() and task.exception() is not None:
                         raise task.exception()  # type: ignore[misc]  # (a bug: discovery only ends cancelled)
-                self._advance()
-                if self._recording is not None:
-                    self._recording.flush()
+                self.pipeline.advance(time.time())
+                self.pipeline.flush()
                 self._note_ready(cluster)
                 left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
                 self._show_status(left, progress)
@@ -269,7 +261,7 @@ class Scan:
                     if reader is not None:
                         await reader
             self.console.close()
-        self._advance()
+        self.pipeline.advance(time.time())
 
     def _note_ready(self, cluster: ClusterWatch) -> None:
         """Say once when every watch is open: writes from then on are seen as they happen."""
@@ -283,57 +275,36 @@ class Scan:
     def _show_status(self, left: float | None, progress: _Progress) -> None:
         cluster = self._cluster
         watched = len(cluster.resource_states()[0]) if cluster is not None else 0
-        events = self.engine.stats.events
+        events = self.pipeline.stats.events
         self.console.status(
             status_line(
                 left=left,
                 resources=watched,
                 events_per_second=progress.rate(time.monotonic(), events),
-                objects=self.engine.tracked_objects,
+                objects=self.pipeline.tracked_objects,
                 findings=self.findings(),
             )
         )
 
     # ---------------------------------------------------------------------------------------------- events
 
-    def _on_event(self, event: ObjectEvent, resource: ApiResource) -> None:
-        if self._recording is not None:
-            self._recording.write(event, secret=resource.group == "" and resource.plural == "secrets")
-        try:
-            changes = self.detector.process(event)
-        except ValueError as exc:
-            self._invalid(resource, exc, namespace=event.namespace, name=event.name)
-            return
-        self._tell(changes)
-
-    def _invalid(
-        self, resource: ApiResource, error: ValueError, *, namespace: str | None = None, name: str | None = None
-    ) -> None:
-        self.invalid_events += 1
-        if self.invalid_events == 1:
-            where = "/".join(p for p in (namespace, name) if p)
-            self.console.print(f"warning: skipped an invalid event of {resource.name} {where}: {error}")
-
-    def _request(self, request: Request) -> None:
-        assert self.joined is not None
-        self._tell(self.joined.process_request(request))
+    def _invalid(self, invalid: Invalid) -> None:
+        """Say so of the first event skipped as invalid (the totals count them all)."""
+        if self.pipeline.invalid_events == 1:
+            where = "/".join(p for p in (invalid.namespace, invalid.name) if p)
+            self.console.print(f"warning: skipped an invalid event of {invalid.resource} {where}: {invalid.error}")
 
     def _tell(self, changes: Iterable[FindingChange]) -> None:
         for change in changes:
             if change.kind is ChangeKind.OPENED:
                 self.console.print(opened_line(change.finding))
 
-    def _advance(self) -> None:
-        now = time.time()
-        self._tell(self.detector.advance(now))
-
     def _open_recording(self) -> None:
         path = self.options.record
         if path is None:
             return
-        record = self.config.record
         try:
-            self._recording = Recording(path, max_bytes=record.max_bytes, keep=record.keep)
+            self.pipeline.record(path, self.config.record)
         except OSError as exc:
             raise ScanError(f"--record {path}: {exc.strerror or exc}") from None
 
@@ -342,7 +313,7 @@ class Scan:
     def _start_audit(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
         """Read the audit logs in a thread (their readers block), each request handed to the event loop."""
         options = self.options
-        if self.requests is None:
+        if self.pipeline.requests is None:
             return None
         files = [options.audit_follow] if options.audit_follow else list(options.audit)
         follow = self._audit_idle if options.audit_follow else None
@@ -359,7 +330,7 @@ class Scan:
                 for request in requests:
                     if self._audit_done.is_set():
                         break
-                    loop.call_soon_threadsafe(self._request, request)
+                    loop.call_soon_threadsafe(self.pipeline.request, request)
             except CaptureError as exc:
                 self.audit_error = exc
                 loop.call_soon_threadsafe(self.console.print, f"warning: audit events no longer read: {exc}")
@@ -378,23 +349,24 @@ class Scan:
     # ---------------------------------------------------------------------------------------------- result
 
     def findings(self) -> list[Finding]:
-        return self.detector.findings()
+        return self.pipeline.findings()
 
     def totals(self) -> str:
-        s = self.engine.stats
+        s = self.pipeline.stats
         span = ""
         if self.started is not None and self.ended is not None:
             span = f" from {format_time(self.started)} to {format_time(self.ended)}"
         watched = len(self._watched or ())
+        auditing = self.pipeline.requests is not None
         lines = [
-            counted(self.findings(), watch=True, requests=self.requests is not None),
-            f"{s.events:,} watch events ({s.writes:,} writes) over {self.engine.tracked_objects:,} objects from "
+            counted(self.findings(), watch=True, requests=auditing),
+            f"{s.events:,} watch events ({s.writes:,} writes) over {self.pipeline.tracked_objects:,} objects from "
             f"{watched} watch{'es' * (watched != 1)}{span}.",
         ]
-        if self.requests is not None:
+        if auditing:
             lines.append(f"{self.audit_stats.events:,} audit events.")
-        if self.invalid_events:
-            lines.append(f"{self.invalid_events:,} invalid events skipped.")
+        if self.pipeline.invalid_events:
+            lines.append(f"{self.pipeline.invalid_events:,} invalid events skipped.")
         forbidden = self._forbidden()
         if forbidden:
             lines.append(f"Forbidden while watching (not scanned): {', '.join(forbidden)}.")
@@ -407,20 +379,20 @@ class Scan:
         return sorted({w.target.name for w in cluster.watches if w.status.state is State.FORBIDDEN})
 
     def nothing_found(self) -> str:
-        kinds = "controller fights or hot loops" if self.requests is None else "fights, hot loops or conflicts"
+        kinds = "controller fights or hot loops" if self.pipeline.requests is None else "fights, hot loops or conflicts"
         return f"No {kinds} found."
 
     def write_report(self, path: Path, findings: list[Finding]) -> None:
         """Write the self-contained HTML report; whole or not at all. Raises OSError."""
-        from watcher.sinks.page import write_report  # noqa: PLC0415 - the template engine only for a report
+        from watcher.rendering.page import write_report  # noqa: PLC0415 - the template engine only for a report
 
         assert self.tally is not None
         notes = [f"a scan of {self.server}"]
-        if self.invalid_events:
-            notes.append(f"{self.invalid_events:,} invalid events skipped")
+        if self.pipeline.invalid_events:
+            notes.append(f"{self.pipeline.invalid_events:,} invalid events skipped")
         summary = self.tally.summary(
             sources=(self.server,),
-            events=self.engine.stats.events + self.audit_stats.events,
+            events=self.pipeline.stats.events + self.audit_stats.events,
             first=self.started,
             last=self.ended,
             note="; ".join(notes),

@@ -1,20 +1,20 @@
-"""`fightwatch run`: the composition root of the live watcher.
+"""`fightwatch run`: the live watcher, the pipeline every command runs with what is run's own added.
 
-Wires the cluster watch (sources) into the same detection engine `replay` uses, and the engine's finding
-changes into every sink: log lines, the recording, the metrics (one `Metrics` on one registry, served at
-`/metrics` with the other HTTP endpoints) and delivery (Kubernetes Events through the service's own API client,
-Alertmanager, webhooks). Runs them on one event loop until SIGTERM or SIGINT, then stops the watches, hands the
-last changes over, gives delivery a few seconds to drain, flushes the recording and exits 0. Events are handled
-as they are read, one at a time, so the engine sees each resource's events in order; delivery never blocks
-that (bounded queues per sink).
+The cluster watch (sources) feeds the detection pipeline `scan` and `replay` build too (`pipeline.Pipeline`: the
+engines, recording, invalid events), with the audit webhook's requests where it is on (`audit_intake`). What is
+run's own: the finding changes go to the log, the metrics (one `Metrics` on one registry, served at `/metrics`
+with the other HTTP endpoints) and delivery (Kubernetes Events through the service's own API client,
+Alertmanager, webhooks). It runs them on one event loop until SIGTERM or SIGINT, then stops the watches, hands
+the last changes over, gives delivery a few seconds to drain, flushes the recording and exits 0. Events are
+handled as they are read, one at a time, so the engine sees each resource's events in order; delivery never
+blocks that (bounded queues per sink).
 
 With leader election every replica watches, detects and serves its endpoints, and only the Lease holder delivers
-(`watcher.leadership`). On SIGTERM the leader drains its delivery first and then releases the Lease, so a standby
-takes over at once. With sharding (`sharding.shard` of `total_shards`) this process watches only its share of the
+(`leadership`). On SIGTERM the leader drains its delivery first and then releases the Lease, so a standby takes
+over at once. With sharding (`sharding.shard` of `total_shards`) this process watches only its share of the
 resources. The endpoints' TLS and guard are `serving.security`'s; what the parts count as plain numbers reaches
-`/metrics` through `watcher.samples`.
+`/metrics` through `metrics.samples`.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -24,42 +24,39 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import structlog
 
 from watcher import __version__
 from watcher.audit_intake import AuditIntake
 from watcher.config import Config
-from watcher.detection.detector import Detector
-from watcher.detection.engine import Engine
+from watcher.delivery.credentials import CredentialError
+from watcher.delivery.dispatch import Delivery
+from watcher.delivery.outlets import build_sinks
 from watcher.detection.events import ObjectEvent
-from watcher.detection.incidents import group
+from watcher.detection.incidents import IncidentIndex
 from watcher.detection.join import guessed_resource
 from watcher.detection.native import implementation, native_available
 from watcher.exits import EXIT_ERROR, EXIT_OK
-from watcher.leadership import leader_elector
-from watcher.model import Finding, FindingChange, Incident, ObjectRef, ResourceKey
-from watcher.samples import (
+from watcher.leadership.gate import leader_elector
+from watcher.leadership.lease import LeaderElector
+from watcher.logs import configure_logging, log_change
+from watcher.metrics.exporter import Metrics, Samples, exposition, new_registry
+from watcher.metrics.samples import (
     cluster_samples,
     engine_samples,
     event_loop_samples,
     recording_samples,
     serving_samples,
 )
+from watcher.model import Finding, FindingChange, Incident, ObjectRef
+from watcher.pipeline import Invalid, Pipeline
+from watcher.serving.endpoints import ServedRequests, StateReaders, make_app
 from watcher.serving.security import ServingSecurity
 from watcher.serving.server import HttpServer
 from watcher.serving.tls import CertificateError
-from watcher.sinks.credentials import CredentialError
-from watcher.sinks.delivery import Delivery
-from watcher.sinks.http import ServedRequests, StateReaders, make_app
-from watcher.sinks.log import configure_logging, log_change
-from watcher.sinks.metrics import Metrics, Samples, exposition, new_registry
-from watcher.sinks.outlets import build_sinks
-from watcher.sinks.recording import Recording
 from watcher.sources.cluster import ClusterWatch
-from watcher.sources.discovery import OLD_SERVER, SUBRESOURCE_ENTRIES_SINCE, ApiResource, server_version
-from watcher.sources.election import LeaderElector
-from watcher.sources.kube import ApiError, ConnectError, Connection, KubeApi, connect, event_loop_factory
+from watcher.sources.discovery import ApiResource, log_server_version
+from watcher.sources.kube import ConnectError, Connection, KubeApi, connect, event_loop_factory
 from watcher.sources.tls_records import read_by_record
 
 TICK = 1.0  # seconds between two engine clock advances (findings resolve), recording flushes, heartbeats
@@ -96,35 +93,30 @@ class Service:
             engine=attribution.name,
             alerts_per=config.delivery.per,
         )
-        self.engine = Engine(config.detection, attribution=attribution, on_write=self.metrics.count_write)
-        # With the audit webhook: API requests analysed too, and joined with the watch (detection/join.py).
-        self.audit = (
-            AuditIntake(
-                config.audit_webhook,
-                config.detection,
-                self.engine,
-                on_conflict=self.metrics.count_conflict,
-                resource=self._resource,
-            )
-            if config.audit_webhook.enabled
-            else None
+        # With the audit webhook, API requests are analysed too, joined with the watch.
+        self.audit = AuditIntake(config.audit_webhook)
+        self.pipeline = Pipeline(
+            config.detection,
+            requests=config.audit_webhook.enabled,
+            engine=attribution,
+            on_changes=self._hand_over,
+            on_invalid=self._invalid,
+            on_write=self.metrics.count_write,
+            on_conflict=self.metrics.count_conflict,
+            resource=self._resource,
         )
-        self.detector: Detector = self.audit.joined if self.audit is not None else self.engine  # every watch event
-        self.metrics.active = self.active  # scrapes read the findings as of the last write
+        self.metrics.active = self.pipeline.active  # scrapes read the findings as of the last write
         self.metrics.read_at_scrape(self._samples)
-        self.invalid_events = 0
         self._kubeconfig = kubeconfig
         self._context = context
         self._record_path = record
-        self._recording: Recording | None = None
         self._cluster: ClusterWatch | None = None
         self._delivery: Delivery | None = None
         self._elector: LeaderElector | None = None
-        self._resources: tuple[frozenset[ResourceKey], frozenset[ResourceKey]] | None = None
         self._heartbeat = time.monotonic()
         self._lag = 0.0
         self.served = ServedRequests()
-        self._incidents: tuple[int, dict[str, Incident]] = (-1, {})  # (second, finding id -> incident)
+        self._incidents = IncidentIndex(self.pipeline.active)
         self._security: ServingSecurity | None = None  # (TLS, the guard: set up when serving starts)
 
     async def run(self) -> int:
@@ -150,7 +142,7 @@ class Service:
             except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
                 return _cannot_start("cannot deliver", config="delivery", error=str(exc))
             elector = self._elector = (
-                leader_elector(settings, connection, delivery=delivery, metrics=self.metrics, detector=self.detector)
+                leader_elector(settings, connection, delivery=delivery, metrics=self.metrics, detector=self.pipeline)
                 if settings.leader_election.enabled
                 else None
             )
@@ -165,27 +157,24 @@ class Service:
                     await asyncio.gather(election, return_exceptions=True)
                     await elector.release()
             if self._cluster is not None:  # (it ran: the last line says so, after delivery drained)
-                s = self.engine.stats
+                s, recording = self.pipeline.stats, self.pipeline.recording
                 log.info(
                     "stopped",
                     events=s.events,
                     writes=s.writes,
-                    active_findings=len(self.engine.active()),
-                    recorded_events=self._recording.events if self._recording else None,
+                    active_findings=len(self.pipeline.active()),
+                    recorded_events=recording.events if recording else None,
                 )
             return status
         finally:
             await connection.close()
-            if self._recording is not None:
-                self._recording.close()
+            self.pipeline.close()
 
     async def _listen(self, connection: Connection) -> int:
         settings = self.config
         if self._record_path is not None:
             try:
-                self._recording = Recording(
-                    self._record_path, max_bytes=settings.record.max_bytes, keep=settings.record.keep
-                )
+                self.pipeline.record(self._record_path, settings.record)
             except OSError as exc:
                 return _cannot_start("cannot record", file=str(self._record_path), error=exc.strerror or str(exc))
         api = KubeApi(connection.api_client, request_timeout=settings.watch.request_timeout)
@@ -206,30 +195,28 @@ class Service:
             where = f"{serve.address}:{serve.port}"
             return _cannot_start("cannot listen", address=where, config="serve", error=exc.strerror or str(exc))
         try:
-            if self.audit is not None:
-                try:
-                    await self.audit.start(security)
-                except (OSError, CertificateError) as exc:
-                    where = f"{settings.audit_webhook.address}:{settings.audit_webhook.port}"
-                    return _cannot_start(
-                        "cannot receive audit events", address=where, config="audit_webhook", error=str(exc)
-                    )
+            try:
+                await self.audit.start(security)
+            except (OSError, CertificateError) as exc:
+                where = f"{settings.audit_webhook.address}:{settings.audit_webhook.port}"
+                return _cannot_start(
+                    "cannot receive audit events", address=where, config="audit_webhook", error=str(exc)
+                )
             return await self._serve(connection, api, url, security)
         finally:
             await server.stop()
-            if self.audit is not None:
-                await self.audit.stop()
+            await self.audit.stop()
 
     async def _serve(self, connection: Connection, api: KubeApi, url: str, security: ServingSecurity) -> int:
         cluster = self._cluster = ClusterWatch(
             api,
             on_event=self._on_event,
-            decode=self.engine.decode,
-            on_invalid=self._invalid,
+            decode=self.pipeline.decode,
+            on_invalid=self.pipeline.refused,
             settings=self.config.watch,
             sharding=self.config.sharding,
             observer=self.metrics,
-            on_change=self._note_resources,
+            on_resources=self.metrics.set_resources,
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -238,12 +225,12 @@ class Service:
         log.info(
             "started",
             version=__version__,
-            engine=self.engine.implementation,
+            engine=self.pipeline.implementation,
             server=connection.server,
             credentials=connection.source,
             listening=url,
             tls=security.certificate(),
-            audit_webhook=self.audit.url if self.audit is not None else None,
+            audit_webhook=self.audit.url,
             recording=str(self._record_path) if self._record_path else None,
             delivery=[sink.name for sink in self._delivery.sinks] if self._delivery else [],
             shard=f"{self.config.sharding.shard}/{self.config.sharding.total_shards}",
@@ -253,11 +240,10 @@ class Service:
         tasks = [
             asyncio.create_task(cluster.run(), name="discovery"),
             asyncio.create_task(self._tick(), name="tick"),
+            *self.audit.tasks(self.pipeline.request),
         ]
-        if self.audit is not None:
-            tasks.append(asyncio.create_task(self.audit.analyse(self._hand_over), name="audit"))
         checked = asyncio.create_task(security.check_review_permissions()) if security.access is not None else None
-        versioned = asyncio.create_task(_note_server_version(api))
+        versioned = asyncio.create_task(log_server_version(api))
         stopped = asyncio.create_task(stop.wait())
         crashed: list[asyncio.Task[Any]] = []
         try:
@@ -279,24 +265,16 @@ class Service:
                     *tasks, versioned, *([checked] if checked is not None else []), return_exceptions=True
                 )
                 await cluster.stop()
-        self._advance()  # (findings quiet long enough resolve; the changes still reach delivery's drain)
-        if self._recording is not None:
-            self._recording.flush()
+        self.pipeline.advance(time.time())  # (findings quiet long enough resolve; the changes still reach delivery)
+        self.pipeline.flush()
         return EXIT_ERROR if crashed else EXIT_OK
 
     # --------------------------------------------------------------------------------------------- events
 
     def _on_event(self, event: ObjectEvent, resource: ApiResource) -> None:
-        """Every event: recorded first (so a replay sees what the engine saw), then analysed, then counted."""
+        """Every event: recorded, analysed and handed over (the pipeline), then counted."""
         started = time.perf_counter()
-        if self._recording is not None:
-            self._recording.write(event, secret=resource.group == "" and resource.plural == "secrets")
-        try:
-            changes = self.detector.process(event)
-        except ValueError as exc:  # values the engine cannot read (labels that are not strings, ...): this event only
-            changes = []
-            self._invalid(resource, exc, namespace=event.namespace, name=event.name)
-        self._hand_over(changes)
+        self.pipeline.event(event, resource)
         received = event.observed_at
         written = event.written_at
         self.metrics.observe_event(
@@ -309,14 +287,15 @@ class Service:
             received_at=received,
         )
 
-    def _invalid(
-        self, resource: ApiResource, error: ValueError, *, namespace: str | None = None, name: str | None = None
-    ) -> None:
-        """Skip and count an event the decoder refused, or the engine could not read; log the first few."""
-        self.invalid_events += 1
-        if self.invalid_events <= LOGGED_INVALID_EVENTS:
+    def _invalid(self, invalid: Invalid) -> None:
+        """Log the first few events skipped as invalid (the decoder refused them, or the engine could not read them)."""
+        if self.pipeline.invalid_events <= LOGGED_INVALID_EVENTS:
             log.warning(
-                "invalid event skipped", resource=resource.name, namespace=namespace, name=name, error=str(error)
+                "invalid event skipped",
+                resource=invalid.resource,
+                namespace=invalid.namespace,
+                name=invalid.name,
+                error=str(invalid.error),
             )
 
     def _hand_over(self, changes: list[FindingChange]) -> None:
@@ -328,10 +307,6 @@ class Service:
         self.metrics.on_changes(changes)
         if self._delivery is not None:
             self._delivery.submit(changes)
-
-    def _advance(self) -> None:
-        now = time.time()
-        self._hand_over(self.detector.advance(now))
 
     def _resource(self, ref: ObjectRef) -> str:
         """Return the resource of an object's kind, as discovery serves it (else the API server's own guess)."""
@@ -345,44 +320,17 @@ class Service:
             await asyncio.sleep(TICK)
             self._lag = max(0.0, loop.time() - due)
             self._heartbeat = time.monotonic()
-            self._advance()
+            self.pipeline.advance(time.time())
             if self._security is not None:
                 self._security.check()
-            self.metrics.set_tracked(self.engine.tracked_objects)
-            if self._recording is not None:
-                self._recording.flush()
-
-    def _note_resources(self) -> None:
-        """Tell the metrics which resources are watched and which forbidden, when that changed.
-
-        It changes when a watch starts, stops or changes state.
-        """
-        if self._cluster is None:
-            return
-        resources = self._cluster.resource_states()
-        if resources != self._resources:
-            self._resources = resources
-            self.metrics.set_resources(*resources)
+            self.metrics.set_tracked(self.pipeline.tracked_objects)
+            self.pipeline.flush()
 
     # ------------------------------------------------------------------------------------------- endpoints
 
-    def active(self) -> list[Finding]:
-        return self.detector.active()
-
-    def findings(self) -> list[Finding]:
-        return self.detector.findings()
-
     def incident_of(self, finding: Finding) -> Incident | None:
-        """Return the incident a finding is part of, among the active findings, when it has others too.
-
-        The active findings are grouped once a second at most: a burst of findings opening at once is grouped once.
-        """
-        now = int(time.monotonic())
-        if self._incidents[0] != now:
-            findings = self.detector.active()
-            shared = (i for i in group(findings) if len(i.findings) > 1)
-            self._incidents = (now, {f: i for i in shared for f in i.members})
-        return self._incidents[1].get(finding.id)
+        """Return the incident a finding is part of, among the active findings, when it has others too."""
+        return self._incidents.of(finding, time.monotonic())
 
     def readiness(self) -> dict[str, Any]:
         if self._cluster is None:
@@ -402,7 +350,7 @@ class Service:
 
     def _state_readers(self) -> StateReaders:
         return StateReaders(
-            findings=self.findings,
+            findings=self.pipeline.findings,
             readiness=self.readiness,
             liveness=self.liveness,
             metrics=lambda accept: exposition(self.registry, accept),
@@ -410,31 +358,18 @@ class Service:
         )
 
     def _samples(self) -> Samples:
-        """Read every part's plain numbers (`watcher.samples`): the collected families' samples at scrape time."""
-        audit, recording = self.audit, self._recording
+        """Read every part's plain numbers (`metrics.samples`): the collected families' samples at scrape time."""
+        pipeline, recording = self.pipeline, self.pipeline.recording
         return {
             **event_loop_samples(self._lag),
             **engine_samples(
-                self.engine.stats, invalid=self.invalid_events, max_objects=self.config.detection.max_objects
+                pipeline.stats, invalid=pipeline.invalid_events, max_objects=self.config.detection.max_objects
             ),
-            **(audit.samples() if audit is not None else {}),
+            **self.audit.samples(pipeline.requests),
             **serving_samples(self.served, self._security),
             **(recording_samples(recording) if recording is not None else {}),
             **cluster_samples(self._cluster),
         }
-
-
-async def _note_server_version(api: KubeApi) -> None:
-    """Log the API server's release once, and warn of what a server older than 1.22 cannot show."""
-    try:
-        version, minor = await server_version(api)
-    except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
-        log.warning("server version unknown", error=str(exc))
-        return
-    if minor is not None and minor < SUBRESOURCE_ENTRIES_SINCE:
-        log.warning("old API server", server_version=version, detail=OLD_SERVER)
-    else:
-        log.info("API server", server_version=version)
 
 
 def _cannot_start(event: str, **context: Any) -> int:

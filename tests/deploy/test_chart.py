@@ -25,7 +25,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from harness.control_plane import ControlPlane
 from watcher.config import parse_config
-from watcher.sinks.http import EVERY_FINDING
+from watcher.serving.endpoints import EVERY_FINDING
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "fightwatch"

@@ -71,7 +71,7 @@ def test_conventions(path: Path) -> None:
 
 
 def test_every_metric_queried_is_one_fightwatch_exposes() -> None:
-    from watcher.sinks.metric_families import FAMILIES  # noqa: PLC0415 - the metrics table, one place for names
+    from watcher.metrics.families import FAMILIES  # noqa: PLC0415 - the metrics table, one place for names
 
     exposed = set()
     for family in FAMILIES:

@@ -12,8 +12,8 @@ import yaml
 from harness import REPO_ROOT
 from harness.monitoring import RULES_FILE, RULES_TEST_FILE, promtool
 from watcher.config import DeliverySettings
+from watcher.delivery import alertmanager
 from watcher.model import FindingType
-from watcher.sinks import alertmanager
 
 RUNBOOK = REPO_ROOT / "docs" / "runbook.md"
 # The groups of the finding alerts, by the `delivery.per` they alert for (their rules' `per` label).

@@ -37,7 +37,7 @@ from harness.control_plane import ControlPlane, free_port
 from harness.kube import CONFIGMAPS, Kube, new_api_client
 from harness.monitoring import RULES_FILE, Monitor, promtool, start_alertmanager, start_prometheus
 from harness.watcher import Watcher
-from watcher.sinks.metric_families import FAMILIES
+from watcher.metrics.families import FAMILIES
 
 NAMESPACE = "e2e-delivery"
 NAME = "settings"

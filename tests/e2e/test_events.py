@@ -22,9 +22,9 @@ from harness.scenarios import rfc3339_now
 from harness.watcher import Watcher
 from tests.unit.captures import events as capture_events
 from watcher.config import Config, EventsSettings
+from watcher.delivery.kube_events import CORE_V1, KubeEventsSink
 from watcher.detection.engine import Engine
 from watcher.model import FindingChange
-from watcher.sinks.events import CORE_V1, KubeEventsSink
 
 NAMESPACE = "e2e-events-v1"
 DEADLINE = 90.0

@@ -19,7 +19,6 @@ from selenium.webdriver.support.ui import Select
 
 from harness.browser import Browser, open_browser
 from watcher.config import Config
-from watcher.detection.engine import Engine
 from watcher.model import Finding, Timeline
 from watcher.offline import DEMO_AUDIT, DEMO_CAPTURE, Analysis
 
@@ -30,7 +29,7 @@ def findings() -> dict[str, Finding]:
     audit log)."""
     data = resources.files("watcher") / "data"
     with resources.as_file(data / DEMO_CAPTURE) as capture, resources.as_file(data / DEMO_AUDIT) as audit:
-        analysis = Analysis(Config(), watch=Engine(Config().detection), captures=[str(capture)], requests=[str(audit)])
+        analysis = Analysis(Config(), captures=[str(capture)], requests=[str(audit)])
         analysis.run(skip_invalid=False)
     return {f.id: f for f in analysis.findings()}
 

@@ -22,7 +22,7 @@ from tests.integration.conftest import LiveRun
 from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.model import ChangeKind, FindingType
-from watcher.sinks.report import finding_json
+from watcher.rendering.output import finding_json
 
 
 def _scenario(finding: dict[str, Any]) -> str | None:

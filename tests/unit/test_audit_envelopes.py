@@ -19,7 +19,7 @@ from harness.envelopes import WRITERS, gke_degraded, raw_lines
 from tests.unit.test_cli_audit import CURRENT, LEVELS, SCENARIOS, V1_20
 from watcher.config import load_config
 from watcher.offline import Analysis
-from watcher.sinks.report import write_json
+from watcher.rendering.output import write_json
 from watcher.sources.audit import AuditError, AuditStats, decode_audit, read_audit_log
 from watcher.sources.envelopes import Envelope, EnvelopeStats, Opener
 
@@ -499,7 +499,7 @@ def test_every_event_read_is_in_one_count_of_the_totals(tmp_path: Path) -> None:
     path = tmp_path / "audit.log"
     path.write_bytes(raw_lines([*logged, review, token, health, old]))
     findings, analysis = analysed([path])
-    s, audit = analysis.requests.stats, analysis.audit  # type: ignore[union-attr]
+    s, audit = analysis.pipeline.requests.stats, analysis.audit  # type: ignore[union-attr]
     assert (s.stores_nothing, audit.without_object) == (2, 1)
     analysed_writes = s.writes + s.conflicts + s.apply_conflicts + s.failed
     assert s.requests == analysed_writes + s.reads + s.ignored + s.stores_nothing + s.without_name + s.dry_run

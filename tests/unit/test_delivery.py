@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry
 
 from tests.unit.captures import events
 from watcher.config import Config, DeliverySettings
+from watcher.delivery.dispatch import Change, Delivery, DeliveryError
 from watcher.detection.engine import Engine
+from watcher.metrics.exporter import Metrics
 from watcher.model import FindingChange
-from watcher.sinks.delivery import Change, Delivery, DeliveryError
-from watcher.sinks.metrics import Metrics
 
 
 def _changes() -> list[FindingChange]:

@@ -15,7 +15,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-from watcher.sources.election import _Lock
+from watcher.leadership.lease import _Lock
 
 
 @pytest.fixture(params=["UTC", "America/Los_Angeles", "Asia/Kolkata"])

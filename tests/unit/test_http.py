@@ -13,12 +13,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.unit.captures import analyse
 from watcher.detection.incidents import group
 from watcher.detection.join import guessed_resource
+from watcher.metrics.exporter import Metrics, exposition, new_registry
 from watcher.model import Finding
+from watcher.rendering.output import finding_json
 from watcher.serving.access import AccessUnavailableError, Caller, Resource
+from watcher.serving.endpoints import ServedRequests, StateReaders, make_app
 from watcher.serving.guard import bearer_token
-from watcher.sinks.http import ServedRequests, StateReaders, make_app
-from watcher.sinks.metrics import Metrics, exposition, new_registry
-from watcher.sinks.report import finding_json
 
 
 def _findings() -> list[Finding]:

@@ -20,7 +20,7 @@ from watcher.config import Config
 from watcher.detection.engine import Engine
 from watcher.detection.incidents import group, incident_id, normalised
 from watcher.model import Finding, FindingState, FindingType
-from watcher.sinks.page import render_findings
+from watcher.rendering.page import render_findings
 from watcher.sources.capture import ReadStats, read_captures
 
 COPIES = 5

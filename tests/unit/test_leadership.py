@@ -12,12 +12,12 @@ from prometheus_client import CollectorRegistry
 
 from tests.unit.captures import events
 from watcher.config import Config, DeliverySettings
+from watcher.delivery.dispatch import Delivery
 from watcher.detection.engine import Engine
-from watcher.leadership import DeliveryGate, catch_up
+from watcher.leadership.gate import DeliveryGate, catch_up
+from watcher.leadership.lease import LeaderChange
+from watcher.metrics.exporter import LEADER_CHANGES, Metrics
 from watcher.model import ChangeKind, FindingChange
-from watcher.sinks.delivery import Delivery
-from watcher.sinks.metrics import LEADER_CHANGES, Metrics
-from watcher.sources.election import LeaderChange
 
 
 def _engine() -> Engine:

@@ -12,7 +12,7 @@ from watcher.detection.attribution import Decoder
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent, event_object
 from watcher.model import ChangeKind, FindingState
-from watcher.sinks.report import finding_json
+from watcher.rendering.output import finding_json
 from watcher.sources.capture import event_time
 
 pytestmark = pytest.mark.parametrize("implementation", IMPLEMENTATIONS)

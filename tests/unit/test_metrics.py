@@ -18,9 +18,9 @@ from tests.unit.captures import IMPLEMENTATIONS, events
 from watcher.config import Config, MetricsSettings
 from watcher.detection.engine import Engine
 from watcher.detection.incidents import incident_id
+from watcher.metrics.exporter import ManagerLabels, Metrics, exposition
+from watcher.metrics.families import FAMILIES, PREFIX
 from watcher.model import ChangeKind, FindingChange, ObjectRef, Writer
-from watcher.sinks.metric_families import FAMILIES, PREFIX
-from watcher.sinks.metrics import ManagerLabels, Metrics, exposition
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 METRICS_DOC = README.parent / "docs" / "metrics.md"
@@ -363,7 +363,7 @@ def test_build_info_names_the_engine_the_watcher_runs_on(engine: str) -> None:
     from watcher.service import Service  # noqa: PLC0415 - the composition root, only for its metrics
 
     service = Service(Config(), kubeconfig=None, context=None, record=None, engine=engine)
-    assert service.engine.implementation == engine
+    assert service.pipeline.implementation == engine
     (info,) = _series(service.registry, "fightwatch_build_info")
     assert info["engine"] == engine
     assert service.registry.get_sample_value("fightwatch_build_info", info) == 1

@@ -28,7 +28,7 @@ import yaml
 from watcher import cli, offline
 from watcher.exits import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from watcher.model import parse_time
-from watcher.sinks.page import UNDRAWN
+from watcher.rendering.page import UNDRAWN
 
 FIXTURES: Final = Path(__file__).parents[1] / "fixtures"
 STORM: Final = FIXTURES / "audit" / "storm-fields.metadata.jsonl"  # an audit log with a conflict storm

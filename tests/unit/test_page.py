@@ -1,4 +1,4 @@
-"""The HTML the report and the live page show (`sinks.page`, `sinks.timeline_layout`): every write drawn exactly
+"""The HTML the report and the live page show (`rendering.page`, `rendering.timeline.layout`): every write drawn exactly
 once however many there are, one lane per writer, an axis that reads, everything from the cluster escaped, and
 nothing in the report that could load or send anything. On the findings of the bundled demo capture, and on
 synthetic timelines for the edge cases (thousands of writes, all at one instant, bins of every lane)."""
@@ -17,7 +17,6 @@ import pytest
 
 import watcher
 from watcher.config import Config
-from watcher.detection.engine import Engine
 from watcher.model import (
     CONFLICT,
     HANDOVER,
@@ -34,9 +33,9 @@ from watcher.model import (
     mark_word,
 )
 from watcher.offline import Analysis
-from watcher.sinks import page
-from watcher.sinks.report import severity_order
-from watcher.sinks.timeline_layout import LEFT, RIGHT, Layout, layout
+from watcher.rendering import page
+from watcher.rendering.output import severity_order
+from watcher.rendering.timeline.layout import LEFT, RIGHT, Layout, layout
 
 DEMO = Path(watcher.__file__).parent / "data" / "demo-capture.jsonl.gz"
 DEMO_AUDIT = DEMO.with_name("demo-audit.jsonl.gz")
@@ -49,10 +48,10 @@ HOSTILE = "<script>alert(1)</script>"
 
 def _demo() -> tuple[list[Finding], float]:
     """The demo's findings, as `fightwatch demo` makes them: its capture joined with its audit log."""
-    engine = Engine(Config().detection)
-    analysis = Analysis(Config(), watch=engine, captures=[str(DEMO)], requests=[str(DEMO_AUDIT)])
+    analysis = Analysis(Config(), captures=[str(DEMO)], requests=[str(DEMO_AUDIT)])
     analysis.run(skip_invalid=False)
-    return analysis.findings(), engine.now
+    assert analysis.pipeline.watch is not None
+    return analysis.findings(), analysis.pipeline.watch.now
 
 
 DEMO_FINDINGS, DEMO_NOW = _demo()

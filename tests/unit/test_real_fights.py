@@ -16,6 +16,8 @@ from harness.stage import PERSON
 from tests.expectations import REAL_BENIGN, REAL_FIGHTS, UNNAMED, Party, RealFight
 from tests.unit.captures import IMPLEMENTATIONS
 from watcher.config import Config, parse_config
+from watcher.delivery.alertmanager import alert
+from watcher.delivery.kube_events import note
 from watcher.detection.engine import Engine
 from watcher.detection.events import ObjectEvent
 from watcher.detection.incidents import group
@@ -23,10 +25,8 @@ from watcher.detection.join import Joined
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
 from watcher.model import Finding, FindingType, Writer
-from watcher.sinks.alertmanager import alert
-from watcher.sinks.events import note
-from watcher.sinks.page import render_findings
-from watcher.sinks.report import finding_json, write_table
+from watcher.rendering.output import finding_json, write_table
+from watcher.rendering.page import render_findings
 from watcher.sources.audit import AuditStats, read_audit_logs
 from watcher.sources.capture import ReadStats, merged, read_capture
 

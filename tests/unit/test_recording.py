@@ -16,7 +16,7 @@ from watcher.detection.attribution import Decoder
 from watcher.detection.events import ObjectEvent, encode, event_object
 from watcher.detection.native import implementation
 from watcher.model import format_observed, observed_time, parse_time
-from watcher.sinks.recording import LAST_APPLIED, Recording, spliced
+from watcher.recording import LAST_APPLIED, Recording, spliced
 from watcher.sources.capture import ReadStats, read_capture, read_captures
 from watcher.sources.discovery import ApiResource
 
@@ -151,11 +151,11 @@ def test_only_secrets_are_redacted_and_the_watcher_says_which_are(tmp_path: Path
 
     service = Service(Config(), kubeconfig=None, context=None, record=None)
     path = tmp_path / "rec.jsonl"
-    service._recording = Recording(path, max_bytes=2**30, keep=1)
-    event = _secret(service.engine.decode, {LAST_APPLIED: APPLIED})
+    service.pipeline.recording = Recording(path, max_bytes=2**30, keep=1)
+    event = _secret(service.pipeline.decode, {LAST_APPLIED: APPLIED})
     service._on_event(event, SECRETS)
     service._on_event(event, CONFIGMAPS)  # (the same text, as if it were a ConfigMap's: recorded as it is)
-    service._recording.close()
+    service.pipeline.recording.close()
     secret, configmap = (orjson.loads(line) for line in path.read_bytes().splitlines())
     assert secret["object"]["metadata"]["annotations"][LAST_APPLIED].startswith("sha256:")
     assert configmap["object"]["metadata"]["annotations"][LAST_APPLIED] == APPLIED

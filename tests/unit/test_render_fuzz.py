@@ -1,5 +1,5 @@
-"""Fuzz tests of the renderers of findings (`sinks.report`: the table, JSON, YAML; `sinks.page`: the report file and
-the live page) with hypothesis, on times anywhere in float range: 0, negative, far past and far future, NaN and
+"""Fuzz tests of the renderers of findings (`rendering.output`: the table, JSON, YAML; `rendering.page`: the report file
+and the live page) with hypothesis, on times anywhere in float range: 0, negative, far past and far future, NaN and
 infinities, and missing (a summary without a time range, a finding never resolved), in any order.
 
 The readers refuse most such times (an audit event outside 1970 to 9999); but a time is also computed from others
@@ -44,8 +44,8 @@ from watcher.model import (
     moment,
     undated,
 )
-from watcher.sinks import page
-from watcher.sinks.report import write_json, write_table, write_yaml
+from watcher.rendering import page
+from watcher.rendering.output import write_json, write_table, write_yaml
 
 EXAMPLES: Final = int(os.environ.get("FIGHTWATCH_FUZZ_EXAMPLES", "100"))
 FUZZ: Final = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

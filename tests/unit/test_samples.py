@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry
 from watcher.config import Config, ServeSettings
 from watcher.detection.engine import Stats
 from watcher.detection.request_engine import RequestEngine
-from watcher.samples import (
+from watcher.metrics.exporter import Metrics, Samples, exposition
+from watcher.metrics.samples import (
     audit_samples,
     cluster_samples,
     engine_samples,
@@ -22,10 +23,9 @@ from watcher.samples import (
     recording_samples,
     serving_samples,
 )
+from watcher.recording import Recording
+from watcher.serving.endpoints import ServedRequests
 from watcher.serving.security import ServingSecurity
-from watcher.sinks.http import ServedRequests
-from watcher.sinks.metrics import Metrics, Samples, exposition
-from watcher.sinks.recording import Recording
 from watcher.sources.audit_webhook import AuditReceiver
 from watcher.sources.watch import State
 

@@ -13,8 +13,8 @@ import pytest
 from tests.unit.kube_api import NoServer
 from watcher.cli import _duration, _parser, plugin_argv
 from watcher.config import WatchSettings
+from watcher.rendering.terminal import CLEAR_LINE, Console, duration, status_line
 from watcher.scan import not_watched
-from watcher.sinks.terminal import CLEAR_LINE, Console, duration, status_line
 from watcher.sources.discovery import ApiResource, Target
 from watcher.sources.permissions import Denied, Permissions
 

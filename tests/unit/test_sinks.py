@@ -21,15 +21,14 @@ from watcher.config import (
     WebhookSettings,
     parse_config,
 )
+from watcher.delivery import alertmanager, kube_events, webhook
+from watcher.delivery.credentials import CredentialError, read_headers, read_secret
+from watcher.delivery.dispatch import Change, Delivery
+from watcher.delivery.http_client import JsonPoster
+from watcher.delivery.outlets import build_sinks
 from watcher.detection.engine import Engine
 from watcher.detection.incidents import IncidentBook, group
 from watcher.model import ChangeKind, Finding, FindingChange, IncidentChange, ObjectRef, format_time
-from watcher.sinks import alertmanager, webhook
-from watcher.sinks import events as kube_events
-from watcher.sinks.credentials import CredentialError, read_headers, read_secret
-from watcher.sinks.delivery import Change, Delivery
-from watcher.sinks.http_client import JsonPoster
-from watcher.sinks.outlets import build_sinks
 
 
 def _lifecycle(name: str) -> list[FindingChange]:

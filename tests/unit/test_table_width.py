@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from watcher.cli import main
-from watcher.sinks.columns import Cell, Column, lay_out
-from watcher.sinks.report import table_width
+from watcher.rendering.columns import Cell, Column, lay_out
+from watcher.rendering.output import table_width
 
 
 def demo(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from watcher.config import Config, parse_config
 from watcher.detection.attribution import Decoder
 from watcher.detection.events import EventError, ObjectEvent, event_object
 from watcher.detection.native import implementation
-from watcher.sinks.recording import LAST_APPLIED
+from watcher.recording import LAST_APPLIED
 from watcher.sources.discovery import ApiResource, Target
 from watcher.sources.watch import Failure, NamespaceFilter, ResourceWatch, WatchError
 

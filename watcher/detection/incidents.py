@@ -16,14 +16,15 @@ A finding that follows from another (`Finding.related`: a cascade, such as a Rep
 Deployment is fought over) is no root cause of its own: while the finding it follows from is among those at hand,
 it is listed under that finding's incident (`Incident.consequences`) and takes its id.
 
-`IncidentBook` follows finding changes and tells incident changes, for delivery per incident.
+`IncidentBook` follows finding changes and tells incident changes, for delivery per incident; `IncidentIndex` tells
+the incident a finding is part of, for the Events sink.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -288,3 +289,24 @@ class IncidentBook:
 
 
 __all__ = ["IncidentBook", "Pattern", "assign", "group", "incident_id", "normalised", "pattern", "severity"]
+
+
+class IncidentIndex:
+    """The incident each active finding is part of, where it has others too; grouped once a second at most.
+
+    A burst of findings opening at once is grouped once, not once per finding.
+    """
+
+    def __init__(self, active: Callable[[], list[Finding]]) -> None:
+        """Group the findings `active` returns."""
+        self._active = active
+        self._second = -1
+        self._by_finding: dict[str, Incident] = {}
+
+    def of(self, finding: Finding, now: float) -> Incident | None:
+        """Return the incident of `finding` among the active findings as of `now` (to the second), if it has others."""
+        second = int(now)
+        if second != self._second:
+            shared = (i for i in group(self._active()) if len(i.findings) > 1)
+            self._second, self._by_finding = second, {f: i for i in shared for f in i.members}
+        return self._by_finding.get(finding.id)

@@ -69,23 +69,23 @@ class ClusterWatch:
         sharding: ShardingSettings | None = None,
         rng: random.Random | None = None,
         observer: WatchObserver | None = None,
-        on_change: Callable[[], None] = lambda: None,
+        on_resources: Callable[[frozenset[ResourceKey], frozenset[ResourceKey]], None] = lambda _w, _f: None,
         choose: Choose | None = None,
     ) -> None:
         """Set up the watches of a cluster, and who is told of their events.
 
         `on_event` gets every event of every watch, each watch's in order; `decode` reads each event (the
-        engine's decoder); `on_invalid` is told of each event it refuses;
-        `observer` of each watch's restarts and errors; `on_change` whenever a watch starts, stops or changes state
-        (what `resource_states` returns may have changed). `choose` picks the targets of each discovery pass (by
-        default the settings' selection, `discovery.select`; `fightwatch scan` asks the API server what it may
-        watch).
+        engine's decoder); `on_invalid` is told of each event it refuses; `observer` of each watch's restarts and
+        errors; `on_resources` of the resources watched and forbidden (`resource_states`) whenever they changed, as
+        a watch starts, stops or changes state. `choose` picks the targets of each discovery pass (by default the
+        settings' selection, `discovery.select`; `fightwatch scan` asks the API server what it may watch).
         """
         self.discovery = DiscoveryStatus()
         self._api = api
         self._observer = observer
-        self._on_change = on_change
-        self._reconciling = False  # (the set of watches is half-changed: tell on_change once it is done)
+        self._on_resources = on_resources
+        self._told: tuple[frozenset[ResourceKey], frozenset[ResourceKey]] | None = None  # (to on_resources, last)
+        self._reconciling = False  # (the set of watches is half-changed: tell on_resources once it is done)
         self._on_event = on_event
         self._decode = decode
         self._on_invalid = on_invalid
@@ -122,7 +122,13 @@ class ClusterWatch:
 
     def _state_changed(self) -> None:
         if not self._reconciling:
-            self._on_change()
+            self._tell_resources()
+
+    def _tell_resources(self) -> None:
+        resources = self.resource_states()
+        if resources != self._told:
+            self._told = resources
+            self._on_resources(*resources)
 
     def resource_states(self) -> tuple[frozenset[ResourceKey], frozenset[ResourceKey]]:
         """Return the (watched, forbidden) resources.
@@ -196,7 +202,7 @@ class ClusterWatch:
                 await self._reconcile(await self._choose(found.resources))
             finally:
                 self._reconciling = False
-            self._on_change()
+            self._tell_resources()
             await self._wait(self._settings.discovery_interval)
 
     async def _select(self, resources: list[ApiResource]) -> list[Target]:

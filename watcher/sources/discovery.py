@@ -15,8 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
+import structlog
+
 from watcher.config import ALWAYS_METADATA_ONLY, ShardingSettings, WatchSettings
 from watcher.sources.kube import ApiError, KubeApi
+
+log = structlog.get_logger("fightwatch")
 
 LEGACY_GROUPS = ("extensions",)  # served for old clients; the same objects live in a newer group
 DISCOVERY_CONCURRENCY = 8
@@ -42,6 +47,19 @@ async def server_version(api: KubeApi) -> tuple[str, int | None]:
     return version, int(digits) if digits else None
 
 
+async def log_server_version(api: KubeApi) -> None:
+    """Log the API server's release once, and warn of what a server older than 1.22 cannot show."""
+    try:
+        version, minor = await server_version(api)
+    except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+        log.warning("server version unknown", error=str(exc))
+        return
+    if minor is not None and minor < SUBRESOURCE_ENTRIES_SINCE:
+        log.warning("old API server", server_version=version, detail=OLD_SERVER)
+    else:
+        log.info("API server", server_version=version)
+
+
 @dataclass(frozen=True, slots=True)
 class ApiResource:
     """A resource as discovery names it, in one group version."""
@@ -59,6 +77,11 @@ class ApiResource:
     def name(self) -> str:
         """kubectl's name: `configmaps`, `deployments.apps`."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def is_secret(self) -> bool:
+        """Secrets are only ever watched as metadata, and recorded with their data as a digest only."""
+        return self.group == "" and self.plural == "secrets"
 
     @property
     def api_version(self) -> str:

@@ -52,7 +52,7 @@ MAX_EVENT_BYTES = 64 * 2**20  # etcd stores at most 1.5 MiB per object: a longer
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the annotation of the bookmark that ends a watch's initial state
 
-OnEvent = Callable[[ObjectEvent, ApiResource], None]  # each event of a watch, in order
+OnEvent = Callable[[ObjectEvent, ApiResource], object]  # each event of a watch, in order (what it returns is not read)
 Invalid = Callable[[ApiResource, EventError], None]  # an event the decoder refused (it is skipped)
 
 log = structlog.get_logger("fightwatch.watch")

@@ -33,8 +33,8 @@ import structlog
 
 from watcher.config import DeliverySettings
 from watcher.detection.incidents import IncidentBook
+from watcher.metrics.exporter import Metrics
 from watcher.model import ChangeKind, FindingChange, IncidentChange
-from watcher.sinks.metrics import Metrics
 
 Change = FindingChange | IncidentChange
 """What a sink delivers: finding changes, or incident changes for a sink `per_incident`."""

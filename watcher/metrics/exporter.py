@@ -37,6 +37,7 @@ from prometheus_client.exposition import choose_encoder
 
 from watcher.config import MetricsSettings
 from watcher.detection.incidents import group, incident_id
+from watcher.metrics.families import BY_NAME, FAMILIES, Family
 from watcher.model import (
     ChangeKind,
     Finding,
@@ -47,8 +48,7 @@ from watcher.model import (
     ResourceKey,
     Writer,
 )
-from watcher.sinks.metric_families import BY_NAME, FAMILIES, Family
-from watcher.sinks.report import severity_order
+from watcher.rendering.output import severity_order
 
 # No `_created` series: they double every counter's series and read like names of their own
 # (`fightwatch_findings_created`). Process-wide in prometheus-client, and set before any metric is made.

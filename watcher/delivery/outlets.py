@@ -10,12 +10,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from watcher.config import DeliverySettings
+from watcher.delivery.alertmanager import AlertmanagerSink
+from watcher.delivery.credentials import read_secret
+from watcher.delivery.dispatch import Sink
+from watcher.delivery.kube_events import KubeEventsSink
+from watcher.delivery.webhook import WebhookSink
 from watcher.model import Finding, Incident
-from watcher.sinks.alertmanager import AlertmanagerSink
-from watcher.sinks.credentials import read_secret
-from watcher.sinks.delivery import Sink
-from watcher.sinks.events import KubeEventsSink
-from watcher.sinks.webhook import WebhookSink
 
 if TYPE_CHECKING:  # the ApiClient comes from the service (kubernetes-asyncio loads lazily)
     from kubernetes_asyncio.client import ApiClient

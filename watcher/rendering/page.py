@@ -1,7 +1,7 @@
 """The findings drawn for people, in HTML: the report file and the live page.
 
-The self-contained report file (`replay --html`) and the watcher's live page (`sinks.http` serves it). One rendering for
-both, so a report attached to a ticket shows what the page showed.
+The self-contained report file (`replay --html`) and the watcher's live page (`serving.endpoints` serves it). One
+rendering for both, so a report attached to a ticket shows what the page showed.
 
 Every string in a finding comes from the cluster (object names, field managers, users) and is escaped: the
 templates autoescape and never mark data safe. The page keeps to itself under a Content-Security-Policy that
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Final
 
 from watcher.detection.incidents import group
 from watcher.model import MARK_END, Finding, FindingState, Incident, Timeline, format_time, moment, undated
-from watcher.sinks.report import severity_order
-from watcher.sinks.timeline_axis import clock, date
-from watcher.sinks.timeline_layout import Lane, Layout, layout
-from watcher.sinks.timeline_shapes import svg_number
+from watcher.rendering.output import severity_order
+from watcher.rendering.timeline.axis import clock, date
+from watcher.rendering.timeline.layout import Lane, Layout, layout
+from watcher.rendering.timeline.shapes import svg_number
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -80,7 +80,7 @@ def _templates() -> Environment:
     from jinja2 import Environment, PackageLoader, StrictUndefined  # noqa: PLC0415
 
     templates = Environment(
-        loader=PackageLoader("watcher", "sinks/templates"), autoescape=True, undefined=StrictUndefined
+        loader=PackageLoader("watcher", "rendering/templates"), autoescape=True, undefined=StrictUndefined
     )
     templates.filters.update(
         utc=utc,

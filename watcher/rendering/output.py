@@ -22,7 +22,7 @@ import yaml
 
 from watcher.detection.incidents import assign, group, incident_id, severity
 from watcher.model import Finding, FindingState, FindingType, Incident, ObjectRef, WriterCount, format_time, moment
-from watcher.sinks.columns import Cell, Column, lay_out
+from watcher.rendering.columns import Cell, Column, lay_out
 
 
 def severity_order(findings: Iterable[Finding]) -> list[Finding]:

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from watcher.sinks.delivery import DeliveryError
+from watcher.delivery.dispatch import DeliveryError
 
 
 def ssl_context(*, ca_file: Path | None, verify: bool) -> ssl.SSLContext | bool:

@@ -13,7 +13,7 @@ controller-runtime's timings. This module wraps what it lacks for a service that
 - `release()` gives the Lease up on a clean shutdown (no holder, duration 1 s): a standby takes over on its next
   attempt instead of waiting for the Lease to expire.
 - A new leader learns when it last saw the previous leader renew (`LeaderChange.since`): what was found before
-  then, the previous leader delivered; what came after may not have been (see `watcher.leadership.catch_up`).
+  then, the previous leader delivered; what came after may not have been (see `watcher.leadership.gate.catch_up`).
 
 The identity gets a random suffix (as controller-runtime's does), so a restarted pod is a new candidate: it does
 not resume an unexpired Lease with an empty state while a warm standby waits.

@@ -2,7 +2,7 @@
 
 On its hot path the watcher keeps what changes per event, chunk or object as plain numbers in the parts that count
 it (the engine's outcomes, the bytes, lists and objects of each watch, the audit webhook's batches, requests
-served, reviews asked): each function here reads one part's numbers into the families `sinks.metric_families`
+served, reviews asked): each function here reads one part's numbers into the families `metrics.families`
 declares, and the service hands `Metrics.read_at_scrape` the lot. The numbers live in sources, sinks, serving and
 detection alike, so this module sits above them all, beside the service.
 """
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 from watcher.detection.engine import Stats
 from watcher.detection.request_engine import RequestEngine
+from watcher.metrics.exporter import Samples
 from watcher.model import ResourceKey
+from watcher.recording import Recording
+from watcher.serving.endpoints import ServedRequests
 from watcher.serving.security import ServingSecurity
-from watcher.sinks.http import ServedRequests
-from watcher.sinks.metrics import Samples
-from watcher.sinks.recording import Recording
 from watcher.sources.cluster import ClusterWatch
 from watcher.sources.watch import State
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from watcher.model import CONFLICT, HANDOVER, Bin, Finding, Mark, Timeline
-from watcher.sinks.timeline_axis import BREAK, Scale, Tick, clock, clock_span, date_caption, scale, ticks
-from watcher.sinks.timeline_shapes import CONFLICT_PATH, lane_colour, lane_shape, shape_path
-from watcher.sinks.timeline_words import attempts, describe, folded, users_by_manager
+from watcher.rendering.timeline.axis import BREAK, Scale, Tick, clock, clock_span, date_caption, scale, ticks
+from watcher.rendering.timeline.shapes import CONFLICT_PATH, lane_colour, lane_shape, shape_path
+from watcher.rendering.timeline.words import attempts, describe, folded, users_by_manager
 
 WIDTH: Final = 960.0  # the viewBox width; everything else is in these units
 LEFT: Final = 16.0

@@ -15,7 +15,7 @@ SubjectAccessReview, cached):
 
 - `/api/v1/incidents`: the incidents (`detection.incidents`) of the findings `/api/v1/findings` gives the caller,
   with the same filters: an incident as made of the objects the caller may read.
-- `/findings`: the page (`sinks.page`) of the findings `/api/v1/findings` would give the caller, each with its
+- `/findings`: the page (`rendering.page`) of the findings `/api/v1/findings` would give the caller, each with its
   timeline. A request without credentials (a browser) gets the page without findings, whose script asks for a
   token (kept in the tab's session storage) and fetches them with it (`/findings?fragment=1`, guarded as the API).
   Its headers keep it to itself: a Content-Security-Policy admitting only its own nonce'd script and style.
@@ -45,10 +45,10 @@ from aiohttp import web
 
 from watcher.detection.incidents import assign, group
 from watcher.model import Finding, FindingState, FindingType, ObjectRef
+from watcher.rendering import page
+from watcher.rendering.output import finding_json, incident_json, severity_order
 from watcher.serving.access import AccessUnavailableError, Caller, Resource
 from watcher.serving.guard import Guard
-from watcher.sinks import page
-from watcher.sinks.report import finding_json, incident_json, severity_order
 
 FILTERS = ("namespace", "kind", "type", "state", "incident")
 _INCIDENT_ID = re.compile(r"[0-9a-f]{16}")

@@ -5,27 +5,36 @@ delivers: delivery starts paused, resumes when this replica starts leading, with
 leader may not have delivered (`catch_up`), and pauses the moment it stops. With sharding (`sharding.shard` of
 `total_shards`) each shard elects its own leader, on a Lease of its own.
 
-The election itself (the Lease, its timings, losing it at once) is `sources.election`; delivery's pause and resume
-are `sinks.delivery`'s. This module joins the two, so it sits above both.
+The election itself (the Lease, its timings, losing it at once) is `leadership.lease`; delivery's pause and resume
+are `delivery.dispatch`'s. This module joins the two, so it sits above both.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import structlog
 
 from watcher.config import Config
-from watcher.detection.detector import Detector
-from watcher.model import ChangeKind, FindingChange, format_observed
-from watcher.sinks.delivery import Delivery
-from watcher.sinks.metrics import Metrics
-from watcher.sources.election import LeaderChange, LeaderElector, identity, lease_namespace
+from watcher.delivery.dispatch import Delivery
+from watcher.leadership.lease import LeaderChange, LeaderElector, identity, lease_namespace
+from watcher.metrics.exporter import Metrics
+from watcher.model import ChangeKind, Finding, FindingChange, format_observed
 from watcher.sources.kube import Connection
 
 log = structlog.get_logger("fightwatch")
 
 
+class Findings(Protocol):
+    """What a new leader's catch-up reads: the findings detection holds (the command's `pipeline.Pipeline`)."""
+
+    def active(self) -> list[Finding]: ...
+
+    def resolved(self) -> list[Finding]: ...
+
+
 def leader_elector(
-    config: Config, connection: Connection, *, delivery: Delivery, metrics: Metrics, detector: Detector
+    config: Config, connection: Connection, *, delivery: Delivery, metrics: Metrics, detector: Findings
 ) -> LeaderElector:
     """Build this replica's elector, on its shard's Lease; delivery follows what it says (`DeliveryGate`).
 
@@ -50,7 +59,7 @@ def leader_elector(
 class DeliveryGate:
     """Delivery open while this replica leads, and only then."""
 
-    def __init__(self, delivery: Delivery, *, metrics: Metrics, detector: Detector) -> None:
+    def __init__(self, delivery: Delivery, *, metrics: Metrics, detector: Findings) -> None:
         self.delivery = delivery
         self.metrics = metrics
         self.detector = detector
@@ -67,7 +76,7 @@ class DeliveryGate:
         self.delivery.resume(changes)
 
 
-def catch_up(detector: Detector, since: float | None) -> list[FindingChange]:
+def catch_up(detector: Findings, since: float | None) -> list[FindingChange]:
     """List what a new leader tells delivery first.
 
     Every active finding (sinks make it idempotent: the Event is created only if missing, Alertmanager gets its

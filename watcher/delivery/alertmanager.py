@@ -22,10 +22,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from watcher.config import AlertmanagerSettings
+from watcher.delivery.dispatch import Change
+from watcher.delivery.http_client import JsonPoster, ssl_context
 from watcher.model import ChangeKind, Finding, FindingChange, FindingType, Incident, format_time
-from watcher.sinks.delivery import Change
-from watcher.sinks.http_client import JsonPoster, ssl_context
-from watcher.sinks.report import examples, finding_page, incident_page
+from watcher.rendering.output import examples, finding_page, incident_page
 
 ALERT_NAMES = {
     FindingType.FIGHT: "ControllerFightDetected",

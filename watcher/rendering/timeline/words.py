@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from watcher.model import CONFLICT, HANDOVER, Bin, Finding, Mark, Timeline
-from watcher.sinks.timeline_axis import clock, date
+from watcher.rendering.timeline.axis import clock, date
 
 
 def folded(fold: Bin, detected: float) -> str:

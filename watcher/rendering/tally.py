@@ -10,7 +10,7 @@ from watcher.detection.requests import Request
 from watcher.model import ObjectRef, Writer
 
 if TYPE_CHECKING:
-    from watcher.sinks.page import Summary
+    from watcher.rendering.page import Summary
 
 
 class WriteTally:
@@ -34,7 +34,7 @@ class WriteTally:
         self, *, sources: tuple[str, ...], events: int, first: float | None, last: float | None, note: str
     ) -> Summary:
         """Return the report's header: what was read (`sources`), how many events, over which time."""
-        from watcher.sinks.page import Summary  # noqa: PLC0415 - the template engine only for a report
+        from watcher.rendering.page import Summary  # noqa: PLC0415 - the template engine only for a report
 
         return Summary(
             sources=sources,

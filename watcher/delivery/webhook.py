@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from watcher.config import WebhookSettings
+from watcher.delivery.credentials import read_headers, read_secret
+from watcher.delivery.dispatch import Change
+from watcher.delivery.http_client import JsonPoster, ssl_context
 from watcher.model import ChangeKind, FindingChange, FindingType, IncidentChange
-from watcher.sinks.credentials import read_headers, read_secret
-from watcher.sinks.delivery import Change
-from watcher.sinks.http_client import JsonPoster, ssl_context
-from watcher.sinks.report import examples, finding_json, finding_page, incident_json, incident_page
+from watcher.rendering.output import examples, finding_json, finding_page, incident_json, incident_page
 
 MAX_FINDINGS = 20  # findings posted with an incident (its JSON lists every finding's id)
 

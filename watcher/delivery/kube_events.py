@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from watcher.config import EventsSettings
+from watcher.delivery.dispatch import Change, DeliveryError
 from watcher.model import ChangeKind, Finding, FindingChange, FindingType, Incident, JSONObject
-from watcher.sinks.delivery import Change, DeliveryError
-from watcher.sinks.report import finding_page
+from watcher.rendering.output import finding_page
 
 if TYPE_CHECKING:  # the ApiClient comes from the service (kubernetes-asyncio loads lazily)
     from kubernetes_asyncio.client import ApiClient
