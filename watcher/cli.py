@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import ValidationError
 
@@ -81,51 +82,74 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fightwatch {__version__} ({build()})")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for sub in _subcommands():
+        sub.arguments(commands.add_parser(sub.name, help=sub.summary, description=sub.description))
+    return parser
 
-    def common(sub: argparse.ArgumentParser, *, engine: bool = True) -> None:
-        sub.add_argument("--config", type=Path, help="YAML config file (thresholds, ignore rules)")
-        sub.add_argument(
-            "--output",
-            "-o",
-            choices=OUTPUTS,
-            default="table",
-            help="table (default): for people, cut to the terminal's width ($COLUMNS, else the terminal's; whole "
-            "when piped); wide: the table with every cell whole; json: one finding per line; yaml: the same objects, "
-            "one YAML document each",
-        )
-        sub.add_argument(
-            "--fail-on-findings",
-            action="store_true",
-            help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)",
-        )
-        sub.add_argument(
-            "--incidents",
-            action="store_true",
-            help="with --output json or yaml: one object per incident (findings of one pattern on many objects) "
-            "instead of per finding",
-        )
-        sub.add_argument(
-            "--html",
-            type=Path,
-            metavar="FILE",
-            help="also write the findings, with a timeline of each, as one self-contained HTML file (opens offline)",
-        )
-        if engine:
-            engine_option(sub)
-        sub.add_argument(
-            "--skip-invalid",
-            action="store_true",
-            help="count and skip malformed events instead of stopping at the first",
-        )
 
-    replay = commands.add_parser(
-        "replay",
-        help="analyse recorded watch streams",
-        description="Analyse recorded watch streams: the output of `kubectl get KIND -A --watch "
-        "--output-watch-events -o json --show-managed-fields`, or the same events as JSON Lines (optionally "
-        "with observedAt). "
-        "Several files are merged by event time; `-` reads standard input; .gz files are decompressed.",
+class _Subcommand(NamedTuple):
+    """A subcommand: its name, its line in `--help`, its description and the function adding its arguments."""
+
+    name: str
+    summary: str
+    description: str | None
+    arguments: Callable[[argparse.ArgumentParser], None]
+
+
+def _subcommands() -> tuple[_Subcommand, ...]:
+    """Return each subcommand, in the order `--help` lists them."""
+    return (
+        _Subcommand(
+            "replay",
+            "analyse recorded watch streams",
+            "Analyse recorded watch streams: the output of `kubectl get KIND -A --watch --output-watch-events -o "
+            "json --show-managed-fields`, or the same events as JSON Lines (optionally with observedAt). Several "
+            "files are merged by event time; `-` reads standard input; .gz files are decompressed.",
+            _replay_arguments,
+        ),
+        _Subcommand(
+            "audit",
+            "analyse kube-apiserver audit logs: conflict storms, stuck appliers, no-op writes",
+            "Analyse kube-apiserver audit logs (--audit-log-path JSON Lines, or EventList documents; any audit "
+            "level, Metadata included), also as managed clusters export them (EKS: CloudWatch Logs; GKE: Cloud "
+            "Logging; AKS: Azure Monitor; see --audit-format), for what the watch cannot show: objects whose writes "
+            "keep failing with 409 Conflict (conflict_storm), server-side applies rejected again and again "
+            "(apply_conflict), and clients rewriting objects with writes that change nothing (noop_writes), naming "
+            "each client by user, User-Agent and field manager. Several files (rotated parts) are merged by time; "
+            "`-` reads standard input; .gz files are decompressed. Request and response bodies are read only for "
+            "object metadata and a 409's message.",
+            _audit_arguments,
+        ),
+        _Subcommand(
+            "scan",
+            "watch a cluster for a while, read-only, and report (also: kubectl fightwatch)",
+            "Watch the cluster of the current kubeconfig context for a while (--for, default 5m, or until Ctrl-C) "
+            "and report controllers fighting over objects and hot reconcile loops, as replay does. Read-only: it "
+            "lists and watches what these credentials may (it asks the API server first, and says what it may not "
+            "watch), and writes nothing in the cluster: no Event, no Lease, no listening port. While it runs, "
+            "standard error shows a status line and each finding as it opens; standard output gets the result.",
+            _scan_arguments,
+        ),
+        _Subcommand(
+            "demo",
+            "analyse the bundled capture of real controller fights",
+            None,
+            _demo_arguments,
+        ),
+        _Subcommand(
+            "run",
+            "watch a cluster and serve findings",
+            "Watch every resource of a cluster (or those the config selects) and report controllers that fight over "
+            "objects and hot reconcile loops: in the log, and at /api/v1/findings and /metrics over HTTPS for "
+            "callers the API server authenticates and authorizes (serve.*). Credentials: --kubeconfig, else "
+            "$KUBECONFIG, else the pod's service account, else ~/.kube/config. Stops on SIGTERM or SIGINT.",
+            _run_arguments,
+        ),
     )
+
+
+def _replay_arguments(replay: argparse.ArgumentParser) -> None:
+    """Add the arguments of `fightwatch replay FILE...`: recorded watch streams, with audit logs of that time."""
     replay.add_argument("files", nargs="+", metavar="FILE")
     replay.add_argument(
         "--audit",
@@ -135,19 +159,11 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
         "conflicts, stuck appliers and writes that changed nothing (see `fightwatch audit`)",
     )
     audit_format_option(replay)
-    common(replay)
-    audit = commands.add_parser(
-        "audit",
-        help="analyse kube-apiserver audit logs: conflict storms, stuck appliers, no-op writes",
-        description="Analyse kube-apiserver audit logs (--audit-log-path JSON Lines, or EventList documents; any "
-        "audit level, Metadata included), also as managed clusters export them (EKS: CloudWatch Logs; GKE: Cloud "
-        "Logging; AKS: Azure Monitor; see --audit-format), for what the watch cannot show: objects whose writes keep "
-        "failing with "
-        "409 Conflict (conflict_storm), server-side applies rejected again and again (apply_conflict), and clients "
-        "rewriting objects with writes that change nothing (noop_writes), naming each client by user, User-Agent "
-        "and field manager. Several files (rotated parts) are merged by time; `-` reads standard input; .gz files "
-        "are decompressed. Request and response bodies are read only for object metadata and a 409's message.",
-    )
+    _output_options(replay)
+
+
+def _audit_arguments(audit: argparse.ArgumentParser) -> None:
+    """Add the arguments of `fightwatch audit LOG...`: kube-apiserver audit logs, as files or cloud exports."""
     audit.add_argument("files", nargs="+", metavar="LOG")
     audit.add_argument(
         "--follow",
@@ -157,16 +173,11 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
         "opens, changes and resolves, as `run` logs them; on Ctrl-C or the end of the pipe, the summary",
     )
     audit_format_option(audit)
-    common(audit, engine=False)
-    scan = commands.add_parser(
-        "scan",
-        help="watch a cluster for a while, read-only, and report (also: kubectl fightwatch)",
-        description="Watch the cluster of the current kubeconfig context for a while (--for, default 5m, or until "
-        "Ctrl-C) and report controllers fighting over objects and hot reconcile loops, as replay does. Read-only: "
-        "it lists and watches what these credentials may (it asks the API server first, and says what it may not "
-        "watch), and writes nothing in the cluster: no Event, no Lease, no listening port. While it runs, standard "
-        "error shows a status line and each finding as it opens; standard output gets the result.",
-    )
+    _output_options(audit, engine=False)
+
+
+def _scan_arguments(scan: argparse.ArgumentParser) -> None:
+    """Add the arguments of `fightwatch scan` (`kubectl fightwatch`): a read-only, time-boxed watch of a cluster."""
     scan.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
     scan.add_argument("--context", help="kubeconfig context (default: the current context)")
     scope = scan.add_mutually_exclusive_group()
@@ -207,18 +218,16 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
         "--audit", nargs="+", metavar="LOG", help="join the audit events of these logs (read at start)"
     )
     audit_format_option(scan)
-    common(scan)
-    demo = commands.add_parser("demo", help="analyse the bundled capture of real controller fights")
-    common(demo)
-    run = commands.add_parser(
-        "run",
-        help="watch a cluster and serve findings",
-        description="Watch every resource of a cluster (or those the config selects) and report controllers that "
-        "fight over objects and hot reconcile loops: in the log, and at /api/v1/findings and /metrics over HTTPS "
-        "for callers the API server authenticates and authorizes (serve.*). Credentials: "
-        "--kubeconfig, else $KUBECONFIG, else the pod's service account, else ~/.kube/config. Stops on "
-        "SIGTERM or SIGINT.",
-    )
+    _output_options(scan)
+
+
+def _demo_arguments(demo: argparse.ArgumentParser) -> None:
+    """Add the arguments of `fightwatch demo`: the bundled capture of real controller fights."""
+    _output_options(demo)
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
+    """Add the arguments of `fightwatch run`: the live watcher."""
     run.add_argument("--config", type=Path, help="YAML config file (what to watch, thresholds, serving, logs)")
     engine_option(run)
     run.add_argument(
@@ -249,7 +258,44 @@ def _parser(prog: str = "fightwatch") -> argparse.ArgumentParser:
         metavar="FILE",
         help="append every received event to FILE as JSON Lines (replayable; rotated by size, see record.*)",
     )
-    return parser
+
+
+def _output_options(sub: argparse.ArgumentParser, *, engine: bool = True) -> None:
+    """Add the options of every command that prints findings: the config, the output, the report, the engine."""
+    sub.add_argument("--config", type=Path, help="YAML config file (thresholds, ignore rules)")
+    sub.add_argument(
+        "--output",
+        "-o",
+        choices=OUTPUTS,
+        default="table",
+        help="table (default): for people, cut to the terminal's width ($COLUMNS, else the terminal's; whole "
+        "when piped); wide: the table with every cell whole; json: one finding per line; yaml: the same objects, "
+        "one YAML document each",
+    )
+    sub.add_argument(
+        "--fail-on-findings",
+        action="store_true",
+        help=f"exit with status {EXIT_FINDINGS} when anything was found (for CI)",
+    )
+    sub.add_argument(
+        "--incidents",
+        action="store_true",
+        help="with --output json or yaml: one object per incident (findings of one pattern on many objects) "
+        "instead of per finding",
+    )
+    sub.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="also write the findings, with a timeline of each, as one self-contained HTML file (opens offline)",
+    )
+    if engine:
+        engine_option(sub)
+    sub.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="count and skip malformed events instead of stopping at the first",
+    )
 
 
 OUTPUTS = ("table", "wide", "json", "yaml")
