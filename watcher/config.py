@@ -37,13 +37,17 @@ def parse_duration(value: Any) -> Any:
     return value
 
 
-_DURATION_SCHEMA = {
-    "anyOf": [
-        {"type": "number", "exclusiveMinimum": 0},
-        {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?(h|ms|m|s))+\s*$"},
-    ],
-    "description": "A duration: Go-style text (45s, 15m, 1h30m) or seconds.",
-}
+def _number_or_text(number: str, pattern: str, description: str) -> dict[str, Any]:
+    """Return the JSON schema of a value given as a positive number or as text with units (a duration, a size)."""
+    return {
+        "anyOf": [{"type": number, "exclusiveMinimum": 0}, {"type": "string", "pattern": pattern}],
+        "description": description,
+    }
+
+
+_DURATION_SCHEMA = _number_or_text(
+    "number", r"^\s*(\d+(\.\d+)?(h|ms|m|s))+\s*$", "A duration: Go-style text (45s, 15m, 1h30m) or seconds."
+)
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0), WithJsonSchema(_DURATION_SCHEMA)]
 _DELAY_SCHEMA = {**_DURATION_SCHEMA, "anyOf": [{"type": "number", "minimum": 0}, _DURATION_SCHEMA["anyOf"][1]]}
 Delay = Annotated[float, BeforeValidator(parse_duration), Field(ge=0), WithJsonSchema(_DELAY_SCHEMA)]  # 0: none
@@ -72,13 +76,9 @@ def parse_size(value: Any) -> Any:
     return value
 
 
-_SIZE_SCHEMA = {
-    "anyOf": [
-        {"type": "integer", "exclusiveMinimum": 0},
-        {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*([KkMmGgTt]i?)?[Bb]?\s*$"},
-    ],
-    "description": "A size: bytes, or with a unit (64Mi, 1G).",
-}
+_SIZE_SCHEMA = _number_or_text(
+    "integer", r"^\s*\d+(\.\d+)?\s*([KkMmGgTt]i?)?[Bb]?\s*$", "A size: bytes, or with a unit (64Mi, 1G)."
+)
 Bytes = Annotated[int, BeforeValidator(parse_size), Field(gt=0), WithJsonSchema(_SIZE_SCHEMA)]
 
 
