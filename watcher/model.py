@@ -112,11 +112,6 @@ class FindingType(enum.StrEnum):
         noun = "no-op write loop" if self is FindingType.NOOP_WRITES else self.label
         return f"{number} {noun}{'s' * (number != 1)}"
 
-    @property
-    def from_requests(self) -> bool:
-        """Found in API requests (audit events) rather than in the watch."""
-        return self not in (FindingType.FIGHT, FindingType.HOT_LOOP)
-
 
 class FindingState(enum.StrEnum):
     ACTIVE = "active"

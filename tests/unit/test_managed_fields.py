@@ -19,7 +19,8 @@ from watcher.detection.managed_fields import (
     stamp,
     unpack_entries,
 )
-from watcher.detection.values import leaf_hashes
+from watcher.detection.values import LeafHashes, body_leaves, meta_table
+from watcher.model import JSONObject
 
 
 def _owned(scenario: str, kind: str, manager: str) -> set[str]:
@@ -101,6 +102,12 @@ def test_ownership_and_values_name_the_same_leaf_the_same_way() -> None:
         for path in sorted(captures.glob("*.jsonl")):
             checked += _check_leaves(path, release)
     assert checked > 100
+
+
+def leaf_hashes(obj: JSONObject) -> LeafHashes:
+    """Every visible leaf path of an object and the (cut) hash of its value, named as the engine's tables name them."""
+    meta = meta_table(obj.get("metadata") or {})
+    return dict(zip(meta.positions, meta, strict=True)) | body_leaves(obj)
 
 
 def _check_leaves(path: Path, release: str) -> int:

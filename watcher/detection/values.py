@@ -213,12 +213,6 @@ def body_leaves(obj: JSONObject) -> LeafHashes:
     return out
 
 
-def leaf_hashes(obj: JSONObject) -> LeafHashes:
-    """Every visible leaf path of an object and the (cut) hash of its value, named as the engine's tables name them."""
-    meta = meta_table(obj.get("metadata") or {})
-    return dict(zip(meta.positions, meta, strict=True)) | body_leaves(obj)
-
-
 def changed_paths(old: LeafHashes, new: LeafHashes) -> list[str]:
     """Leaves whose value changed, appeared or vanished."""
     changed = [p for p, h in new.items() if old.get(p) != h]
