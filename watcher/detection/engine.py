@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from watcher.config import DetectionSettings
 from watcher.detection.attribution import Attribution, Decoder, Write
 from watcher.detection.events import Name, ObjectEvent, controller, name_of, object_ref, references
+from watcher.detection.eviction import let_go
 from watcher.detection.findings import flip_period, snapshot
 from watcher.detection.handovers import Handover
 from watcher.detection.ignore import CONFIG, RuleBook
@@ -488,7 +489,7 @@ class Engine:
                 idle.append(key)
             elif state.fight is None:  # an open fight keeps its handovers until it resolves
                 state.history = None
-        self.stats.evicted_idle += self._let_go(idle, len(idle))
+        self.stats.evicted_idle += let_go(self._objects, idle, len(idle), held=_held, forget=self._remove)
 
     def _evict_over_capacity(self, limit: int) -> None:
         """Let the least recently written objects go, down to 1% below `limit`.
@@ -497,26 +498,7 @@ class Engine:
         slots.
         """
         excess = len(self._objects) - limit + limit // 100
-        self.stats.evicted_capacity += self._let_go(self._objects, excess)
-
-    def _let_go(self, candidates: Iterable[int], count: int) -> int:
-        """Forget up to `count` of `candidates` (keys, least recently written first).
-
-        Objects with an open finding are kept (they go to the back of the queue). Return how many were let go.
-        """
-        objects = self._objects
-        chosen: list[int] = []
-        kept: list[int] = []
-        for key in candidates:
-            if len(chosen) >= count:
-                break
-            state = objects[key]
-            (kept if state.fight is not None or state.hot is not None else chosen).append(key)
-        for key in chosen:
-            self._remove(key)
-        for key in kept:
-            objects[key] = objects.pop(key)
-        return len(chosen)
+        self.stats.evicted_capacity += let_go(self._objects, self._objects, excess, held=_held, forget=self._remove)
 
     def _remove(self, key: int) -> None:
         """Forget an object: out of the objects, the rate-eviction queue and the attribution's own state."""
@@ -600,3 +582,8 @@ def _idle(queue: dict[int, ObjectState], horizon: float) -> list[int]:
 
 
 __all__ = ["Engine", "Stats"]
+
+
+def _held(state: ObjectState) -> bool:
+    """Keep an object with an open fight or hot loop."""
+    return state.fight is not None or state.hot is not None

@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from watcher.config import DetectionSettings
 from watcher.detection import hints
+from watcher.detection.eviction import let_go
 from watcher.detection.findings import notable, request_summary
 from watcher.detection.ignore import ObjectRules, RuleBook
 from watcher.detection.request_state import (
@@ -400,10 +401,10 @@ class RequestEngine:
 
         Beyond `max_objects`, let the least recently requested go first, 1% at a time.
         """
-        limit = self.settings.max_objects
-        if limit is not None and len(self._objects) >= limit:
-            excess = len(self._objects) + 1 - limit + limit // 100
-            self.stats.evicted_capacity += self._let_go(self._objects, excess)
+        limit, objects = self.settings.max_objects, self._objects
+        if limit is not None and len(objects) >= limit:
+            excess = len(objects) + 1 - limit + limit // 100
+            self.stats.evicted_capacity += let_go(objects, objects, excess, held=_held, forget=objects.__delitem__)
         state = self._objects[key] = RequestState(_ref(request, uid=request.object.uid), rules)
         return state
 
@@ -464,26 +465,8 @@ class RequestEngine:
             if state.last >= horizon:
                 break
             idle.append(key)
-        self.stats.evicted_idle += self._let_go(idle, len(idle))
-
-    def _let_go(self, candidates: Iterable[ObjectKey], count: int) -> int:
-        """Forget up to `count` of `candidates` (least recently requested first).
-
-        Objects with an open finding are kept (they go to the back of the queue). Return how many were let go.
-        """
         objects = self._objects
-        chosen: list[ObjectKey] = []
-        kept: list[ObjectKey] = []
-        for key in candidates:
-            if len(chosen) >= count:
-                break
-            state = objects[key]
-            (kept if state.storm is not None or state.applies or state.noops else chosen).append(key)
-        for key in chosen:
-            del objects[key]
-        for key in kept:
-            objects[key] = objects.pop(key)
-        return len(chosen)
+        self.stats.evicted_idle += let_go(objects, idle, len(idle), held=_held, forget=objects.__delitem__)
 
     # ------------------------------------------------------------------------------------------ what it says
 
@@ -598,3 +581,8 @@ def _busiest(item: tuple[str, int]) -> tuple[int, str]:
 
 
 __all__ = ["RequestEngine", "WatchView"]
+
+
+def _held(state: RequestState) -> bool:
+    """Keep an object with an open storm, stuck applier or no-op loop."""
+    return state.storm is not None or bool(state.applies) or bool(state.noops)
