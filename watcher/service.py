@@ -15,6 +15,7 @@ over at once. With sharding (`sharding.shard` of `total_shards`) this process wa
 resources. The endpoints' TLS and guard are `serving.security`'s; what the parts count as plain numbers reaches
 `/metrics` through `metrics.samples`.
 """
+
 from __future__ import annotations
 
 import asyncio
