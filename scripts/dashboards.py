@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +27,13 @@ OF_INCIDENT = (
 # With leader election every replica counts what it sees: "what happens" panels count the delivering replica of
 # each shard only (fightwatch_leader is 1 there, and on every replica without leader election), and per-finding
 # series take the max over a shard's replicas, as the alert rules do.
-# Panels over the API server's audit events: they have data only where the audit webhook is enabled.
-AUDIT_PANELS = ("Writes rejected with 409 Conflict", "Conflicts by client", "No-op writes", "Audit webhook batches")
-NEEDS_AUDIT = "Needs the audit webhook (docs/audit.md)."  # (the tests find these panels by it)
 LEADING = f" * on (job, instance) group_left () fightwatch_leader{{{C}}}"
 BY_SHARD = f" * on (job, instance) group_left (shard) fightwatch_shard_info{{{C}}}"
+RATE = "$__rate_interval"
+# Panels over the API server's audit events have data only where the audit webhook is enabled; their descriptions
+# end with this sentence (the tests find these panels by it).
+NEEDS_AUDIT = "Needs the audit webhook (docs/audit.md)."
+INSTANT_KINDS = ("table", "bargauge")  # panels that show the latest value, not a series over time
 
 
 def replicas_merged(selector: str) -> str:
@@ -60,23 +64,72 @@ INCIDENT_LINK = {
 }
 
 
-def target(expr: str, legend: str = "", *, instant: bool = False, ref: str = "A") -> dict[str, Any]:
-    out: dict[str, Any] = {"datasource": DS, "expr": expr, "refId": ref, "legendFormat": legend or "__auto"}
-    if instant:
-        out |= {"instant": True, "range": False, "format": "table"}
-    return out
-
-
-def panel(kind: str, title: str, targets: list[dict[str, Any]], grid: tuple[int, int, int, int], **extra: Any) -> Any:
-    x, y, w, h = grid
-    return {
-        "type": kind,
-        "title": title,
-        "datasource": DS,
-        "targets": targets,
-        "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        **extra,
+def merged_table(
+    *, hidden: Sequence[str], columns: Sequence[str], renamed: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """A table's transformations: its queries merged into one row per series, columns hidden, ordered, renamed."""
+    organize: dict[str, Any] = {
+        "excludeByName": dict.fromkeys(hidden, True),
+        "indexByName": {column: index for index, column in enumerate(columns)},
     }
+    if renamed:
+        organize["renameByName"] = renamed
+    return [{"id": "merge", "options": {}}, {"id": "organize", "options": organize}]
+
+
+@dataclass(frozen=True)
+class Query:
+    """A panel's query: a PromQL expression, its legend (Grafana's own when empty) and its reference."""
+
+    expr: str
+    legend: str = ""
+    ref: str = "A"
+
+    def target(self, *, instant: bool) -> dict[str, Any]:
+        legend = self.legend or "__auto"
+        out: dict[str, Any] = {"datasource": DS, "expr": self.expr, "refId": self.ref, "legendFormat": legend}
+        if instant:
+            out |= {"instant": True, "range": False, "format": "table"}
+        return out
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A row of a dashboard's panel table: what it shows, where (x, y, width, height on the 24-column grid), how."""
+
+    kind: str
+    title: str
+    grid: tuple[int, int, int, int]
+    queries: Sequence[Query]
+    _: KW_ONLY
+    description: str = ""
+    needs_audit: bool = False
+    unit: str = ""
+    no_value: str = ""
+    overrides: Sequence[dict[str, Any]] = ()
+    options: dict[str, Any] | None = None
+    transformations: Sequence[dict[str, Any]] = ()
+
+    def json(self) -> dict[str, Any]:
+        x, y, w, h = self.grid
+        out: dict[str, Any] = {
+            "type": self.kind,
+            "title": self.title,
+            "datasource": DS,
+            "targets": [query.target(instant=self.kind in INSTANT_KINDS) for query in self.queries],
+            "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        }
+        description = f"{self.description} {NEEDS_AUDIT}" if self.needs_audit else self.description
+        if description:
+            out["description"] = description
+        defaults = {key: value for key, value in (("unit", self.unit), ("noValue", self.no_value)) if value}
+        if defaults or self.overrides:
+            out["fieldConfig"] = {"defaults": defaults, "overrides": list(self.overrides)}
+        if self.options:
+            out["options"] = self.options
+        if self.transformations:
+            out["transformations"] = list(self.transformations)
+        return out
 
 
 def variable(name: str, query: str, *, label: str, multi: bool = True) -> dict[str, Any]:
@@ -96,9 +149,10 @@ def variable(name: str, query: str, *, label: str, multi: bool = True) -> dict[s
     }
 
 
-def dashboard(uid: str, title: str, description: str, panels: list[Any], variables: list[Any]) -> dict[str, Any]:
-    for number, item in enumerate(panels, 1):
-        item["id"] = number
+def dashboard(
+    uid: str, title: str, description: str, panels: Sequence[Panel], variables: list[dict[str, Any]]
+) -> dict[str, Any]:
+    rendered = [item.json() | {"id": number} for number, item in enumerate(panels, 1)]
     return {
         "uid": uid,
         "title": title,
@@ -124,381 +178,332 @@ def dashboard(uid: str, title: str, description: str, panels: list[Any], variabl
                 *variables,
             ]
         },
-        "panels": panels,
+        "panels": rendered,
         "links": [{"title": "fightwatch dashboards", "type": "dashboards", "tags": ["fightwatch"], "asDropdown": True}],
     }
 
 
+OVERVIEW = (
+    # What happens now.
+    Panel(
+        "stat", "Active fights", (0, 0, 4, 4), [Query(f'sum(fightwatch_findings_active{{{C}, type="fight"}}{LEADING})')]
+    ),
+    Panel(
+        "stat",
+        "Active hot loops",
+        (4, 0, 4, 4),
+        [Query(f'sum(fightwatch_findings_active{{{C}, type="hot_loop"}}{LEADING})')],
+    ),
+    Panel(
+        "stat",
+        "Writes per second",
+        (8, 0, 4, 4),
+        [Query(f"sum(rate(fightwatch_writes_total{{{C}}}[{RATE}]){LEADING})")],
+        unit="wps",
+    ),
+    Panel(
+        "stat",
+        "Resources forbidden",
+        (12, 0, 4, 4),
+        [Query(f'sum(fightwatch_resources{{{C}, state="forbidden"}})')],
+        description='Resources fightwatch may not list and watch (fightwatch_watches{state="forbidden"} or '
+        "/readyz say which).",
+    ),
+    Panel(
+        "stat",
+        "Tracked objects",
+        (16, 0, 4, 4),
+        [Query(f"sum(max by (shard) (fightwatch_tracked_objects{{{C}}}{BY_SHARD}))")],
+        description="Objects the detection engine holds state for (per shard, the most of its replicas).",
+    ),
+    Panel(
+        "stat",
+        "Event lag p99",
+        (20, 0, 4, 4),
+        [Query(f"histogram_quantile(0.99, sum by (le) (rate(fightwatch_event_lag_seconds_bucket{{{C}}}[{RATE}])))")],
+        unit="s",
+    ),
+    # Incidents: one root cause (type, writers, fields) on many objects.
+    Panel(
+        "stat",
+        "Active incidents",
+        (0, 4, 4, 4),
+        [Query(f"count(count by (incident) (fightwatch_incident_info{{{C}}}))")],
+        description="Distinct incidents over all shards: findings of one type, by the same writers, over the "
+        "same fields, on any number of objects.",
+        no_value="0",
+    ),
+    Panel(
+        "stat",
+        "Incidents without series",
+        (0, 8, 4, 4),
+        [Query(f"sum(max by (shard) (fightwatch_incident_series_omitted{{{C}}}{BY_SHARD}))")],
+        description="Active incidents left without series by metrics.max_incident_series (per shard, the most "
+        "of its replicas): the table lists the others.",
+    ),
+    Panel(
+        "table",
+        "Incidents",
+        (4, 4, 20, 8),
+        [
+            Query(f"max by (cluster, type, incident, writers, fields) (fightwatch_incident_info{{{C}}})"),
+            Query(over_shards("cluster, type, incident", f"fightwatch_incident_objects{{{C}}}"), ref="B"),
+            Query(over_shards("cluster, type, incident", f"fightwatch_incident_writes_per_minute{{{C}}}"), ref="C"),
+        ],
+        description="Active incidents, most objects first: objects with an active finding of the incident "
+        "(summed over shards) and their writes per minute together. The incident column of Active findings "
+        "names each finding's incident; an incident links to the object dashboard showing its objects.",
+        overrides=[INCIDENT_LINK],
+        options={"sortBy": [{"displayName": "objects", "desc": True}]},
+        transformations=merged_table(
+            hidden=("Time", "Value #A"),
+            columns=("type", "writers", "fields", "Value #B", "Value #C", "incident"),
+            renamed={"Value #B": "objects", "Value #C": "writes/min"},
+        ),
+    ),
+    Panel(
+        "table",
+        "Active findings",
+        (0, 12, 24, 8),
+        [
+            Query(replicas_merged(f"fightwatch_finding_info{{{C}}}")),
+            Query(replicas_merged(f"fightwatch_finding_hint_info{{{C}}}"), ref="B"),
+        ],
+        description="Who fights over which fields of which object, and how to stop it; the incident it belongs "
+        "to (capped: the most severe findings).",
+        overrides=[INCIDENT_LINK],
+        transformations=merged_table(
+            hidden=("Time", "Value #A", "Value #B", "__name__", "instance", "job"),
+            columns=("type", "namespace", "kind", "name", "writers", "fields", "incident", "hint"),
+        ),
+    ),
+    # Findings and writes over time.
+    Panel(
+        "timeseries",
+        "Findings opened",
+        (0, 20, 12, 8),
+        [Query(f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{RATE}]){LEADING})", "{{type}}")],
+    ),
+    Panel(
+        "timeseries",
+        "Handovers of active fights",
+        (12, 20, 12, 8),
+        [
+            Query(
+                replicas_merged(f'fightwatch_finding_handovers{{{C}, type="fight"}}'), "{{kind}} {{namespace}}/{{name}}"
+            )
+        ],
+    ),
+    Panel(
+        "timeseries",
+        "Writes by manager",
+        (0, 28, 12, 8),
+        [Query(f"sum by (manager) (rate(fightwatch_writes_total{{{C}}}[{RATE}]){LEADING})", "{{manager}}")],
+        unit="wps",
+    ),
+    Panel(
+        "timeseries",
+        "Writes by kind",
+        (12, 28, 12, 8),
+        [Query(f"sum by (kind) (rate(fightwatch_writes_total{{{C}}}[{RATE}]){LEADING})", "{{kind}}")],
+        unit="wps",
+    ),
+    Panel(
+        "bargauge",
+        "Top objects by write rate",
+        (0, 36, 12, 8),
+        [
+            Query(
+                f"topk(10, {replicas_merged(f'fightwatch_finding_writes_per_minute{{{C}}}')})",
+                "{{kind}} {{namespace}}/{{name}}",
+            )
+        ],
+        description="Objects of active findings, by writes per minute.",
+        options={"orientation": "horizontal", "displayMode": "basic"},
+    ),
+    # The watches and the engine.
+    Panel(
+        "timeseries",
+        "Watch errors by HTTP code",
+        (12, 36, 12, 8),
+        [Query(f"sum by (code) (rate(fightwatch_watch_errors_total{{{C}}}[{RATE}]))", "{{code}}")],
+    ),
+    Panel(
+        "timeseries",
+        "Watch restarts by reason",
+        (0, 44, 12, 8),
+        [Query(f"sum by (reason) (rate(fightwatch_watch_restarts_total{{{C}}}[{RATE}]))", "{{reason}}")],
+    ),
+    Panel(
+        "timeseries",
+        "Events received by type",
+        (12, 44, 12, 8),
+        [Query(f"sum by (type) (rate(fightwatch_events_total{{{C}}}[{RATE}]))", "{{type}}")],
+    ),
+    Panel(
+        "timeseries",
+        "Watches not watching",
+        (0, 52, 8, 8),
+        [
+            Query(
+                f'sum by (state, group, resource) (fightwatch_watches{{{C}, state!="watching"}}) > 0',
+                "{{resource}} {{group}}: {{state}}",
+            )
+        ],
+        description="Watches listing, retrying, forbidden or gone (empty while every watch is open).",
+    ),
+    Panel(
+        "timeseries",
+        "Engine events by outcome",
+        (8, 52, 8, 8),
+        [Query(f"sum by (outcome) (rate(fightwatch_engine_events_total{{{C}}}[{RATE}]))", "{{outcome}}")],
+        description="What detection made of each event: a write, a new or relisted object, a duplicate, ...",
+    ),
+    Panel(
+        "timeseries",
+        "Bytes received by resource",
+        (16, 52, 8, 8),
+        [
+            Query(
+                f"topk(10, sum by (group, resource) (rate(fightwatch_watch_received_bytes_total{{{C}}}[{RATE}])))",
+                "{{resource}} {{group}}",
+            )
+        ],
+        unit="Bps",
+    ),
+    # Leadership and capacity.
+    Panel(
+        "timeseries",
+        "Delivering replica per shard",
+        (0, 60, 8, 8),
+        [Query(f"fightwatch_leader{{{C}}}{BY_SHARD}", "shard {{shard}}: {{instance}}")],
+        description="1 on the replica that holds the shard's Lease and delivers (every replica without leader "
+        "election); a failover shows as the 1 moving to another replica.",
+    ),
+    Panel(
+        "timeseries",
+        "Tracked objects and their limit",
+        (8, 60, 8, 8),
+        [
+            Query(f"fightwatch_tracked_objects{{{C}}}", "{{instance}}"),
+            Query(f"fightwatch_tracked_objects_limit{{{C}}}", "limit {{instance}}"),
+        ],
+        description="Objects the engine holds state for, against detection.max_objects.",
+    ),
+    Panel(
+        "timeseries",
+        "Objects let go",
+        (16, 60, 8, 8),
+        [Query(f"sum by (reason) (rate(fightwatch_engine_evictions_total{{{C}}}[{RATE}]))", "{{reason}}")],
+        description="idle: not written for detection.idle_after; capacity: at detection.max_objects (raise it).",
+    ),
+    # From the API server's audit events (audit_webhook): empty without it.
+    Panel(
+        "timeseries",
+        "Writes rejected with 409 Conflict",
+        (0, 68, 6, 8),
+        [
+            Query(
+                f"topk(10, sum by (group, resource, reason) (rate(fightwatch_conflicts_total{{{C}}}[{RATE}])))",
+                "{{resource}} {{group}}: {{reason}}",
+            )
+        ],
+        description="Writes the API server rejected with 409. version: a stale resourceVersion; apply: "
+        "server-side apply field conflicts. The conflict_storm and apply_conflict findings name the objects and "
+        "clients.",
+        needs_audit=True,
+    ),
+    Panel(
+        "timeseries",
+        "Conflicts by client",
+        (6, 68, 6, 8),
+        [
+            Query(
+                f"topk(10, sum by (manager, reason) (rate(fightwatch_client_conflicts_total{{{C}}}[{RATE}])))",
+                "{{manager}}: {{reason}}",
+            )
+        ],
+        description="The same by the field manager of the client whose writes were rejected.",
+        needs_audit=True,
+    ),
+    Panel(
+        "timeseries",
+        "No-op writes",
+        (12, 68, 6, 8),
+        [
+            Query(
+                f"topk(10, sum by (group, resource) (rate(fightwatch_noop_writes_total{{{C}}}[{RATE}])))",
+                "{{resource}} {{group}}",
+            )
+        ],
+        description="Successful writes that changed nothing: invisible to any watch.",
+        needs_audit=True,
+    ),
+    Panel(
+        "timeseries",
+        "Audit webhook batches",
+        (18, 68, 6, 8),
+        [Query(f"sum by (outcome) (rate(fightwatch_audit_batches_total{{{C}}}[{RATE}]))", "{{outcome}}")],
+        description="Batches the API server posted: accepted, or turned away (invalid, unauthorized, too_large), "
+        "or accepted with requests dropped (overflow).",
+        needs_audit=True,
+    ),
+)
+
+KIND_NS = f'{C}, namespace=~"$namespace", kind=~"$kind"'
+OBJECT = (
+    Panel(
+        "table",
+        "Findings on this object",
+        (0, 0, 24, 6),
+        [Query(replicas_merged(f"fightwatch_finding_info{{{OBJ}, {INCIDENT}}}"))],
+    ),
+    Panel(
+        "timeseries",
+        "Handovers",
+        (0, 6, 12, 8),
+        [Query(replicas_merged(f"fightwatch_finding_handovers{{{OBJ}}}") + OF_INCIDENT, "{{type}} {{name}}")],
+    ),
+    Panel(
+        "timeseries",
+        "Writes per minute to the object",
+        (12, 6, 12, 8),
+        [Query(replicas_merged(f"fightwatch_finding_writes_per_minute{{{OBJ}}}") + OF_INCIDENT, "{{type}} {{name}}")],
+    ),
+    Panel(
+        "timeseries",
+        "Writes by manager (this kind in this namespace)",
+        (0, 14, 24, 8),
+        [
+            Query(
+                f"sum by (manager, operation) (rate(fightwatch_writes_total{{{KIND_NS}}}[{RATE}]){LEADING})",
+                "{{manager}} ({{operation}})",
+            )
+        ],
+        description="Write counters carry no object name (bounded cardinality): this is the object's kind in "
+        "its namespace.",
+        unit="wps",
+    ),
+)
+
+
 def overview() -> dict[str, Any]:
-    rate = "$__rate_interval"
-    panels = [
-        panel(
-            "stat",
-            "Active fights",
-            [target(f'sum(fightwatch_findings_active{{{C}, type="fight"}}{LEADING})')],
-            (0, 0, 4, 4),
-        ),
-        panel(
-            "stat",
-            "Active hot loops",
-            [target(f'sum(fightwatch_findings_active{{{C}, type="hot_loop"}}{LEADING})')],
-            (4, 0, 4, 4),
-        ),
-        panel(
-            "stat",
-            "Writes per second",
-            [target(f"sum(rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})")],
-            (8, 0, 4, 4),
-            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
-        ),
-        panel(
-            "stat",
-            "Resources forbidden",
-            [target(f'sum(fightwatch_resources{{{C}, state="forbidden"}})')],
-            (12, 0, 4, 4),
-            description='Resources fightwatch may not list and watch (fightwatch_watches{state="forbidden"} or '
-            "/readyz say which).",
-        ),
-        panel(
-            "stat",
-            "Tracked objects",
-            [target(f"sum(max by (shard) (fightwatch_tracked_objects{{{C}}}{BY_SHARD}))")],
-            (16, 0, 4, 4),
-            description="Objects the detection engine holds state for (per shard, the most of its replicas).",
-        ),
-        panel(
-            "stat",
-            "Event lag p99",
-            [
-                target(
-                    f"histogram_quantile(0.99, sum by (le) (rate(fightwatch_event_lag_seconds_bucket{{{C}}}[{rate}])))"
-                )
-            ],
-            (20, 0, 4, 4),
-            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
-        ),
-        # Incidents: one root cause (type, writers, fields) on many objects.
-        panel(
-            "stat",
-            "Active incidents",
-            [target(f"count(count by (incident) (fightwatch_incident_info{{{C}}}))")],
-            (0, 4, 4, 4),
-            description="Distinct incidents over all shards: findings of one type, by the same writers, over the "
-            "same fields, on any number of objects.",
-            fieldConfig={"defaults": {"noValue": "0"}, "overrides": []},
-        ),
-        panel(
-            "stat",
-            "Incidents without series",
-            [target(f"sum(max by (shard) (fightwatch_incident_series_omitted{{{C}}}{BY_SHARD}))")],
-            (0, 8, 4, 4),
-            description="Active incidents left without series by metrics.max_incident_series (per shard, the most "
-            "of its replicas): the table lists the others.",
-        ),
-        panel(
-            "table",
-            "Incidents",
-            [
-                target(
-                    f"max by (cluster, type, incident, writers, fields) (fightwatch_incident_info{{{C}}})",
-                    instant=True,
-                ),
-                target(
-                    over_shards("cluster, type, incident", f"fightwatch_incident_objects{{{C}}}"), instant=True, ref="B"
-                ),
-                target(
-                    over_shards("cluster, type, incident", f"fightwatch_incident_writes_per_minute{{{C}}}"),
-                    instant=True,
-                    ref="C",
-                ),
-            ],
-            (4, 4, 20, 8),
-            description="Active incidents, most objects first: objects with an active finding of the incident "
-            "(summed over shards) and their writes per minute together. The incident column of Active findings "
-            "names each finding's incident; an incident links to the object dashboard showing its objects.",
-            fieldConfig={"defaults": {}, "overrides": [INCIDENT_LINK]},
-            options={"sortBy": [{"displayName": "objects", "desc": True}]},
-            transformations=[
-                {"id": "merge", "options": {}},
-                {
-                    "id": "organize",
-                    "options": {
-                        "excludeByName": {"Time": True, "Value #A": True},
-                        "indexByName": {
-                            "type": 0,
-                            "writers": 1,
-                            "fields": 2,
-                            "Value #B": 3,
-                            "Value #C": 4,
-                            "incident": 5,
-                        },
-                        "renameByName": {"Value #B": "objects", "Value #C": "writes/min"},
-                    },
-                },
-            ],
-        ),
-        panel(
-            "table",
-            "Active findings",
-            [
-                target(replicas_merged(f"fightwatch_finding_info{{{C}}}"), instant=True),
-                target(replicas_merged(f"fightwatch_finding_hint_info{{{C}}}"), instant=True, ref="B"),
-            ],
-            (0, 12, 24, 8),
-            description="Who fights over which fields of which object, and how to stop it; the incident it belongs "
-            "to (capped: the most severe findings).",
-            fieldConfig={"defaults": {}, "overrides": [INCIDENT_LINK]},
-            transformations=[
-                {"id": "merge", "options": {}},
-                {
-                    "id": "organize",
-                    "options": {
-                        "excludeByName": {
-                            "Time": True,
-                            "Value #A": True,
-                            "Value #B": True,
-                            "__name__": True,
-                            "instance": True,
-                            "job": True,
-                        },
-                        "indexByName": {
-                            "type": 0,
-                            "namespace": 1,
-                            "kind": 2,
-                            "name": 3,
-                            "writers": 4,
-                            "fields": 5,
-                            "incident": 6,
-                            "hint": 7,
-                        },
-                    },
-                },
-            ],
-        ),
-        panel(
-            "timeseries",
-            "Findings opened",
-            [target(f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{rate}]){LEADING})", "{{type}}")],
-            (0, 20, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Handovers of active fights",
-            [
-                target(
-                    replicas_merged(f'fightwatch_finding_handovers{{{C}, type="fight"}}'),
-                    "{{kind}} {{namespace}}/{{name}}",
-                )
-            ],
-            (12, 20, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Writes by manager",
-            [target(f"sum by (manager) (rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})", "{{manager}}")],
-            (0, 28, 12, 8),
-            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
-        ),
-        panel(
-            "timeseries",
-            "Writes by kind",
-            [target(f"sum by (kind) (rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})", "{{kind}}")],
-            (12, 28, 12, 8),
-            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
-        ),
-        panel(
-            "bargauge",
-            "Top objects by write rate",
-            [
-                target(
-                    f"topk(10, {replicas_merged(f'fightwatch_finding_writes_per_minute{{{C}}}')})",
-                    "{{kind}} {{namespace}}/{{name}}",
-                    instant=True,
-                )
-            ],
-            (0, 36, 12, 8),
-            description="Objects of active findings, by writes per minute.",
-            options={"orientation": "horizontal", "displayMode": "basic"},
-        ),
-        panel(
-            "timeseries",
-            "Watch errors by HTTP code",
-            [target(f"sum by (code) (rate(fightwatch_watch_errors_total{{{C}}}[{rate}]))", "{{code}}")],
-            (12, 36, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Watch restarts by reason",
-            [target(f"sum by (reason) (rate(fightwatch_watch_restarts_total{{{C}}}[{rate}]))", "{{reason}}")],
-            (0, 44, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Events received by type",
-            [target(f"sum by (type) (rate(fightwatch_events_total{{{C}}}[{rate}]))", "{{type}}")],
-            (12, 44, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Watches not watching",
-            [
-                target(
-                    f'sum by (state, group, resource) (fightwatch_watches{{{C}, state!="watching"}}) > 0',
-                    "{{resource}} {{group}}: {{state}}",
-                )
-            ],
-            (0, 52, 8, 8),
-            description="Watches listing, retrying, forbidden or gone (empty while every watch is open).",
-        ),
-        panel(
-            "timeseries",
-            "Engine events by outcome",
-            [target(f"sum by (outcome) (rate(fightwatch_engine_events_total{{{C}}}[{rate}]))", "{{outcome}}")],
-            (8, 52, 8, 8),
-            description="What detection made of each event: a write, a new or relisted object, a duplicate, ...",
-        ),
-        panel(
-            "timeseries",
-            "Bytes received by resource",
-            [
-                target(
-                    f"topk(10, sum by (group, resource) (rate(fightwatch_watch_received_bytes_total{{{C}}}[{rate}])))",
-                    "{{resource}} {{group}}",
-                )
-            ],
-            (16, 52, 8, 8),
-            fieldConfig={"defaults": {"unit": "Bps"}, "overrides": []},
-        ),
-        panel(
-            "timeseries",
-            "Delivering replica per shard",
-            [target(f"fightwatch_leader{{{C}}}{BY_SHARD}", "shard {{shard}}: {{instance}}")],
-            (0, 60, 8, 8),
-            description="1 on the replica that holds the shard's Lease and delivers (every replica without leader "
-            "election); a failover shows as the 1 moving to another replica.",
-        ),
-        panel(
-            "timeseries",
-            "Tracked objects and their limit",
-            [
-                target(f"fightwatch_tracked_objects{{{C}}}", "{{instance}}"),
-                target(f"fightwatch_tracked_objects_limit{{{C}}}", "limit {{instance}}"),
-            ],
-            (8, 60, 8, 8),
-            description="Objects the engine holds state for, against detection.max_objects.",
-        ),
-        panel(
-            "timeseries",
-            "Objects let go",
-            [target(f"sum by (reason) (rate(fightwatch_engine_evictions_total{{{C}}}[{rate}]))", "{{reason}}")],
-            (16, 60, 8, 8),
-            description="idle: not written for detection.idle_after; capacity: at detection.max_objects (raise it).",
-        ),
-        # From the API server's audit events (audit_webhook): empty without it.
-        panel(
-            "timeseries",
-            AUDIT_PANELS[0],
-            [
-                target(
-                    f"topk(10, sum by (group, resource, reason) (rate(fightwatch_conflicts_total{{{C}}}[{rate}])))",
-                    "{{resource}} {{group}}: {{reason}}",
-                )
-            ],
-            (0, 68, 6, 8),
-            description="Writes the API server rejected with 409. version: a stale resourceVersion; apply: "
-            "server-side apply field conflicts. The conflict_storm and apply_conflict findings name the objects and "
-            f"clients. {NEEDS_AUDIT}",
-        ),
-        panel(
-            "timeseries",
-            AUDIT_PANELS[1],
-            [
-                target(
-                    f"topk(10, sum by (manager, reason) (rate(fightwatch_client_conflicts_total{{{C}}}[{rate}])))",
-                    "{{manager}}: {{reason}}",
-                )
-            ],
-            (6, 68, 6, 8),
-            description=f"The same by the field manager of the client whose writes were rejected. {NEEDS_AUDIT}",
-        ),
-        panel(
-            "timeseries",
-            AUDIT_PANELS[2],
-            [
-                target(
-                    f"topk(10, sum by (group, resource) (rate(fightwatch_noop_writes_total{{{C}}}[{rate}])))",
-                    "{{resource}} {{group}}",
-                )
-            ],
-            (12, 68, 6, 8),
-            description=f"Successful writes that changed nothing: invisible to any watch. {NEEDS_AUDIT}",
-        ),
-        panel(
-            "timeseries",
-            AUDIT_PANELS[3],
-            [target(f"sum by (outcome) (rate(fightwatch_audit_batches_total{{{C}}}[{rate}]))", "{{outcome}}")],
-            (18, 68, 6, 8),
-            description="Batches the API server posted: accepted, or turned away (invalid, unauthorized, too_large), "
-            f"or accepted with requests dropped (overflow). {NEEDS_AUDIT}",
-        ),
-    ]
     return dashboard(
         "fightwatch-overview",
         "fightwatch / Overview",
         "Controllers fighting over objects, hot reconcile loops, and the health of the watcher.",
-        panels,
+        OVERVIEW,
         [],
     )
 
 
 def object_drilldown() -> dict[str, Any]:
-    rate = "$__rate_interval"
-    kind_ns = f'{C}, namespace=~"$namespace", kind=~"$kind"'
-    panels = [
-        panel(
-            "table",
-            "Findings on this object",
-            [target(replicas_merged(f"fightwatch_finding_info{{{OBJ}, {INCIDENT}}}"), instant=True)],
-            (0, 0, 24, 6),
-        ),
-        panel(
-            "timeseries",
-            "Handovers",
-            [target(replicas_merged(f"fightwatch_finding_handovers{{{OBJ}}}") + OF_INCIDENT, "{{type}} {{name}}")],
-            (0, 6, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Writes per minute to the object",
-            [
-                target(
-                    replicas_merged(f"fightwatch_finding_writes_per_minute{{{OBJ}}}") + OF_INCIDENT,
-                    "{{type}} {{name}}",
-                )
-            ],
-            (12, 6, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Writes by manager (this kind in this namespace)",
-            [
-                target(
-                    f"sum by (manager, operation) (rate(fightwatch_writes_total{{{kind_ns}}}[{rate}]){LEADING})",
-                    "{{manager}} ({{operation}})",
-                )
-            ],
-            (0, 14, 24, 8),
-            description="Write counters carry no object name (bounded cardinality): this is the object's kind in "
-            "its namespace.",
-            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
-        ),
-    ]
     return dashboard(
         "fightwatch-object",
         "fightwatch / Object",
         "One object's findings, or the objects of one incident: who writes them, how often the contested fields "
         "change hands.",
-        panels,
+        OBJECT,
         [
             # An incident's objects: choose it, and the other variables offer only its objects.
             variable("incident", f"label_values(fightwatch_finding_info{{{C}}}, incident)", label="Incident"),
