@@ -2,7 +2,9 @@
 
 Conventions: a `${datasource}` variable (Prometheus), an optional `cluster` variable (matches everything when
 the series carry no cluster label), a fixed `uid`, the `fightwatch` tag, and `$__rate_interval` in every rate.
-`--check` (used by the tests) fails when the committed JSON differs from what this script writes.
+Each dashboard is a table: rows of the grid (`Row`), their panels (`Panel`), each panel's queries (`Query`); a few
+short functions turn it into Grafana's JSON. `--check` (used by the tests) fails when the committed JSON differs
+from what this script writes.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ RATE = "$__rate_interval"
 # Panels over the API server's audit events have data only where the audit webhook is enabled; their descriptions
 # end with this sentence (the tests find these panels by it).
 NEEDS_AUDIT = "Needs the audit webhook (docs/audit.md)."
+GRID_COLUMNS = 24  # the width of Grafana's grid
 INSTANT_KINDS = ("table", "bargauge")  # panels that show the latest value, not a series over time
 
 
@@ -43,6 +46,12 @@ def replicas_merged(selector: str) -> str:
 def over_shards(by: str, selector: str) -> str:
     """Summed over shards (each exports its own objects' series), the replicas of each shard merged first."""
     return f"sum by ({by}) ({replicas_merged(selector)})"
+
+
+def per_second(counter: str, by: str = "", *, selector: str = C, leading: bool = False) -> str:
+    """A counter's rate over the rate interval, summed (by some labels); with `leading`, the delivering replicas'."""
+    rate = f"rate({counter}{{{selector}}}[{RATE}])" + (LEADING if leading else "")
+    return f"sum by ({by}) ({rate})" if by else f"sum({rate})"
 
 
 # A table column `incident` links to the object dashboard showing that incident's objects (same time range, data
@@ -95,13 +104,13 @@ class Query:
 
 @dataclass(frozen=True)
 class Panel:
-    """A row of a dashboard's panel table: what it shows, where (x, y, width, height on the 24-column grid), how."""
+    """A panel of a dashboard's table: what it shows, how, and where in its row when not one of equal neighbours."""
 
     kind: str
     title: str
-    grid: tuple[int, int, int, int]
     queries: Sequence[Query]
     _: KW_ONLY
+    place: tuple[int, int, int, int] | None = None  # x, y, width, height within the row
     description: str = ""
     needs_audit: bool = False
     unit: str = ""
@@ -110,8 +119,8 @@ class Panel:
     options: dict[str, Any] | None = None
     transformations: Sequence[dict[str, Any]] = ()
 
-    def json(self) -> dict[str, Any]:
-        x, y, w, h = self.grid
+    def json(self, grid: tuple[int, int, int, int]) -> dict[str, Any]:
+        x, y, w, h = grid
         out: dict[str, Any] = {
             "type": self.kind,
             "title": self.title,
@@ -132,6 +141,35 @@ class Panel:
         return out
 
 
+def stat(title: str, expr: str, **more: Any) -> Panel:
+    return Panel("stat", title, [Query(expr)], **more)
+
+
+def series(title: str, expr: str, legend: str, **more: Any) -> Panel:
+    return Panel("timeseries", title, [Query(expr, legend)], **more)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of the grid, `height` high: its panels side by side at equal widths, or each at its own `place`."""
+
+    height: int
+    panels: Sequence[Panel]
+
+
+def laid_out(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The panels' JSON, rows top to bottom on Grafana's 24-column grid, numbered from 1."""
+    panels: list[dict[str, Any]] = []
+    top = 0
+    for row in rows:
+        width = GRID_COLUMNS // len(row.panels)
+        for index, item in enumerate(row.panels):
+            x, y, w, h = item.place or (index * width, 0, width, row.height)
+            panels.append(item.json((x, top + y, w, h)) | {"id": len(panels) + 1})
+        top += row.height
+    return panels
+
+
 def variable(name: str, query: str, *, label: str, multi: bool = True) -> dict[str, Any]:
     return {
         "name": name,
@@ -150,9 +188,8 @@ def variable(name: str, query: str, *, label: str, multi: bool = True) -> dict[s
 
 
 def dashboard(
-    uid: str, title: str, description: str, panels: Sequence[Panel], variables: list[dict[str, Any]]
+    uid: str, title: str, description: str, rows: Sequence[Row], variables: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    rendered = [item.json() | {"id": number} for number, item in enumerate(panels, 1)]
     return {
         "uid": uid,
         "title": title,
@@ -178,311 +215,260 @@ def dashboard(
                 *variables,
             ]
         },
-        "panels": rendered,
+        "panels": laid_out(rows),
         "links": [{"title": "fightwatch dashboards", "type": "dashboards", "tags": ["fightwatch"], "asDropdown": True}],
     }
 
 
+WRITES = "fightwatch_writes_total"
+HANDOVERS = "fightwatch_finding_handovers"
+WRITES_PER_MINUTE = "fightwatch_finding_writes_per_minute"
+OBJECT_LEGEND = "{{kind}} {{namespace}}/{{name}}"
+INCIDENTS_TABLE = Panel(
+    "table",
+    "Incidents",
+    [
+        Query(f"max by (cluster, type, incident, writers, fields) (fightwatch_incident_info{{{C}}})"),
+        Query(over_shards("cluster, type, incident", f"fightwatch_incident_objects{{{C}}}"), ref="B"),
+        Query(over_shards("cluster, type, incident", f"fightwatch_incident_writes_per_minute{{{C}}}"), ref="C"),
+    ],
+    place=(4, 0, 20, 8),
+    description="Active incidents, most objects first: objects with an active finding of the incident "
+    "(summed over shards) and their writes per minute together. The incident column of Active findings "
+    "names each finding's incident; an incident links to the object dashboard showing its objects.",
+    overrides=[INCIDENT_LINK],
+    options={"sortBy": [{"displayName": "objects", "desc": True}]},
+    transformations=merged_table(
+        hidden=("Time", "Value #A"),
+        columns=("type", "writers", "fields", "Value #B", "Value #C", "incident"),
+        renamed={"Value #B": "objects", "Value #C": "writes/min"},
+    ),
+)
+FINDINGS_TABLE = Panel(
+    "table",
+    "Active findings",
+    [
+        Query(replicas_merged(f"fightwatch_finding_info{{{C}}}")),
+        Query(replicas_merged(f"fightwatch_finding_hint_info{{{C}}}"), ref="B"),
+    ],
+    description="Who fights over which fields of which object, and how to stop it; the incident it belongs "
+    "to (capped: the most severe findings).",
+    overrides=[INCIDENT_LINK],
+    transformations=merged_table(
+        hidden=("Time", "Value #A", "Value #B", "__name__", "instance", "job"),
+        columns=("type", "namespace", "kind", "name", "writers", "fields", "incident", "hint"),
+    ),
+)
 OVERVIEW = (
-    # What happens now.
-    Panel(
-        "stat", "Active fights", (0, 0, 4, 4), [Query(f'sum(fightwatch_findings_active{{{C}, type="fight"}}{LEADING})')]
-    ),
-    Panel(
-        "stat",
-        "Active hot loops",
-        (4, 0, 4, 4),
-        [Query(f'sum(fightwatch_findings_active{{{C}, type="hot_loop"}}{LEADING})')],
-    ),
-    Panel(
-        "stat",
-        "Writes per second",
-        (8, 0, 4, 4),
-        [Query(f"sum(rate(fightwatch_writes_total{{{C}}}[{RATE}]){LEADING})")],
-        unit="wps",
-    ),
-    Panel(
-        "stat",
-        "Resources forbidden",
-        (12, 0, 4, 4),
-        [Query(f'sum(fightwatch_resources{{{C}, state="forbidden"}})')],
-        description='Resources fightwatch may not list and watch (fightwatch_watches{state="forbidden"} or '
-        "/readyz say which).",
-    ),
-    Panel(
-        "stat",
-        "Tracked objects",
-        (16, 0, 4, 4),
-        [Query(f"sum(max by (shard) (fightwatch_tracked_objects{{{C}}}{BY_SHARD}))")],
-        description="Objects the detection engine holds state for (per shard, the most of its replicas).",
-    ),
-    Panel(
-        "stat",
-        "Event lag p99",
-        (20, 0, 4, 4),
-        [Query(f"histogram_quantile(0.99, sum by (le) (rate(fightwatch_event_lag_seconds_bucket{{{C}}}[{RATE}])))")],
-        unit="s",
-    ),
-    # Incidents: one root cause (type, writers, fields) on many objects.
-    Panel(
-        "stat",
-        "Active incidents",
-        (0, 4, 4, 4),
-        [Query(f"count(count by (incident) (fightwatch_incident_info{{{C}}}))")],
-        description="Distinct incidents over all shards: findings of one type, by the same writers, over the "
-        "same fields, on any number of objects.",
-        no_value="0",
-    ),
-    Panel(
-        "stat",
-        "Incidents without series",
-        (0, 8, 4, 4),
-        [Query(f"sum(max by (shard) (fightwatch_incident_series_omitted{{{C}}}{BY_SHARD}))")],
-        description="Active incidents left without series by metrics.max_incident_series (per shard, the most "
-        "of its replicas): the table lists the others.",
-    ),
-    Panel(
-        "table",
-        "Incidents",
-        (4, 4, 20, 8),
+    Row(  # What happens now.
+        4,
         [
-            Query(f"max by (cluster, type, incident, writers, fields) (fightwatch_incident_info{{{C}}})"),
-            Query(over_shards("cluster, type, incident", f"fightwatch_incident_objects{{{C}}}"), ref="B"),
-            Query(over_shards("cluster, type, incident", f"fightwatch_incident_writes_per_minute{{{C}}}"), ref="C"),
-        ],
-        description="Active incidents, most objects first: objects with an active finding of the incident "
-        "(summed over shards) and their writes per minute together. The incident column of Active findings "
-        "names each finding's incident; an incident links to the object dashboard showing its objects.",
-        overrides=[INCIDENT_LINK],
-        options={"sortBy": [{"displayName": "objects", "desc": True}]},
-        transformations=merged_table(
-            hidden=("Time", "Value #A"),
-            columns=("type", "writers", "fields", "Value #B", "Value #C", "incident"),
-            renamed={"Value #B": "objects", "Value #C": "writes/min"},
-        ),
-    ),
-    Panel(
-        "table",
-        "Active findings",
-        (0, 12, 24, 8),
-        [
-            Query(replicas_merged(f"fightwatch_finding_info{{{C}}}")),
-            Query(replicas_merged(f"fightwatch_finding_hint_info{{{C}}}"), ref="B"),
-        ],
-        description="Who fights over which fields of which object, and how to stop it; the incident it belongs "
-        "to (capped: the most severe findings).",
-        overrides=[INCIDENT_LINK],
-        transformations=merged_table(
-            hidden=("Time", "Value #A", "Value #B", "__name__", "instance", "job"),
-            columns=("type", "namespace", "kind", "name", "writers", "fields", "incident", "hint"),
-        ),
-    ),
-    # Findings and writes over time.
-    Panel(
-        "timeseries",
-        "Findings opened",
-        (0, 20, 12, 8),
-        [Query(f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{RATE}]){LEADING})", "{{type}}")],
-    ),
-    Panel(
-        "timeseries",
-        "Handovers of active fights",
-        (12, 20, 12, 8),
-        [
-            Query(
-                replicas_merged(f'fightwatch_finding_handovers{{{C}, type="fight"}}'), "{{kind}} {{namespace}}/{{name}}"
-            )
+            stat("Active fights", f'sum(fightwatch_findings_active{{{C}, type="fight"}}{LEADING})'),
+            stat("Active hot loops", f'sum(fightwatch_findings_active{{{C}, type="hot_loop"}}{LEADING})'),
+            stat("Writes per second", per_second(WRITES, leading=True), unit="wps"),
+            stat(
+                "Resources forbidden",
+                f'sum(fightwatch_resources{{{C}, state="forbidden"}})',
+                description='Resources fightwatch may not list and watch (fightwatch_watches{state="forbidden"} '
+                "or /readyz say which).",
+            ),
+            stat(
+                "Tracked objects",
+                f"sum(max by (shard) (fightwatch_tracked_objects{{{C}}}{BY_SHARD}))",
+                description="Objects the detection engine holds state for (per shard, the most of its replicas).",
+            ),
+            stat(
+                "Event lag p99",
+                f"histogram_quantile(0.99, {per_second('fightwatch_event_lag_seconds_bucket', 'le')})",
+                unit="s",
+            ),
         ],
     ),
-    Panel(
-        "timeseries",
-        "Writes by manager",
-        (0, 28, 12, 8),
-        [Query(f"sum by (manager) (rate(fightwatch_writes_total{{{C}}}[{RATE}]){LEADING})", "{{manager}}")],
-        unit="wps",
-    ),
-    Panel(
-        "timeseries",
-        "Writes by kind",
-        (12, 28, 12, 8),
-        [Query(f"sum by (kind) (rate(fightwatch_writes_total{{{C}}}[{RATE}]){LEADING})", "{{kind}}")],
-        unit="wps",
-    ),
-    Panel(
-        "bargauge",
-        "Top objects by write rate",
-        (0, 36, 12, 8),
+    Row(  # Incidents: one root cause (type, writers, fields) on many objects.
+        8,
         [
-            Query(
-                f"topk(10, {replicas_merged(f'fightwatch_finding_writes_per_minute{{{C}}}')})",
-                "{{kind}} {{namespace}}/{{name}}",
-            )
+            stat(
+                "Active incidents",
+                f"count(count by (incident) (fightwatch_incident_info{{{C}}}))",
+                place=(0, 0, 4, 4),
+                description="Distinct incidents over all shards: findings of one type, by the same writers, over "
+                "the same fields, on any number of objects.",
+                no_value="0",
+            ),
+            stat(
+                "Incidents without series",
+                f"sum(max by (shard) (fightwatch_incident_series_omitted{{{C}}}{BY_SHARD}))",
+                place=(0, 4, 4, 4),
+                description="Active incidents left without series by metrics.max_incident_series (per shard, the "
+                "most of its replicas): the table lists the others.",
+            ),
+            INCIDENTS_TABLE,
         ],
-        description="Objects of active findings, by writes per minute.",
-        options={"orientation": "horizontal", "displayMode": "basic"},
     ),
-    # The watches and the engine.
-    Panel(
-        "timeseries",
-        "Watch errors by HTTP code",
-        (12, 36, 12, 8),
-        [Query(f"sum by (code) (rate(fightwatch_watch_errors_total{{{C}}}[{RATE}]))", "{{code}}")],
-    ),
-    Panel(
-        "timeseries",
-        "Watch restarts by reason",
-        (0, 44, 12, 8),
-        [Query(f"sum by (reason) (rate(fightwatch_watch_restarts_total{{{C}}}[{RATE}]))", "{{reason}}")],
-    ),
-    Panel(
-        "timeseries",
-        "Events received by type",
-        (12, 44, 12, 8),
-        [Query(f"sum by (type) (rate(fightwatch_events_total{{{C}}}[{RATE}]))", "{{type}}")],
-    ),
-    Panel(
-        "timeseries",
-        "Watches not watching",
-        (0, 52, 8, 8),
+    Row(8, [FINDINGS_TABLE]),
+    Row(
+        8,
         [
-            Query(
+            series(
+                "Findings opened",
+                f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{RATE}]){LEADING})",
+                "{{type}}",
+            ),
+            series("Handovers of active fights", replicas_merged(f'{HANDOVERS}{{{C}, type="fight"}}'), OBJECT_LEGEND),
+        ],
+    ),
+    Row(
+        8,
+        [
+            series("Writes by manager", per_second(WRITES, "manager", leading=True), "{{manager}}", unit="wps"),
+            series("Writes by kind", per_second(WRITES, "kind", leading=True), "{{kind}}", unit="wps"),
+        ],
+    ),
+    Row(
+        8,
+        [
+            Panel(
+                "bargauge",
+                "Top objects by write rate",
+                [Query(f"topk(10, {replicas_merged(f'{WRITES_PER_MINUTE}{{{C}}}')})", OBJECT_LEGEND)],
+                description="Objects of active findings, by writes per minute.",
+                options={"orientation": "horizontal", "displayMode": "basic"},
+            ),
+            # The watches and the engine.
+            series("Watch errors by HTTP code", per_second("fightwatch_watch_errors_total", "code"), "{{code}}"),
+        ],
+    ),
+    Row(
+        8,
+        [
+            series("Watch restarts by reason", per_second("fightwatch_watch_restarts_total", "reason"), "{{reason}}"),
+            series("Events received by type", per_second("fightwatch_events_total", "type"), "{{type}}"),
+        ],
+    ),
+    Row(
+        8,
+        [
+            series(
+                "Watches not watching",
                 f'sum by (state, group, resource) (fightwatch_watches{{{C}, state!="watching"}}) > 0',
                 "{{resource}} {{group}}: {{state}}",
-            )
-        ],
-        description="Watches listing, retrying, forbidden or gone (empty while every watch is open).",
-    ),
-    Panel(
-        "timeseries",
-        "Engine events by outcome",
-        (8, 52, 8, 8),
-        [Query(f"sum by (outcome) (rate(fightwatch_engine_events_total{{{C}}}[{RATE}]))", "{{outcome}}")],
-        description="What detection made of each event: a write, a new or relisted object, a duplicate, ...",
-    ),
-    Panel(
-        "timeseries",
-        "Bytes received by resource",
-        (16, 52, 8, 8),
-        [
-            Query(
-                f"topk(10, sum by (group, resource) (rate(fightwatch_watch_received_bytes_total{{{C}}}[{RATE}])))",
+                description="Watches listing, retrying, forbidden or gone (empty while every watch is open).",
+            ),
+            series(
+                "Engine events by outcome",
+                per_second("fightwatch_engine_events_total", "outcome"),
+                "{{outcome}}",
+                description="What detection made of each event: a write, a new or relisted object, a duplicate, ...",
+            ),
+            series(
+                "Bytes received by resource",
+                f"topk(10, {per_second('fightwatch_watch_received_bytes_total', 'group, resource')})",
                 "{{resource}} {{group}}",
-            )
+                unit="Bps",
+            ),
         ],
-        unit="Bps",
     ),
-    # Leadership and capacity.
-    Panel(
-        "timeseries",
-        "Delivering replica per shard",
-        (0, 60, 8, 8),
-        [Query(f"fightwatch_leader{{{C}}}{BY_SHARD}", "shard {{shard}}: {{instance}}")],
-        description="1 on the replica that holds the shard's Lease and delivers (every replica without leader "
-        "election); a failover shows as the 1 moving to another replica.",
-    ),
-    Panel(
-        "timeseries",
-        "Tracked objects and their limit",
-        (8, 60, 8, 8),
+    Row(  # Leadership and capacity.
+        8,
         [
-            Query(f"fightwatch_tracked_objects{{{C}}}", "{{instance}}"),
-            Query(f"fightwatch_tracked_objects_limit{{{C}}}", "limit {{instance}}"),
+            series(
+                "Delivering replica per shard",
+                f"fightwatch_leader{{{C}}}{BY_SHARD}",
+                "shard {{shard}}: {{instance}}",
+                description="1 on the replica that holds the shard's Lease and delivers (every replica without "
+                "leader election); a failover shows as the 1 moving to another replica.",
+            ),
+            Panel(
+                "timeseries",
+                "Tracked objects and their limit",
+                [
+                    Query(f"fightwatch_tracked_objects{{{C}}}", "{{instance}}"),
+                    Query(f"fightwatch_tracked_objects_limit{{{C}}}", "limit {{instance}}"),
+                ],
+                description="Objects the engine holds state for, against detection.max_objects.",
+            ),
+            series(
+                "Objects let go",
+                per_second("fightwatch_engine_evictions_total", "reason"),
+                "{{reason}}",
+                description="idle: not written for detection.idle_after; capacity: at detection.max_objects (raise "
+                "it).",
+            ),
         ],
-        description="Objects the engine holds state for, against detection.max_objects.",
     ),
-    Panel(
-        "timeseries",
-        "Objects let go",
-        (16, 60, 8, 8),
-        [Query(f"sum by (reason) (rate(fightwatch_engine_evictions_total{{{C}}}[{RATE}]))", "{{reason}}")],
-        description="idle: not written for detection.idle_after; capacity: at detection.max_objects (raise it).",
-    ),
-    # From the API server's audit events (audit_webhook): empty without it.
-    Panel(
-        "timeseries",
-        "Writes rejected with 409 Conflict",
-        (0, 68, 6, 8),
+    Row(  # From the API server's audit events (audit_webhook): empty without it.
+        8,
         [
-            Query(
-                f"topk(10, sum by (group, resource, reason) (rate(fightwatch_conflicts_total{{{C}}}[{RATE}])))",
+            series(
+                "Writes rejected with 409 Conflict",
+                f"topk(10, {per_second('fightwatch_conflicts_total', 'group, resource, reason')})",
                 "{{resource}} {{group}}: {{reason}}",
-            )
-        ],
-        description="Writes the API server rejected with 409. version: a stale resourceVersion; apply: "
-        "server-side apply field conflicts. The conflict_storm and apply_conflict findings name the objects and "
-        "clients.",
-        needs_audit=True,
-    ),
-    Panel(
-        "timeseries",
-        "Conflicts by client",
-        (6, 68, 6, 8),
-        [
-            Query(
-                f"topk(10, sum by (manager, reason) (rate(fightwatch_client_conflicts_total{{{C}}}[{RATE}])))",
+                description="Writes the API server rejected with 409. version: a stale resourceVersion; apply: "
+                "server-side apply field conflicts. The conflict_storm and apply_conflict findings name the objects "
+                "and clients.",
+                needs_audit=True,
+            ),
+            series(
+                "Conflicts by client",
+                f"topk(10, {per_second('fightwatch_client_conflicts_total', 'manager, reason')})",
                 "{{manager}}: {{reason}}",
-            )
-        ],
-        description="The same by the field manager of the client whose writes were rejected.",
-        needs_audit=True,
-    ),
-    Panel(
-        "timeseries",
-        "No-op writes",
-        (12, 68, 6, 8),
-        [
-            Query(
-                f"topk(10, sum by (group, resource) (rate(fightwatch_noop_writes_total{{{C}}}[{RATE}])))",
+                description="The same by the field manager of the client whose writes were rejected.",
+                needs_audit=True,
+            ),
+            series(
+                "No-op writes",
+                f"topk(10, {per_second('fightwatch_noop_writes_total', 'group, resource')})",
                 "{{resource}} {{group}}",
-            )
+                description="Successful writes that changed nothing: invisible to any watch.",
+                needs_audit=True,
+            ),
+            series(
+                "Audit webhook batches",
+                per_second("fightwatch_audit_batches_total", "outcome"),
+                "{{outcome}}",
+                description="Batches the API server posted: accepted, or turned away (invalid, unauthorized, "
+                "too_large), or accepted with requests dropped (overflow).",
+                needs_audit=True,
+            ),
         ],
-        description="Successful writes that changed nothing: invisible to any watch.",
-        needs_audit=True,
-    ),
-    Panel(
-        "timeseries",
-        "Audit webhook batches",
-        (18, 68, 6, 8),
-        [Query(f"sum by (outcome) (rate(fightwatch_audit_batches_total{{{C}}}[{RATE}]))", "{{outcome}}")],
-        description="Batches the API server posted: accepted, or turned away (invalid, unauthorized, too_large), "
-        "or accepted with requests dropped (overflow).",
-        needs_audit=True,
     ),
 )
 
 KIND_NS = f'{C}, namespace=~"$namespace", kind=~"$kind"'
 OBJECT = (
-    Panel(
-        "table",
-        "Findings on this object",
-        (0, 0, 24, 6),
-        [Query(replicas_merged(f"fightwatch_finding_info{{{OBJ}, {INCIDENT}}}"))],
-    ),
-    Panel(
-        "timeseries",
-        "Handovers",
-        (0, 6, 12, 8),
-        [Query(replicas_merged(f"fightwatch_finding_handovers{{{OBJ}}}") + OF_INCIDENT, "{{type}} {{name}}")],
-    ),
-    Panel(
-        "timeseries",
-        "Writes per minute to the object",
-        (12, 6, 12, 8),
-        [Query(replicas_merged(f"fightwatch_finding_writes_per_minute{{{OBJ}}}") + OF_INCIDENT, "{{type}} {{name}}")],
-    ),
-    Panel(
-        "timeseries",
-        "Writes by manager (this kind in this namespace)",
-        (0, 14, 24, 8),
+    Row(
+        6,
         [
-            Query(
-                f"sum by (manager, operation) (rate(fightwatch_writes_total{{{KIND_NS}}}[{RATE}]){LEADING})",
-                "{{manager}} ({{operation}})",
+            Panel(
+                "table",
+                "Findings on this object",
+                [Query(replicas_merged(f"fightwatch_finding_info{{{OBJ}, {INCIDENT}}}"))],
             )
         ],
-        description="Write counters carry no object name (bounded cardinality): this is the object's kind in "
-        "its namespace.",
-        unit="wps",
+    ),
+    Row(
+        8,
+        [
+            series("Handovers", replicas_merged(f"{HANDOVERS}{{{OBJ}}}") + OF_INCIDENT, "{{type}} {{name}}"),
+            series(
+                "Writes per minute to the object",
+                replicas_merged(f"{WRITES_PER_MINUTE}{{{OBJ}}}") + OF_INCIDENT,
+                "{{type}} {{name}}",
+            ),
+        ],
+    ),
+    Row(
+        8,
+        [
+            series(
+                "Writes by manager (this kind in this namespace)",
+                per_second(WRITES, "manager, operation", selector=KIND_NS, leading=True),
+                "{{manager}} ({{operation}})",
+                description="Write counters carry no object name (bounded cardinality): this is the object's kind "
+                "in its namespace.",
+                unit="wps",
+            )
+        ],
     ),
 )
 
