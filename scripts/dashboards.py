@@ -2,7 +2,9 @@
 
 Conventions: a `${datasource}` variable (Prometheus), an optional `cluster` variable (matches everything when
 the series carry no cluster label), a fixed `uid`, the `fightwatch` tag, and `$__rate_interval` in every rate.
-`--check` (used by the tests) fails when the committed JSON differs from what this script writes.
+Each dashboard is a table: rows of the grid (`Row`), their panels (`Panel`), each panel's queries (`Query`); a few
+short functions turn it into Grafana's JSON. `--check` (used by the tests) fails when the committed JSON differs
+from what this script writes.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +29,14 @@ OF_INCIDENT = (
 # With leader election every replica counts what it sees: "what happens" panels count the delivering replica of
 # each shard only (fightwatch_leader is 1 there, and on every replica without leader election), and per-finding
 # series take the max over a shard's replicas, as the alert rules do.
-# Panels over the API server's audit events: they have data only where the audit webhook is enabled.
-AUDIT_PANELS = ("Writes rejected with 409 Conflict", "Conflicts by client", "No-op writes", "Audit webhook batches")
-NEEDS_AUDIT = "Needs the audit webhook (docs/audit.md)."  # (the tests find these panels by it)
 LEADING = f" * on (job, instance) group_left () fightwatch_leader{{{C}}}"
 BY_SHARD = f" * on (job, instance) group_left (shard) fightwatch_shard_info{{{C}}}"
+RATE = "$__rate_interval"
+# Panels over the API server's audit events have data only where the audit webhook is enabled; their descriptions
+# end with this sentence (the tests find these panels by it).
+NEEDS_AUDIT = "Needs the audit webhook (docs/audit.md)."
+GRID_COLUMNS = 24  # the width of Grafana's grid
+INSTANT_KINDS = ("table", "bargauge")  # panels that show the latest value, not a series over time
 
 
 def replicas_merged(selector: str) -> str:
@@ -39,6 +46,12 @@ def replicas_merged(selector: str) -> str:
 def over_shards(by: str, selector: str) -> str:
     """Summed over shards (each exports its own objects' series), the replicas of each shard merged first."""
     return f"sum by ({by}) ({replicas_merged(selector)})"
+
+
+def per_second(counter: str, by: str = "", *, selector: str = C, leading: bool = False) -> str:
+    """A counter's rate over the rate interval, summed (by some labels); with `leading`, the delivering replicas'."""
+    rate = f"rate({counter}{{{selector}}}[{RATE}])" + (LEADING if leading else "")
+    return f"sum by ({by}) ({rate})" if by else f"sum({rate})"
 
 
 # A table column `incident` links to the object dashboard showing that incident's objects (same time range, data
@@ -60,23 +73,101 @@ INCIDENT_LINK = {
 }
 
 
-def target(expr: str, legend: str = "", *, instant: bool = False, ref: str = "A") -> dict[str, Any]:
-    out: dict[str, Any] = {"datasource": DS, "expr": expr, "refId": ref, "legendFormat": legend or "__auto"}
-    if instant:
-        out |= {"instant": True, "range": False, "format": "table"}
-    return out
-
-
-def panel(kind: str, title: str, targets: list[dict[str, Any]], grid: tuple[int, int, int, int], **extra: Any) -> Any:
-    x, y, w, h = grid
-    return {
-        "type": kind,
-        "title": title,
-        "datasource": DS,
-        "targets": targets,
-        "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        **extra,
+def merged_table(
+    *, hidden: Sequence[str], columns: Sequence[str], renamed: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """A table's transformations: its queries merged into one row per series, columns hidden, ordered, renamed."""
+    organize: dict[str, Any] = {
+        "excludeByName": dict.fromkeys(hidden, True),
+        "indexByName": {column: index for index, column in enumerate(columns)},
     }
+    if renamed:
+        organize["renameByName"] = renamed
+    return [{"id": "merge", "options": {}}, {"id": "organize", "options": organize}]
+
+
+@dataclass(frozen=True)
+class Query:
+    """A panel's query: a PromQL expression, its legend (Grafana's own when empty) and its reference."""
+
+    expr: str
+    legend: str = ""
+    ref: str = "A"
+
+    def target(self, *, instant: bool) -> dict[str, Any]:
+        legend = self.legend or "__auto"
+        out: dict[str, Any] = {"datasource": DS, "expr": self.expr, "refId": self.ref, "legendFormat": legend}
+        if instant:
+            out |= {"instant": True, "range": False, "format": "table"}
+        return out
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A panel of a dashboard's table: what it shows, how, and where in its row when not one of equal neighbours."""
+
+    kind: str
+    title: str
+    queries: Sequence[Query]
+    _: KW_ONLY
+    place: tuple[int, int, int, int] | None = None  # x, y, width, height within the row
+    description: str = ""
+    needs_audit: bool = False
+    unit: str = ""
+    no_value: str = ""
+    overrides: Sequence[dict[str, Any]] = ()
+    options: dict[str, Any] | None = None
+    transformations: Sequence[dict[str, Any]] = ()
+
+    def json(self, grid: tuple[int, int, int, int]) -> dict[str, Any]:
+        x, y, w, h = grid
+        out: dict[str, Any] = {
+            "type": self.kind,
+            "title": self.title,
+            "datasource": DS,
+            "targets": [query.target(instant=self.kind in INSTANT_KINDS) for query in self.queries],
+            "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        }
+        description = f"{self.description} {NEEDS_AUDIT}" if self.needs_audit else self.description
+        if description:
+            out["description"] = description
+        defaults = {key: value for key, value in (("unit", self.unit), ("noValue", self.no_value)) if value}
+        if defaults or self.overrides:
+            out["fieldConfig"] = {"defaults": defaults, "overrides": list(self.overrides)}
+        if self.options:
+            out["options"] = self.options
+        if self.transformations:
+            out["transformations"] = list(self.transformations)
+        return out
+
+
+def stat(title: str, expr: str, **more: Any) -> Panel:
+    return Panel("stat", title, [Query(expr)], **more)
+
+
+def series(title: str, expr: str, legend: str, **more: Any) -> Panel:
+    return Panel("timeseries", title, [Query(expr, legend)], **more)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of the grid, `height` high: its panels side by side at equal widths, or each at its own `place`."""
+
+    height: int
+    panels: Sequence[Panel]
+
+
+def laid_out(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The panels' JSON, rows top to bottom on Grafana's 24-column grid, numbered from 1."""
+    panels: list[dict[str, Any]] = []
+    top = 0
+    for row in rows:
+        width = GRID_COLUMNS // len(row.panels)
+        for index, item in enumerate(row.panels):
+            x, y, w, h = item.place or (index * width, 0, width, row.height)
+            panels.append(item.json((x, top + y, w, h)) | {"id": len(panels) + 1})
+        top += row.height
+    return panels
 
 
 def variable(name: str, query: str, *, label: str, multi: bool = True) -> dict[str, Any]:
@@ -96,9 +187,9 @@ def variable(name: str, query: str, *, label: str, multi: bool = True) -> dict[s
     }
 
 
-def dashboard(uid: str, title: str, description: str, panels: list[Any], variables: list[Any]) -> dict[str, Any]:
-    for number, item in enumerate(panels, 1):
-        item["id"] = number
+def dashboard(
+    uid: str, title: str, description: str, rows: Sequence[Row], variables: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {
         "uid": uid,
         "title": title,
@@ -124,381 +215,281 @@ def dashboard(uid: str, title: str, description: str, panels: list[Any], variabl
                 *variables,
             ]
         },
-        "panels": panels,
+        "panels": laid_out(rows),
         "links": [{"title": "fightwatch dashboards", "type": "dashboards", "tags": ["fightwatch"], "asDropdown": True}],
     }
 
 
+WRITES = "fightwatch_writes_total"
+HANDOVERS = "fightwatch_finding_handovers"
+WRITES_PER_MINUTE = "fightwatch_finding_writes_per_minute"
+OBJECT_LEGEND = "{{kind}} {{namespace}}/{{name}}"
+INCIDENTS_TABLE = Panel(
+    "table",
+    "Incidents",
+    [
+        Query(f"max by (cluster, type, incident, writers, fields) (fightwatch_incident_info{{{C}}})"),
+        Query(over_shards("cluster, type, incident", f"fightwatch_incident_objects{{{C}}}"), ref="B"),
+        Query(over_shards("cluster, type, incident", f"fightwatch_incident_writes_per_minute{{{C}}}"), ref="C"),
+    ],
+    place=(4, 0, 20, 8),
+    description="Active incidents, most objects first: objects with an active finding of the incident "
+    "(summed over shards) and their writes per minute together. The incident column of Active findings "
+    "names each finding's incident; an incident links to the object dashboard showing its objects.",
+    overrides=[INCIDENT_LINK],
+    options={"sortBy": [{"displayName": "objects", "desc": True}]},
+    transformations=merged_table(
+        hidden=("Time", "Value #A"),
+        columns=("type", "writers", "fields", "Value #B", "Value #C", "incident"),
+        renamed={"Value #B": "objects", "Value #C": "writes/min"},
+    ),
+)
+FINDINGS_TABLE = Panel(
+    "table",
+    "Active findings",
+    [
+        Query(replicas_merged(f"fightwatch_finding_info{{{C}}}")),
+        Query(replicas_merged(f"fightwatch_finding_hint_info{{{C}}}"), ref="B"),
+    ],
+    description="Who fights over which fields of which object, and how to stop it; the incident it belongs "
+    "to (capped: the most severe findings).",
+    overrides=[INCIDENT_LINK],
+    transformations=merged_table(
+        hidden=("Time", "Value #A", "Value #B", "__name__", "instance", "job"),
+        columns=("type", "namespace", "kind", "name", "writers", "fields", "incident", "hint"),
+    ),
+)
+OVERVIEW = (
+    Row(  # What happens now.
+        4,
+        [
+            stat("Active fights", f'sum(fightwatch_findings_active{{{C}, type="fight"}}{LEADING})'),
+            stat("Active hot loops", f'sum(fightwatch_findings_active{{{C}, type="hot_loop"}}{LEADING})'),
+            stat("Writes per second", per_second(WRITES, leading=True), unit="wps"),
+            stat(
+                "Resources forbidden",
+                f'sum(fightwatch_resources{{{C}, state="forbidden"}})',
+                description='Resources fightwatch may not list and watch (fightwatch_watches{state="forbidden"} '
+                "or /readyz say which).",
+            ),
+            stat(
+                "Tracked objects",
+                f"sum(max by (shard) (fightwatch_tracked_objects{{{C}}}{BY_SHARD}))",
+                description="Objects the detection engine holds state for (per shard, the most of its replicas).",
+            ),
+            stat(
+                "Event lag p99",
+                f"histogram_quantile(0.99, {per_second('fightwatch_event_lag_seconds_bucket', 'le')})",
+                unit="s",
+            ),
+        ],
+    ),
+    Row(  # Incidents: one root cause (type, writers, fields) on many objects.
+        8,
+        [
+            stat(
+                "Active incidents",
+                f"count(count by (incident) (fightwatch_incident_info{{{C}}}))",
+                place=(0, 0, 4, 4),
+                description="Distinct incidents over all shards: findings of one type, by the same writers, over "
+                "the same fields, on any number of objects.",
+                no_value="0",
+            ),
+            stat(
+                "Incidents without series",
+                f"sum(max by (shard) (fightwatch_incident_series_omitted{{{C}}}{BY_SHARD}))",
+                place=(0, 4, 4, 4),
+                description="Active incidents left without series by metrics.max_incident_series (per shard, the "
+                "most of its replicas): the table lists the others.",
+            ),
+            INCIDENTS_TABLE,
+        ],
+    ),
+    Row(8, [FINDINGS_TABLE]),
+    Row(
+        8,
+        [
+            series(
+                "Findings opened",
+                f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{RATE}]){LEADING})",
+                "{{type}}",
+            ),
+            series("Handovers of active fights", replicas_merged(f'{HANDOVERS}{{{C}, type="fight"}}'), OBJECT_LEGEND),
+        ],
+    ),
+    Row(
+        8,
+        [
+            series("Writes by manager", per_second(WRITES, "manager", leading=True), "{{manager}}", unit="wps"),
+            series("Writes by kind", per_second(WRITES, "kind", leading=True), "{{kind}}", unit="wps"),
+        ],
+    ),
+    Row(
+        8,
+        [
+            Panel(
+                "bargauge",
+                "Top objects by write rate",
+                [Query(f"topk(10, {replicas_merged(f'{WRITES_PER_MINUTE}{{{C}}}')})", OBJECT_LEGEND)],
+                description="Objects of active findings, by writes per minute.",
+                options={"orientation": "horizontal", "displayMode": "basic"},
+            ),
+            # The watches and the engine.
+            series("Watch errors by HTTP code", per_second("fightwatch_watch_errors_total", "code"), "{{code}}"),
+        ],
+    ),
+    Row(
+        8,
+        [
+            series("Watch restarts by reason", per_second("fightwatch_watch_restarts_total", "reason"), "{{reason}}"),
+            series("Events received by type", per_second("fightwatch_events_total", "type"), "{{type}}"),
+        ],
+    ),
+    Row(
+        8,
+        [
+            series(
+                "Watches not watching",
+                f'sum by (state, group, resource) (fightwatch_watches{{{C}, state!="watching"}}) > 0',
+                "{{resource}} {{group}}: {{state}}",
+                description="Watches listing, retrying, forbidden or gone (empty while every watch is open).",
+            ),
+            series(
+                "Engine events by outcome",
+                per_second("fightwatch_engine_events_total", "outcome"),
+                "{{outcome}}",
+                description="What detection made of each event: a write, a new or relisted object, a duplicate, ...",
+            ),
+            series(
+                "Bytes received by resource",
+                f"topk(10, {per_second('fightwatch_watch_received_bytes_total', 'group, resource')})",
+                "{{resource}} {{group}}",
+                unit="Bps",
+            ),
+        ],
+    ),
+    Row(  # Leadership and capacity.
+        8,
+        [
+            series(
+                "Delivering replica per shard",
+                f"fightwatch_leader{{{C}}}{BY_SHARD}",
+                "shard {{shard}}: {{instance}}",
+                description="1 on the replica that holds the shard's Lease and delivers (every replica without "
+                "leader election); a failover shows as the 1 moving to another replica.",
+            ),
+            Panel(
+                "timeseries",
+                "Tracked objects and their limit",
+                [
+                    Query(f"fightwatch_tracked_objects{{{C}}}", "{{instance}}"),
+                    Query(f"fightwatch_tracked_objects_limit{{{C}}}", "limit {{instance}}"),
+                ],
+                description="Objects the engine holds state for, against detection.max_objects.",
+            ),
+            series(
+                "Objects let go",
+                per_second("fightwatch_engine_evictions_total", "reason"),
+                "{{reason}}",
+                description="idle: not written for detection.idle_after; capacity: at detection.max_objects (raise "
+                "it).",
+            ),
+        ],
+    ),
+    Row(  # From the API server's audit events (audit_webhook): empty without it.
+        8,
+        [
+            series(
+                "Writes rejected with 409 Conflict",
+                f"topk(10, {per_second('fightwatch_conflicts_total', 'group, resource, reason')})",
+                "{{resource}} {{group}}: {{reason}}",
+                description="Writes the API server rejected with 409. version: a stale resourceVersion; apply: "
+                "server-side apply field conflicts. The conflict_storm and apply_conflict findings name the objects "
+                "and clients.",
+                needs_audit=True,
+            ),
+            series(
+                "Conflicts by client",
+                f"topk(10, {per_second('fightwatch_client_conflicts_total', 'manager, reason')})",
+                "{{manager}}: {{reason}}",
+                description="The same by the field manager of the client whose writes were rejected.",
+                needs_audit=True,
+            ),
+            series(
+                "No-op writes",
+                f"topk(10, {per_second('fightwatch_noop_writes_total', 'group, resource')})",
+                "{{resource}} {{group}}",
+                description="Successful writes that changed nothing: invisible to any watch.",
+                needs_audit=True,
+            ),
+            series(
+                "Audit webhook batches",
+                per_second("fightwatch_audit_batches_total", "outcome"),
+                "{{outcome}}",
+                description="Batches the API server posted: accepted, or turned away (invalid, unauthorized, "
+                "too_large), or accepted with requests dropped (overflow).",
+                needs_audit=True,
+            ),
+        ],
+    ),
+)
+
+KIND_NS = f'{C}, namespace=~"$namespace", kind=~"$kind"'
+OBJECT = (
+    Row(
+        6,
+        [
+            Panel(
+                "table",
+                "Findings on this object",
+                [Query(replicas_merged(f"fightwatch_finding_info{{{OBJ}, {INCIDENT}}}"))],
+            )
+        ],
+    ),
+    Row(
+        8,
+        [
+            series("Handovers", replicas_merged(f"{HANDOVERS}{{{OBJ}}}") + OF_INCIDENT, "{{type}} {{name}}"),
+            series(
+                "Writes per minute to the object",
+                replicas_merged(f"{WRITES_PER_MINUTE}{{{OBJ}}}") + OF_INCIDENT,
+                "{{type}} {{name}}",
+            ),
+        ],
+    ),
+    Row(
+        8,
+        [
+            series(
+                "Writes by manager (this kind in this namespace)",
+                per_second(WRITES, "manager, operation", selector=KIND_NS, leading=True),
+                "{{manager}} ({{operation}})",
+                description="Write counters carry no object name (bounded cardinality): this is the object's kind "
+                "in its namespace.",
+                unit="wps",
+            )
+        ],
+    ),
+)
+
+
 def overview() -> dict[str, Any]:
-    rate = "$__rate_interval"
-    panels = [
-        panel(
-            "stat",
-            "Active fights",
-            [target(f'sum(fightwatch_findings_active{{{C}, type="fight"}}{LEADING})')],
-            (0, 0, 4, 4),
-        ),
-        panel(
-            "stat",
-            "Active hot loops",
-            [target(f'sum(fightwatch_findings_active{{{C}, type="hot_loop"}}{LEADING})')],
-            (4, 0, 4, 4),
-        ),
-        panel(
-            "stat",
-            "Writes per second",
-            [target(f"sum(rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})")],
-            (8, 0, 4, 4),
-            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
-        ),
-        panel(
-            "stat",
-            "Resources forbidden",
-            [target(f'sum(fightwatch_resources{{{C}, state="forbidden"}})')],
-            (12, 0, 4, 4),
-            description='Resources fightwatch may not list and watch (fightwatch_watches{state="forbidden"} or '
-            "/readyz say which).",
-        ),
-        panel(
-            "stat",
-            "Tracked objects",
-            [target(f"sum(max by (shard) (fightwatch_tracked_objects{{{C}}}{BY_SHARD}))")],
-            (16, 0, 4, 4),
-            description="Objects the detection engine holds state for (per shard, the most of its replicas).",
-        ),
-        panel(
-            "stat",
-            "Event lag p99",
-            [
-                target(
-                    f"histogram_quantile(0.99, sum by (le) (rate(fightwatch_event_lag_seconds_bucket{{{C}}}[{rate}])))"
-                )
-            ],
-            (20, 0, 4, 4),
-            fieldConfig={"defaults": {"unit": "s"}, "overrides": []},
-        ),
-        # Incidents: one root cause (type, writers, fields) on many objects.
-        panel(
-            "stat",
-            "Active incidents",
-            [target(f"count(count by (incident) (fightwatch_incident_info{{{C}}}))")],
-            (0, 4, 4, 4),
-            description="Distinct incidents over all shards: findings of one type, by the same writers, over the "
-            "same fields, on any number of objects.",
-            fieldConfig={"defaults": {"noValue": "0"}, "overrides": []},
-        ),
-        panel(
-            "stat",
-            "Incidents without series",
-            [target(f"sum(max by (shard) (fightwatch_incident_series_omitted{{{C}}}{BY_SHARD}))")],
-            (0, 8, 4, 4),
-            description="Active incidents left without series by metrics.max_incident_series (per shard, the most "
-            "of its replicas): the table lists the others.",
-        ),
-        panel(
-            "table",
-            "Incidents",
-            [
-                target(
-                    f"max by (cluster, type, incident, writers, fields) (fightwatch_incident_info{{{C}}})",
-                    instant=True,
-                ),
-                target(
-                    over_shards("cluster, type, incident", f"fightwatch_incident_objects{{{C}}}"), instant=True, ref="B"
-                ),
-                target(
-                    over_shards("cluster, type, incident", f"fightwatch_incident_writes_per_minute{{{C}}}"),
-                    instant=True,
-                    ref="C",
-                ),
-            ],
-            (4, 4, 20, 8),
-            description="Active incidents, most objects first: objects with an active finding of the incident "
-            "(summed over shards) and their writes per minute together. The incident column of Active findings "
-            "names each finding's incident; an incident links to the object dashboard showing its objects.",
-            fieldConfig={"defaults": {}, "overrides": [INCIDENT_LINK]},
-            options={"sortBy": [{"displayName": "objects", "desc": True}]},
-            transformations=[
-                {"id": "merge", "options": {}},
-                {
-                    "id": "organize",
-                    "options": {
-                        "excludeByName": {"Time": True, "Value #A": True},
-                        "indexByName": {
-                            "type": 0,
-                            "writers": 1,
-                            "fields": 2,
-                            "Value #B": 3,
-                            "Value #C": 4,
-                            "incident": 5,
-                        },
-                        "renameByName": {"Value #B": "objects", "Value #C": "writes/min"},
-                    },
-                },
-            ],
-        ),
-        panel(
-            "table",
-            "Active findings",
-            [
-                target(replicas_merged(f"fightwatch_finding_info{{{C}}}"), instant=True),
-                target(replicas_merged(f"fightwatch_finding_hint_info{{{C}}}"), instant=True, ref="B"),
-            ],
-            (0, 12, 24, 8),
-            description="Who fights over which fields of which object, and how to stop it; the incident it belongs "
-            "to (capped: the most severe findings).",
-            fieldConfig={"defaults": {}, "overrides": [INCIDENT_LINK]},
-            transformations=[
-                {"id": "merge", "options": {}},
-                {
-                    "id": "organize",
-                    "options": {
-                        "excludeByName": {
-                            "Time": True,
-                            "Value #A": True,
-                            "Value #B": True,
-                            "__name__": True,
-                            "instance": True,
-                            "job": True,
-                        },
-                        "indexByName": {
-                            "type": 0,
-                            "namespace": 1,
-                            "kind": 2,
-                            "name": 3,
-                            "writers": 4,
-                            "fields": 5,
-                            "incident": 6,
-                            "hint": 7,
-                        },
-                    },
-                },
-            ],
-        ),
-        panel(
-            "timeseries",
-            "Findings opened",
-            [target(f"sum by (type) (increase(fightwatch_findings_total{{{C}}}[{rate}]){LEADING})", "{{type}}")],
-            (0, 20, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Handovers of active fights",
-            [
-                target(
-                    replicas_merged(f'fightwatch_finding_handovers{{{C}, type="fight"}}'),
-                    "{{kind}} {{namespace}}/{{name}}",
-                )
-            ],
-            (12, 20, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Writes by manager",
-            [target(f"sum by (manager) (rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})", "{{manager}}")],
-            (0, 28, 12, 8),
-            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
-        ),
-        panel(
-            "timeseries",
-            "Writes by kind",
-            [target(f"sum by (kind) (rate(fightwatch_writes_total{{{C}}}[{rate}]){LEADING})", "{{kind}}")],
-            (12, 28, 12, 8),
-            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
-        ),
-        panel(
-            "bargauge",
-            "Top objects by write rate",
-            [
-                target(
-                    f"topk(10, {replicas_merged(f'fightwatch_finding_writes_per_minute{{{C}}}')})",
-                    "{{kind}} {{namespace}}/{{name}}",
-                    instant=True,
-                )
-            ],
-            (0, 36, 12, 8),
-            description="Objects of active findings, by writes per minute.",
-            options={"orientation": "horizontal", "displayMode": "basic"},
-        ),
-        panel(
-            "timeseries",
-            "Watch errors by HTTP code",
-            [target(f"sum by (code) (rate(fightwatch_watch_errors_total{{{C}}}[{rate}]))", "{{code}}")],
-            (12, 36, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Watch restarts by reason",
-            [target(f"sum by (reason) (rate(fightwatch_watch_restarts_total{{{C}}}[{rate}]))", "{{reason}}")],
-            (0, 44, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Events received by type",
-            [target(f"sum by (type) (rate(fightwatch_events_total{{{C}}}[{rate}]))", "{{type}}")],
-            (12, 44, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Watches not watching",
-            [
-                target(
-                    f'sum by (state, group, resource) (fightwatch_watches{{{C}, state!="watching"}}) > 0',
-                    "{{resource}} {{group}}: {{state}}",
-                )
-            ],
-            (0, 52, 8, 8),
-            description="Watches listing, retrying, forbidden or gone (empty while every watch is open).",
-        ),
-        panel(
-            "timeseries",
-            "Engine events by outcome",
-            [target(f"sum by (outcome) (rate(fightwatch_engine_events_total{{{C}}}[{rate}]))", "{{outcome}}")],
-            (8, 52, 8, 8),
-            description="What detection made of each event: a write, a new or relisted object, a duplicate, ...",
-        ),
-        panel(
-            "timeseries",
-            "Bytes received by resource",
-            [
-                target(
-                    f"topk(10, sum by (group, resource) (rate(fightwatch_watch_received_bytes_total{{{C}}}[{rate}])))",
-                    "{{resource}} {{group}}",
-                )
-            ],
-            (16, 52, 8, 8),
-            fieldConfig={"defaults": {"unit": "Bps"}, "overrides": []},
-        ),
-        panel(
-            "timeseries",
-            "Delivering replica per shard",
-            [target(f"fightwatch_leader{{{C}}}{BY_SHARD}", "shard {{shard}}: {{instance}}")],
-            (0, 60, 8, 8),
-            description="1 on the replica that holds the shard's Lease and delivers (every replica without leader "
-            "election); a failover shows as the 1 moving to another replica.",
-        ),
-        panel(
-            "timeseries",
-            "Tracked objects and their limit",
-            [
-                target(f"fightwatch_tracked_objects{{{C}}}", "{{instance}}"),
-                target(f"fightwatch_tracked_objects_limit{{{C}}}", "limit {{instance}}"),
-            ],
-            (8, 60, 8, 8),
-            description="Objects the engine holds state for, against detection.max_objects.",
-        ),
-        panel(
-            "timeseries",
-            "Objects let go",
-            [target(f"sum by (reason) (rate(fightwatch_engine_evictions_total{{{C}}}[{rate}]))", "{{reason}}")],
-            (16, 60, 8, 8),
-            description="idle: not written for detection.idle_after; capacity: at detection.max_objects (raise it).",
-        ),
-        # From the API server's audit events (audit_webhook): empty without it.
-        panel(
-            "timeseries",
-            AUDIT_PANELS[0],
-            [
-                target(
-                    f"topk(10, sum by (group, resource, reason) (rate(fightwatch_conflicts_total{{{C}}}[{rate}])))",
-                    "{{resource}} {{group}}: {{reason}}",
-                )
-            ],
-            (0, 68, 6, 8),
-            description="Writes the API server rejected with 409. version: a stale resourceVersion; apply: "
-            "server-side apply field conflicts. The conflict_storm and apply_conflict findings name the objects and "
-            f"clients. {NEEDS_AUDIT}",
-        ),
-        panel(
-            "timeseries",
-            AUDIT_PANELS[1],
-            [
-                target(
-                    f"topk(10, sum by (manager, reason) (rate(fightwatch_client_conflicts_total{{{C}}}[{rate}])))",
-                    "{{manager}}: {{reason}}",
-                )
-            ],
-            (6, 68, 6, 8),
-            description=f"The same by the field manager of the client whose writes were rejected. {NEEDS_AUDIT}",
-        ),
-        panel(
-            "timeseries",
-            AUDIT_PANELS[2],
-            [
-                target(
-                    f"topk(10, sum by (group, resource) (rate(fightwatch_noop_writes_total{{{C}}}[{rate}])))",
-                    "{{resource}} {{group}}",
-                )
-            ],
-            (12, 68, 6, 8),
-            description=f"Successful writes that changed nothing: invisible to any watch. {NEEDS_AUDIT}",
-        ),
-        panel(
-            "timeseries",
-            AUDIT_PANELS[3],
-            [target(f"sum by (outcome) (rate(fightwatch_audit_batches_total{{{C}}}[{rate}]))", "{{outcome}}")],
-            (18, 68, 6, 8),
-            description="Batches the API server posted: accepted, or turned away (invalid, unauthorized, too_large), "
-            f"or accepted with requests dropped (overflow). {NEEDS_AUDIT}",
-        ),
-    ]
     return dashboard(
         "fightwatch-overview",
         "fightwatch / Overview",
         "Controllers fighting over objects, hot reconcile loops, and the health of the watcher.",
-        panels,
+        OVERVIEW,
         [],
     )
 
 
 def object_drilldown() -> dict[str, Any]:
-    rate = "$__rate_interval"
-    kind_ns = f'{C}, namespace=~"$namespace", kind=~"$kind"'
-    panels = [
-        panel(
-            "table",
-            "Findings on this object",
-            [target(replicas_merged(f"fightwatch_finding_info{{{OBJ}, {INCIDENT}}}"), instant=True)],
-            (0, 0, 24, 6),
-        ),
-        panel(
-            "timeseries",
-            "Handovers",
-            [target(replicas_merged(f"fightwatch_finding_handovers{{{OBJ}}}") + OF_INCIDENT, "{{type}} {{name}}")],
-            (0, 6, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Writes per minute to the object",
-            [
-                target(
-                    replicas_merged(f"fightwatch_finding_writes_per_minute{{{OBJ}}}") + OF_INCIDENT,
-                    "{{type}} {{name}}",
-                )
-            ],
-            (12, 6, 12, 8),
-        ),
-        panel(
-            "timeseries",
-            "Writes by manager (this kind in this namespace)",
-            [
-                target(
-                    f"sum by (manager, operation) (rate(fightwatch_writes_total{{{kind_ns}}}[{rate}]){LEADING})",
-                    "{{manager}} ({{operation}})",
-                )
-            ],
-            (0, 14, 24, 8),
-            description="Write counters carry no object name (bounded cardinality): this is the object's kind in "
-            "its namespace.",
-            fieldConfig={"defaults": {"unit": "wps"}, "overrides": []},
-        ),
-    ]
     return dashboard(
         "fightwatch-object",
         "fightwatch / Object",
         "One object's findings, or the objects of one incident: who writes them, how often the contested fields "
         "change hands.",
-        panels,
+        OBJECT,
         [
             # An incident's objects: choose it, and the other variables offer only its objects.
             variable("incident", f"label_values(fightwatch_finding_info{{{C}}}, incident)", label="Incident"),
