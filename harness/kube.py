@@ -85,6 +85,12 @@ class Resource:
         return "/".join(parts)
 
 
+def webhook_configurations(which: str) -> Resource:
+    """The cluster's admission webhook configurations of a kind: `which` is Validating or Mutating."""
+    kind = f"{which}WebhookConfiguration"
+    return Resource("/apis/admissionregistration.k8s.io/v1", f"{kind.lower()}s", kind, namespaced=False)
+
+
 NAMESPACES = Resource("/api/v1", "namespaces", "Namespace", namespaced=False)
 CONFIGMAPS = Resource("/api/v1", "configmaps", "ConfigMap")
 DEPLOYMENTS = Resource("/apis/apps/v1", "deployments", "Deployment")
@@ -92,21 +98,11 @@ REPLICASETS = Resource("/apis/apps/v1", "replicasets", "ReplicaSet")
 HPAS = Resource("/apis/autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 HPAS_V1 = Resource("/apis/autoscaling/v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 LEASES = Resource("/apis/coordination.k8s.io/v1", "leases", "Lease")
-VALIDATING_WEBHOOKS = Resource(
-    "/apis/admissionregistration.k8s.io/v1",
-    "validatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration",
-    namespaced=False,
-)
+VALIDATING_WEBHOOKS = webhook_configurations("Validating")
 SERVICES = Resource("/api/v1", "services", "Service")
 ENDPOINTS = Resource("/api/v1", "endpoints", "Endpoints")
 ENDPOINT_SLICES = Resource("/apis/discovery.k8s.io/v1", "endpointslices", "EndpointSlice")
-MUTATING_WEBHOOKS = Resource(
-    "/apis/admissionregistration.k8s.io/v1",
-    "mutatingwebhookconfigurations",
-    "MutatingWebhookConfiguration",
-    namespaced=False,
-)
+MUTATING_WEBHOOKS = webhook_configurations("Mutating")
 KUSTOMIZATIONS = Resource("/apis/kustomize.toolkit.fluxcd.io/v1", "kustomizations", "Kustomization")
 EXTERNAL_ARTIFACTS = Resource("/apis/source.toolkit.fluxcd.io/v1", "externalartifacts", "ExternalArtifact")
 SECRETS = Resource("/api/v1", "secrets", "Secret")
