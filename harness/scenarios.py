@@ -155,6 +155,18 @@ def _updater(kube: Kube, path: str, create: Callable[[], JSON], manager: str, mu
     return functools.partial(kube.read_modify_write, path, mutate, manager=manager, create=create)
 
 
+async def label_fight(kube: Kube, namespace: str, managers: tuple[str, str], *, rounds: int = 3) -> None:
+    """Two managers take the label `owner` of the ConfigMap `contested` from each other, `rounds` times.
+
+    Read, modify, write (the first write creates it): a fight found at once, for a test or a benchmark that needs one.
+    """
+    path = CONFIGMAPS.path(namespace, "contested")
+    new = functools.partial(_configmap, namespace, "contested")
+    for _ in range(rounds):
+        await kube.read_modify_write(path, _set_label("owner", "a"), manager=managers[0], create=new)
+        await kube.read_modify_write(path, _set_label("owner", "b"), manager=managers[1])
+
+
 def _applier(kube: Kube, path: str, manager: str, manifest: JSON) -> Write:
     return functools.partial(kube.apply, path, manifest, manager=manager, force=True)
 
