@@ -178,6 +178,17 @@ async def label_fight(kube: Kube, namespace: str, managers: tuple[str, str], *, 
         await kube.read_modify_write(path, _set_label("owner", "b"), manager=managers[1])
 
 
+async def _label_in_turns(
+    api_client: ApiClient, ns: str, name: str, key: str, writers: Sequence[tuple[str, str]]
+) -> None:
+    """Writers (field manager, value) set the label `key` of a ConfigMap in turn (read, modify, write; the first
+    creates it), three rounds, `STEP` apart."""
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, name)
+    updaters = [_updater(kube, path, new, manager, _set_label(key, value)) for manager, value in writers]
+    await _at_intervals(updaters * 3, STEP)
+
+
 def _applier(kube: Kube, path: str, manager: str, manifest: JSON) -> Write:
     return functools.partial(kube.apply, path, manifest, manager=manager, force=True)
 
@@ -207,12 +218,8 @@ async def fight_apply_vs_update_replicas(api_client: ApiClient) -> None:
 
 
 async def fight_update_vs_update_label(api_client: ApiClient) -> None:
-    ns = "fight-update-vs-update-label"
-    kube = await _in_namespace(api_client, ns)
-    path, new = _configmap_at(ns, "settings")
-    team_a = _updater(kube, path, new, "team-a-operator", _set_label("owner", "team-a"))
-    team_b = _updater(kube, path, new, "team-b-operator", _set_label("owner", "team-b"))
-    await _at_intervals([team_a, team_b] * 3, STEP)
+    writers = [("team-a-operator", "team-a"), ("team-b-operator", "team-b")]
+    await _label_in_turns(api_client, "fight-update-vs-update-label", "settings", "owner", writers)
 
 
 async def fight_apply_vs_apply_annotation(api_client: ApiClient) -> None:
@@ -379,18 +386,8 @@ async def fight_cabundle(api_client: ApiClient) -> None:
 
 
 async def fight_three_writers(api_client: ApiClient) -> None:
-    ns = "fight-three-writers"
-    kube = await _in_namespace(api_client, ns)
-    path, new = _configmap_at(ns, "placement")
-    writers = [
-        _updater(kube, path, new, manager, _set_label("tier", tier))
-        for manager, tier in [
-            ("alpha-controller", "gold"),
-            ("beta-controller", "silver"),
-            ("gamma-controller", "bronze"),
-        ]
-    ]
-    await _at_intervals(writers * 3, STEP)
+    writers = [("alpha-controller", "gold"), ("beta-controller", "silver"), ("gamma-controller", "bronze")]
+    await _label_in_turns(api_client, "fight-three-writers", "placement", "tier", writers)
 
 
 async def fight_slow(api_client: ApiClient, *, period: float = SLOW_PERIOD) -> None:
@@ -413,12 +410,8 @@ async def fight_slow(api_client: ApiClient, *, period: float = SLOW_PERIOD) -> N
 
 async def fight_shared_manager(api_client: ApiClient) -> None:
     """Two operators that both call themselves `manager` (the kubebuilder default)."""
-    ns = "fight-shared-manager"
-    kube = await _in_namespace(api_client, ns)
-    path, new = _configmap_at(ns, "shared")
-    op_one = _updater(kube, path, new, "manager", _set_label("owner", "op-one"))
-    op_two = _updater(kube, path, new, "manager", _set_label("owner", "op-two"))
-    await _at_intervals([op_one, op_two] * 3, STEP)
+    writers = [("manager", "op-one"), ("manager", "op-two")]
+    await _label_in_turns(api_client, "fight-shared-manager", "shared", "owner", writers)
 
 
 async def fight_scale_vs_apply(api_client: ApiClient, *, kubectl: Kubectl) -> None:
