@@ -240,15 +240,10 @@ async def fight_apply_vs_apply_annotation(api_client: ApiClient) -> None:
 async def fight_data(api_client: ApiClient) -> None:
     ns = "fight-data"
     kube = await _in_namespace(api_client, ns)
-    path = CONFIGMAPS.path(ns, "service-endpoints")
-    manifest = _configmap(ns, "service-endpoints") | {"data": {"endpoint": "https://api.prod.example.com"}}
-    gitops = _applier(kube, path, "gitops-sync", manifest)
+    path, new = _configmap_at(ns, "service-endpoints")
+    gitops = _applier(kube, path, "gitops-sync", new() | {"data": {"endpoint": "https://api.prod.example.com"}})
     injector = _updater(
-        kube,
-        path,
-        functools.partial(_configmap, ns, "service-endpoints"),
-        "config-injector",
-        _set_data("endpoint", "https://api.internal.example.com:8443"),
+        kube, path, new, "config-injector", _set_data("endpoint", "https://api.internal.example.com:8443")
     )
     await _at_intervals([gitops, injector] * 3, STEP)
 
@@ -394,17 +389,11 @@ async def fight_slow(api_client: ApiClient, *, period: float = SLOW_PERIOD) -> N
     """Five writes, `period` seconds apart: Apply argocd-controller, Update mode-operator, ..."""
     ns = "fight-slow"
     kube = await _in_namespace(api_client, ns)
-    path = CONFIGMAPS.path(ns, "runtime-mode")
-    manifest = _configmap(ns, "runtime-mode")
+    path, new = _configmap_at(ns, "runtime-mode")
+    manifest = new()
     manifest["metadata"]["annotations"] = {"example.com/mode": "managed"}
     argocd = _applier(kube, path, "argocd-controller", manifest)
-    operator = _updater(
-        kube,
-        path,
-        functools.partial(_configmap, ns, "runtime-mode"),
-        "mode-operator",
-        _set_annotation("example.com/mode", "manual"),
-    )
+    operator = _updater(kube, path, new, "mode-operator", _set_annotation("example.com/mode", "manual"))
     await _at_intervals([argocd, operator, argocd, operator, argocd], period)
 
 
@@ -431,14 +420,9 @@ async def hot_loop_timestamp(api_client: ApiClient, *, rate: float = 5.0, durati
     """
     ns = "hot-loop-timestamp"
     kube = await _in_namespace(api_client, ns)
-    path = CONFIGMAPS.path(ns, "reconcile-state")
-    write = _updater(
-        kube,
-        path,
-        functools.partial(_configmap, ns, "reconcile-state"),
-        "reconciler",
-        _set_annotation("example.com/last-reconciled", functools.partial(rfc3339_now, digits=6)),
-    )
+    path, new = _configmap_at(ns, "reconcile-state")
+    stamp = _set_annotation("example.com/last-reconciled", functools.partial(rfc3339_now, digits=6))
+    write = _updater(kube, path, new, "reconciler", stamp)
     await _for_duration(write, period=1.0 / rate, duration=duration)
 
 
@@ -553,18 +537,17 @@ async def fight_before_first_apply(api_client: ApiClient) -> None:
     flip `data.mode`."""
     ns = "fight-before-first-apply"
     kube = await _in_namespace(api_client, ns)
-    path = CONFIGMAPS.path(ns, "legacy")
-    created = _configmap(ns, "legacy") | {"data": {"mode": "manual", "retries": "3"}}
-    await kube.ensure(CONFIGMAPS.path(ns), created, manager="legacy-operator")
+    path, new = _configmap_at(ns, "legacy")
+    await kube.ensure(
+        CONFIGMAPS.path(ns), new() | {"data": {"mode": "manual", "retries": "3"}}, manager="legacy-operator"
+    )
 
     def reset(obj: JSON) -> None:
         obj["metadata"]["managedFields"] = [{}]
 
     await kube.read_modify_write(path, reset, manager="fieldmanager-reset")
-    gitops = _applier(kube, path, "gitops-sync", _configmap(ns, "legacy") | {"data": {"mode": "auto"}})
-    legacy = _updater(
-        kube, path, functools.partial(_configmap, ns, "legacy"), "legacy-operator", _set_data("mode", "manual")
-    )
+    gitops = _applier(kube, path, "gitops-sync", new() | {"data": {"mode": "auto"}})
+    legacy = _updater(kube, path, new, "legacy-operator", _set_data("mode", "manual"))
     await _at_intervals([gitops, legacy] * 3, STEP)
 
 
@@ -673,13 +656,7 @@ async def benign_leader_election(api_client: ApiClient, *, period: float = 1.0, 
         annotations["control-plane.alpha.kubernetes.io/leader"] = orjson.dumps(record).decode()
 
     lease = _updater(kube, LEASES.path(ns, "example-controller"), new_lease, "leader-elector", renew_lease)
-    lock = _updater(
-        kube,
-        CONFIGMAPS.path(ns, "example-controller-lock"),
-        functools.partial(_configmap, ns, "example-controller-lock"),
-        "old-elector",
-        renew_lock,
-    )
+    lock = _updater(kube, *_configmap_at(ns, "example-controller-lock"), "old-elector", renew_lock)
     async with asyncio.TaskGroup() as group:
         group.create_task(_for_duration(lease, period=period, duration=duration))
         group.create_task(_for_duration(lock, period=period, duration=duration))
