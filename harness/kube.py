@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import aiohttp
 import orjson
@@ -133,6 +133,14 @@ def _query_value(value: str | int | bool) -> str:
     return str(value)
 
 
+class Sent(TypedDict, total=False):
+    """What a request sends besides its method and path (`Kube.open`'s keywords)."""
+
+    query: Mapping[str, str | int | bool] | None
+    body: Any
+    content_type: str
+
+
 class Kube:
     """Thin JSON client over an ApiClient. Every call raises ApiError on a non-2xx answer."""
 
@@ -175,16 +183,9 @@ class Kube:
             await asyncio.sleep(_retry_after(response.headers.get("Retry-After")))
         raise AssertionError("unreachable")
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str | int | bool] | None = None,
-        body: Any = None,
-        content_type: str = CONTENT_JSON,
-    ) -> JSON:
-        response = await self.open(method, path, query=query, body=body, content_type=content_type)
+    async def request(self, method: str, path: str, **sent: Unpack[Sent]) -> JSON:
+        """Send a request (what `open` sends) and return its answer, a JSON object ({} when empty)."""
+        response = await self.open(method, path, **sent)
         try:
             data = await response.read()
         finally:
