@@ -148,6 +148,12 @@ def _configmap(ns: str, name: str, data: dict[str, str] | None = None) -> JSON:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data or {}}
 
 
+async def _create(kube: Kube, ns: str, name: str, data: dict[str, str]) -> str:
+    """POST a ConfigMap without a fieldManager (the API server derives it from the User-Agent); return its path."""
+    await kube.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, name, data))
+    return CONFIGMAPS.path(ns, name)
+
+
 async def _update(kube: Kube, path: str, obj: JSON) -> bool:
     """PUT without a fieldManager (the API server derives it from the User-Agent); False on 409 Conflict."""
     try:
@@ -161,8 +167,7 @@ async def _update(kube: Kube, path: str, obj: JSON) -> bool:
 
 async def rmw_fight(clients: Clients, ns: str) -> None:
     gitops, labeler = clients[GITOPS], clients[LABELER]
-    path = CONFIGMAPS.path(ns, "settings")
-    await labeler.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, "settings", {"mode": "b"}))
+    path = await _create(labeler, ns, "settings", {"mode": "b"})
     for _ in range(12):
         mine, stale = await gitops.get(path), await labeler.get(path)
         mine["data"]["mode"], stale["data"]["mode"] = "a", "b"
@@ -175,8 +180,7 @@ async def rmw_fight(clients: Clients, ns: str) -> None:
 
 async def storm_fields(clients: Clients, ns: str) -> None:
     labeler, annotator = clients[LABELER], clients[ANNOTATOR]
-    path = CONFIGMAPS.path(ns, "app")
-    await labeler.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, "app", {"k": "v"}))
+    path = await _create(labeler, ns, "app", {"k": "v"})
     for round_ in range(15):
         mine, theirs = await labeler.get(path), await annotator.get(path)
         mine["metadata"].setdefault("labels", {})["revision"] = str(round_)
@@ -290,8 +294,7 @@ async def shared_manager(clients: Clients, ns: str) -> None:
 
 async def noop_loop(clients: Clients, ns: str) -> None:
     sync = clients[SYNC]
-    path = CONFIGMAPS.path(ns, "cache")
-    await sync.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, "cache", {"ttl": "60"}))
+    path = await _create(sync, ns, "cache", {"ttl": "60"})
     for _ in range(15):
         current = await sync.get(path)
         await sync.request("PUT", path, body=current)
@@ -300,8 +303,7 @@ async def noop_loop(clients: Clients, ns: str) -> None:
 async def benign(clients: Clients, ns: str) -> None:
     gitops, labeler, helm, job = clients[GITOPS], clients[LABELER], clients[HELM], clients[JOB]
     # a few conflicts, each retried once with a fresh read
-    path = CONFIGMAPS.path(ns, "shared")
-    await gitops.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, "shared", {"a": "0", "b": "0"}))
+    path = await _create(gitops, ns, "shared", {"a": "0", "b": "0"})
     for round_ in range(3):
         mine, theirs = await gitops.get(path), await labeler.get(path)
         mine["data"]["a"], theirs["data"]["b"] = str(round_), str(round_)
@@ -312,7 +314,7 @@ async def benign(clients: Clients, ns: str) -> None:
             assert await _update(labeler, path, fresh)
     # a job labelling many objects once
     for index in range(20):
-        await job.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, f"batch-{index}", {"i": str(index)}))
+        await _create(job, ns, f"batch-{index}", {"i": str(index)})
     for index in range(20):
         await job.merge_patch(
             CONFIGMAPS.path(ns, f"batch-{index}"),
@@ -321,7 +323,7 @@ async def benign(clients: Clients, ns: str) -> None:
         )
     # two writers on objects of their own
     for who, name in ((gitops, "own-a"), (labeler, "own-b")):
-        await who.request("POST", CONFIGMAPS.path(ns), body=_configmap(ns, name, {"n": "0"}))
+        await _create(who, ns, name, {"n": "0"})
     for n in range(1, 11):
         for who, name in ((gitops, "own-a"), (labeler, "own-b")):
             await who.merge_patch(CONFIGMAPS.path(ns, name), {"data": {"n": str(n)}}, manager="own")

@@ -43,6 +43,7 @@ from typing import IO, Any
 import yaml
 
 from . import REPO_ROOT
+from .commands import output_of
 
 CONTROL_PLANE_SCRIPT = REPO_ROOT / "scripts" / "control-plane.sh"
 
@@ -140,9 +141,7 @@ def _die_with_parent() -> None:
 
 
 def _openssl(*args: str | Path, cwd: Path) -> None:
-    proc = subprocess.run(["openssl", *map(str, args)], cwd=cwd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"openssl {args[0]} failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
+    output_of(["openssl", *args], what=f"openssl {args[0]}", cwd=cwd)
 
 
 @dataclass
@@ -338,16 +337,8 @@ class ControlPlane:
 
     def run_etcdctl(self, *args: str) -> str:
         """Run `etcdctl --endpoints=<this etcd> ARGS` (API v3) and return its stdout; raise on failure."""
-        proc = subprocess.run(
-            [str(self.etcdctl), f"--endpoints={self.etcd_url}", *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, "ETCDCTL_API": "3"},
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"etcdctl {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
-        return proc.stdout
+        argv: list[str | Path] = [self.etcdctl, f"--endpoints={self.etcd_url}", *args]
+        return output_of(argv, what=f"etcdctl {' '.join(args)}", env={"ETCDCTL_API": "3"})
 
     def tls_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca_file))

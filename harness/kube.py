@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import aiohttp
 import orjson
@@ -85,6 +85,12 @@ class Resource:
         return "/".join(parts)
 
 
+def webhook_configurations(which: str) -> Resource:
+    """The cluster's admission webhook configurations of a kind: `which` is Validating or Mutating."""
+    kind = f"{which}WebhookConfiguration"
+    return Resource("/apis/admissionregistration.k8s.io/v1", f"{kind.lower()}s", kind, namespaced=False)
+
+
 NAMESPACES = Resource("/api/v1", "namespaces", "Namespace", namespaced=False)
 CONFIGMAPS = Resource("/api/v1", "configmaps", "ConfigMap")
 DEPLOYMENTS = Resource("/apis/apps/v1", "deployments", "Deployment")
@@ -92,21 +98,11 @@ REPLICASETS = Resource("/apis/apps/v1", "replicasets", "ReplicaSet")
 HPAS = Resource("/apis/autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 HPAS_V1 = Resource("/apis/autoscaling/v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 LEASES = Resource("/apis/coordination.k8s.io/v1", "leases", "Lease")
-VALIDATING_WEBHOOKS = Resource(
-    "/apis/admissionregistration.k8s.io/v1",
-    "validatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration",
-    namespaced=False,
-)
+VALIDATING_WEBHOOKS = webhook_configurations("Validating")
 SERVICES = Resource("/api/v1", "services", "Service")
 ENDPOINTS = Resource("/api/v1", "endpoints", "Endpoints")
 ENDPOINT_SLICES = Resource("/apis/discovery.k8s.io/v1", "endpointslices", "EndpointSlice")
-MUTATING_WEBHOOKS = Resource(
-    "/apis/admissionregistration.k8s.io/v1",
-    "mutatingwebhookconfigurations",
-    "MutatingWebhookConfiguration",
-    namespaced=False,
-)
+MUTATING_WEBHOOKS = webhook_configurations("Mutating")
 KUSTOMIZATIONS = Resource("/apis/kustomize.toolkit.fluxcd.io/v1", "kustomizations", "Kustomization")
 EXTERNAL_ARTIFACTS = Resource("/apis/source.toolkit.fluxcd.io/v1", "externalartifacts", "ExternalArtifact")
 SECRETS = Resource("/api/v1", "secrets", "Secret")
@@ -135,6 +131,14 @@ def _query_value(value: str | int | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+class Sent(TypedDict, total=False):
+    """What a request sends besides its method and path (`Kube.open`'s keywords)."""
+
+    query: Mapping[str, str | int | bool] | None
+    body: Any
+    content_type: str
 
 
 class Kube:
@@ -179,16 +183,9 @@ class Kube:
             await asyncio.sleep(_retry_after(response.headers.get("Retry-After")))
         raise AssertionError("unreachable")
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str | int | bool] | None = None,
-        body: Any = None,
-        content_type: str = CONTENT_JSON,
-    ) -> JSON:
-        response = await self.open(method, path, query=query, body=body, content_type=content_type)
+    async def request(self, method: str, path: str, **sent: Unpack[Sent]) -> JSON:
+        """Send a request (what `open` sends) and return its answer, a JSON object ({} when empty)."""
+        response = await self.open(method, path, **sent)
         try:
             data = await response.read()
         finally:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import REPO_ROOT
+from .commands import output_of
 from .go_build import go_binary
 
 PROGRAMS_DIR = REPO_ROOT / "scripts" / "programs"
@@ -108,14 +107,6 @@ def module_dir(name: str) -> Path:
     For files the programs' installs use beside the binary: cert-manager's and Flux's CRDs."""
     module, pinned = OTHER_MODULES.get(name) or (PROGRAMS[name].module, version(name))
     with tempfile.TemporaryDirectory() as empty:  # (outside any module: the version is the one asked for)
-        done = subprocess.run(
-            ["go", "mod", "download", "-json", f"{module}@{pinned}"],
-            cwd=empty,
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, "GOFLAGS": "-mod=mod"},
-        )
-    if done.returncode != 0:
-        raise RuntimeError(f"go mod download {module}@{pinned} failed: {done.stdout.strip()} {done.stderr.strip()}")
-    return Path(json.loads(done.stdout)["Dir"])
+        argv = ["go", "mod", "download", "-json", f"{module}@{pinned}"]
+        done = output_of(argv, what=f"go mod download {module}@{pinned}", cwd=Path(empty), env={"GOFLAGS": "-mod=mod"})
+    return Path(json.loads(done)["Dir"])

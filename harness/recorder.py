@@ -41,6 +41,7 @@ from .kube import (
     Kube,
     Resource,
 )
+from .lifecycle import Started
 
 DEFAULT_RESOURCES: tuple[Resource, ...] = (
     CONFIGMAPS,
@@ -101,7 +102,7 @@ class WatchError(RuntimeError):
     """A watch broke in a way that loses events."""
 
 
-class Recorder:
+class Recorder(Started):
     def __init__(
         self,
         api_client: ApiClient,
@@ -116,13 +117,6 @@ class Recorder:
         self._tasks: list[asyncio.Task[None]] = []
         self._waiting: dict[tuple[str, str], asyncio.Future[None]] = {}  # (plural, marker name) -> seen
         self._seen_markers: set[tuple[str, str]] = set()
-
-    async def __aenter__(self) -> Recorder:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         """List each resource, then watch it from the list's resourceVersion; return once all watch."""
@@ -139,13 +133,7 @@ class Recorder:
                 name=f"watch {resource.plural}",
             )
             self._tasks.append(task)
-        waits = [asyncio.create_task(event.wait()) for event in established]
-        try:
-            async with asyncio.timeout(SYNC_DEADLINE):
-                await self._race(waits)
-        finally:
-            for wait in waits:
-                wait.cancel()
+        await self._race([asyncio.create_task(event.wait()) for event in established])
 
     async def sync(self) -> None:
         """Write a marker per resource and wait until every watch has delivered its marker."""
@@ -162,12 +150,7 @@ class Recorder:
             future: asyncio.Future[None] = loop.create_future()
             self._waiting[key] = future
             futures.append(future)
-        try:
-            async with asyncio.timeout(SYNC_DEADLINE):
-                await self._race(futures)
-        finally:
-            for future in futures:
-                future.cancel()
+        await self._race(futures)
 
     async def stop(self) -> None:
         """Stop every watch; raise if one of them had failed."""
@@ -185,15 +168,21 @@ class Recorder:
                 raise WatchError(f"{task.get_name()} failed") from task.exception()
 
     async def _race(self, awaitables: Sequence[asyncio.Future[Any]]) -> None:
-        """Wait for all awaitables, but raise as soon as a watch task fails."""
+        """Wait for all awaitables within `SYNC_DEADLINE`, but raise as soon as a watch task fails; cancel any left."""
         pending: set[asyncio.Future[Any]] = set(awaitables)
         watches: set[asyncio.Future[Any]] = set(self._tasks)
-        while pending:
-            done, _ = await asyncio.wait(pending | watches, return_when=asyncio.FIRST_COMPLETED)
-            if done & watches:
-                self._check()
-                raise WatchError(f"a watch ended unexpectedly: {[t.get_name() for t in self._tasks if t in done]}")
-            pending -= done
+        try:
+            async with asyncio.timeout(SYNC_DEADLINE):
+                while pending:
+                    done, _ = await asyncio.wait(pending | watches, return_when=asyncio.FIRST_COMPLETED)
+                    if done & watches:
+                        self._check()
+                        names = [t.get_name() for t in self._tasks if t in done]
+                        raise WatchError(f"a watch ended unexpectedly: {names}")
+                    pending -= done
+        finally:
+            for awaitable in awaitables:
+                awaitable.cancel()
 
     async def _watch(self, resource: Resource, resource_version: str, established: asyncio.Event) -> None:
         failures = 0

@@ -89,8 +89,20 @@ async def _for_duration(write: Write, *, period: float, duration: float) -> int:
     return count
 
 
+async def _in_namespace(api_client: ApiClient, ns: str) -> Kube:
+    """Make the scenario's namespace if it is missing; return a client to write in it."""
+    kube = Kube(api_client)
+    await ensure_namespace(kube, ns)
+    return kube
+
+
 def _configmap(namespace: str, name: str) -> JSON:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
+
+
+def _configmap_at(namespace: str, name: str) -> tuple[str, Callable[[], JSON]]:
+    """A ConfigMap's path, and what makes it (for a writer that creates it if missing)."""
+    return CONFIGMAPS.path(namespace, name), functools.partial(_configmap, namespace, name)
 
 
 def _hpa(namespace: str, name: str, *, min_replicas: int, max_replicas: int) -> JSON:
@@ -155,6 +167,28 @@ def _updater(kube: Kube, path: str, create: Callable[[], JSON], manager: str, mu
     return functools.partial(kube.read_modify_write, path, mutate, manager=manager, create=create)
 
 
+async def label_fight(kube: Kube, namespace: str, managers: tuple[str, str], *, rounds: int = 3) -> None:
+    """Two managers take the label `owner` of the ConfigMap `contested` from each other, `rounds` times.
+
+    Read, modify, write (the first write creates it): a fight found at once, for a test or a benchmark that needs one.
+    """
+    path, new = _configmap_at(namespace, "contested")
+    for _ in range(rounds):
+        await kube.read_modify_write(path, _set_label("owner", "a"), manager=managers[0], create=new)
+        await kube.read_modify_write(path, _set_label("owner", "b"), manager=managers[1])
+
+
+async def _label_in_turns(
+    api_client: ApiClient, ns: str, name: str, key: str, writers: Sequence[tuple[str, str]]
+) -> None:
+    """Writers (field manager, value) set the label `key` of a ConfigMap in turn (read, modify, write; the first
+    creates it), three rounds, `STEP` apart."""
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, name)
+    updaters = [_updater(kube, path, new, manager, _set_label(key, value)) for manager, value in writers]
+    await _at_intervals(updaters * 3, STEP)
+
+
 def _applier(kube: Kube, path: str, manager: str, manifest: JSON) -> Write:
     return functools.partial(kube.apply, path, manifest, manager=manager, force=True)
 
@@ -169,8 +203,7 @@ def _b64(text: str) -> str:
 
 async def fight_apply_vs_update_replicas(api_client: ApiClient) -> None:
     ns = "fight-apply-vs-update-replicas"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
+    kube = await _in_namespace(api_client, ns)
     path = DEPLOYMENTS.path(ns, "web")
 
     def replicas(count: int) -> Mutation:
@@ -185,20 +218,13 @@ async def fight_apply_vs_update_replicas(api_client: ApiClient) -> None:
 
 
 async def fight_update_vs_update_label(api_client: ApiClient) -> None:
-    ns = "fight-update-vs-update-label"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "settings")
-    new = functools.partial(_configmap, ns, "settings")
-    team_a = _updater(kube, path, new, "team-a-operator", _set_label("owner", "team-a"))
-    team_b = _updater(kube, path, new, "team-b-operator", _set_label("owner", "team-b"))
-    await _at_intervals([team_a, team_b] * 3, STEP)
+    writers = [("team-a-operator", "team-a"), ("team-b-operator", "team-b")]
+    await _label_in_turns(api_client, "fight-update-vs-update-label", "settings", "owner", writers)
 
 
 async def fight_apply_vs_apply_annotation(api_client: ApiClient) -> None:
     ns = "fight-apply-vs-apply-annotation"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
+    kube = await _in_namespace(api_client, ns)
     path = CONFIGMAPS.path(ns, "app-config")
 
     def manifest(config_hash: str) -> JSON:
@@ -213,17 +239,11 @@ async def fight_apply_vs_apply_annotation(api_client: ApiClient) -> None:
 
 async def fight_data(api_client: ApiClient) -> None:
     ns = "fight-data"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "service-endpoints")
-    manifest = _configmap(ns, "service-endpoints") | {"data": {"endpoint": "https://api.prod.example.com"}}
-    gitops = _applier(kube, path, "gitops-sync", manifest)
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, "service-endpoints")
+    gitops = _applier(kube, path, "gitops-sync", new() | {"data": {"endpoint": "https://api.prod.example.com"}})
     injector = _updater(
-        kube,
-        path,
-        functools.partial(_configmap, ns, "service-endpoints"),
-        "config-injector",
-        _set_data("endpoint", "https://api.internal.example.com:8443"),
+        kube, path, new, "config-injector", _set_data("endpoint", "https://api.internal.example.com:8443")
     )
     await _at_intervals([gitops, injector] * 3, STEP)
 
@@ -295,8 +315,7 @@ async def ensure_widget_crd(kube: Kube, *, deadline: float = READY_DEADLINE) -> 
 
 async def fight_status(api_client: ApiClient, *, kubectl: Kubectl) -> None:
     ns = "fight-status"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
+    kube = await _in_namespace(api_client, ns)
     await ensure_widget_crd(kube)
     await kubectl("create", "-f", "-", stdin=_manifest(_widget(ns, "gizmo", size=3, color="blue")).encode())
     path = WIDGETS.path(ns, "gizmo")
@@ -321,8 +340,7 @@ WEBHOOK_CONFIG_NAME = "fightwatch-test-validate"
 
 async def fight_cabundle(api_client: ApiClient) -> None:
     ns = "fight-cabundle"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
+    kube = await _in_namespace(api_client, ns)
     manifest: JSON = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -363,58 +381,33 @@ async def fight_cabundle(api_client: ApiClient) -> None:
 
 
 async def fight_three_writers(api_client: ApiClient) -> None:
-    ns = "fight-three-writers"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "placement")
-    new = functools.partial(_configmap, ns, "placement")
-    writers = [
-        _updater(kube, path, new, manager, _set_label("tier", tier))
-        for manager, tier in [
-            ("alpha-controller", "gold"),
-            ("beta-controller", "silver"),
-            ("gamma-controller", "bronze"),
-        ]
-    ]
-    await _at_intervals(writers * 3, STEP)
+    writers = [("alpha-controller", "gold"), ("beta-controller", "silver"), ("gamma-controller", "bronze")]
+    await _label_in_turns(api_client, "fight-three-writers", "placement", "tier", writers)
 
 
 async def fight_slow(api_client: ApiClient, *, period: float = SLOW_PERIOD) -> None:
     """Five writes, `period` seconds apart: Apply argocd-controller, Update mode-operator, ..."""
     ns = "fight-slow"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "runtime-mode")
-    manifest = _configmap(ns, "runtime-mode")
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, "runtime-mode")
+    manifest = new()
     manifest["metadata"]["annotations"] = {"example.com/mode": "managed"}
     argocd = _applier(kube, path, "argocd-controller", manifest)
-    operator = _updater(
-        kube,
-        path,
-        functools.partial(_configmap, ns, "runtime-mode"),
-        "mode-operator",
-        _set_annotation("example.com/mode", "manual"),
-    )
+    operator = _updater(kube, path, new, "mode-operator", _set_annotation("example.com/mode", "manual"))
     await _at_intervals([argocd, operator, argocd, operator, argocd], period)
 
 
 async def fight_shared_manager(api_client: ApiClient) -> None:
     """Two operators that both call themselves `manager` (the kubebuilder default)."""
-    ns = "fight-shared-manager"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "shared")
-    new = functools.partial(_configmap, ns, "shared")
-    op_one = _updater(kube, path, new, "manager", _set_label("owner", "op-one"))
-    op_two = _updater(kube, path, new, "manager", _set_label("owner", "op-two"))
-    await _at_intervals([op_one, op_two] * 3, STEP)
+    writers = [("manager", "op-one"), ("manager", "op-two")]
+    await _label_in_turns(api_client, "fight-shared-manager", "shared", "owner", writers)
 
 
 async def fight_scale_vs_apply(api_client: ApiClient, *, kubectl: Kubectl) -> None:
     """`kubectl apply` of a manifest with replicas 3 against `kubectl scale --replicas=6`, which writes through the
     `scale` subresource (servers before 1.22 record no managedFields entry for it)."""
     ns = "fight-scale-vs-apply"
-    await ensure_namespace(Kube(api_client), ns)
+    await _in_namespace(api_client, ns)
     apply = functools.partial(kubectl.apply, _manifest(manifests.deployment(ns, "api", replicas=3)))
     scale = functools.partial(kubectl, "scale", "deployment/api", "-n", ns, "--replicas=6")
     await _at_intervals([apply, scale] * 3, STEP)
@@ -426,16 +419,10 @@ async def hot_loop_timestamp(api_client: ApiClient, *, rate: float = 5.0, durati
     30 s, so that a loaded machine writing at only 2/s still reaches the 30/min decaying-rate threshold.
     """
     ns = "hot-loop-timestamp"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "reconcile-state")
-    write = _updater(
-        kube,
-        path,
-        functools.partial(_configmap, ns, "reconcile-state"),
-        "reconciler",
-        _set_annotation("example.com/last-reconciled", functools.partial(rfc3339_now, digits=6)),
-    )
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, "reconcile-state")
+    stamp = _set_annotation("example.com/last-reconciled", functools.partial(rfc3339_now, digits=6))
+    write = _updater(kube, path, new, "reconciler", stamp)
     await _for_duration(write, period=1.0 / rate, duration=duration)
 
 
@@ -447,8 +434,7 @@ async def hot_loop_status(api_client: ApiClient, *, rate: float = 5.0, duration:
     `status.observedGeneration` and `status.phase`, fields the one reconciler already owns after its first pass.
     """
     ns = "hot-loop-status"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
+    kube = await _in_namespace(api_client, ns)
     await ensure_widget_crd(kube)
     widget = {
         "apiVersion": "example.com/v1",
@@ -486,7 +472,7 @@ async def fight_hpa_vs_apply(
     `replicas: 1`, the HPA's minReplicas is 3: every HPA sync (15 s) scales the Deployment up through the `scale`
     subresource, and the next apply scales it back down."""
     ns = "fight-hpa-vs-apply"
-    await ensure_namespace(Kube(api_client), ns)
+    await _in_namespace(api_client, ns)
     manifest = _manifest(manifests.deployment(ns, "web", replicas=1))
     await kubectl.apply(manifest)
     await kubectl.apply(_manifest(_hpa(ns, "web", min_replicas=3, max_replicas=5)))
@@ -499,7 +485,7 @@ async def benign_hpa_scaling(api_client: ApiClient, *, kubectl: Kubectl, period:
     its conditions change with its state (in `status.conditions`, and in the conditions annotation of the
     autoscaling/v1 view): one writer reporting on its own object."""
     ns = "benign-hpa-scaling"
-    await ensure_namespace(Kube(api_client), ns)
+    await _in_namespace(api_client, ns)
     deployment = manifests.deployment(ns, "api", replicas=1)
     del deployment["spec"]["replicas"]
     await kubectl.apply(_manifest(deployment))
@@ -519,7 +505,7 @@ async def hot_loop_rollout_restart(
     `spec.template.metadata.annotations[kubectl.kubernetes.io/restartedAt]` (kubectl-rollout), and the deployment
     controller rolls a new ReplicaSet out and rewrites the Deployment's status several times in reply."""
     ns = "hot-loop-rollout-restart"
-    await ensure_namespace(Kube(api_client), ns)
+    await _in_namespace(api_client, ns)
     await kubectl.apply(_manifest(manifests.deployment(ns, "app", replicas=1)))
     restart = functools.partial(kubectl, "rollout", "restart", "deployment/app", "-n", ns)
     await _for_duration(restart, period=period, duration=duration)
@@ -534,10 +520,8 @@ async def fight_ancient_changes(api_client: ApiClient) -> None:
     (which first set the `tier` label, before the others, so its entry is merged away) and `team-b-operator` flip
     that label in turns: the first handover takes it from `ancient-changes`."""
     ns = "fight-ancient-changes"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "crowded")
-    new = functools.partial(_configmap, ns, "crowded")
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, "crowded")
     writes: list[Write] = [_updater(kube, path, new, "tier-operator", _set_label("tier", "gold"))]
     writes += [_updater(kube, path, new, f"operator-{n:02d}", _set_data(f"key-{n:02d}", str(n))) for n in range(CROWD)]
     await _at_intervals(writes, 1.0)  # (a second apart: the API server merges the oldest first, by entry time)
@@ -552,20 +536,18 @@ async def fight_before_first_apply(api_client: ApiClient) -> None:
     field it finds to a manager called `before-first-apply`; then gitops-sync (Apply) and legacy-operator (Update)
     flip `data.mode`."""
     ns = "fight-before-first-apply"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "legacy")
-    created = _configmap(ns, "legacy") | {"data": {"mode": "manual", "retries": "3"}}
-    await kube.ensure(CONFIGMAPS.path(ns), created, manager="legacy-operator")
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, "legacy")
+    await kube.ensure(
+        CONFIGMAPS.path(ns), new() | {"data": {"mode": "manual", "retries": "3"}}, manager="legacy-operator"
+    )
 
     def reset(obj: JSON) -> None:
         obj["metadata"]["managedFields"] = [{}]
 
     await kube.read_modify_write(path, reset, manager="fieldmanager-reset")
-    gitops = _applier(kube, path, "gitops-sync", _configmap(ns, "legacy") | {"data": {"mode": "auto"}})
-    legacy = _updater(
-        kube, path, functools.partial(_configmap, ns, "legacy"), "legacy-operator", _set_data("mode", "manual")
-    )
+    gitops = _applier(kube, path, "gitops-sync", new() | {"data": {"mode": "auto"}})
+    legacy = _updater(kube, path, new, "legacy-operator", _set_data("mode", "manual"))
     await _at_intervals([gitops, legacy] * 3, STEP)
 
 
@@ -575,10 +557,8 @@ async def fight_before_first_apply(api_client: ApiClient) -> None:
 
 async def benign_different_fields(api_client: ApiClient) -> None:
     ns = "benign-different-fields"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "app")
-    new = functools.partial(_configmap, ns, "app")
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, "app")
     writes: list[Write] = []
     for n in range(1, 4):
         writes.append(_updater(kube, path, new, "app-config", _set_data("a", str(n))))
@@ -590,8 +570,7 @@ async def benign_status_vs_spec(api_client: ApiClient, *, kubectl: Kubectl, peri
     """A user creates a Deployment and edits its image 3 times with `kubectl edit`; kube-controller-manager writes
     status and ReplicaSets."""
     ns = "benign-status-vs-spec"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
+    kube = await _in_namespace(api_client, ns)
     manifest = _manifest(manifests.deployment(ns, "frontend", replicas=1, image="nginx:1.19.0"))
     await kubectl("create", "-f", "-", stdin=manifest.encode())
     path = DEPLOYMENTS.path(ns, "frontend")
@@ -624,10 +603,8 @@ async def benign_one_correction(api_client: ApiClient, *, kubectl: Kubectl) -> N
     """An operator sets a label, someone changes it with `kubectl edit`, the operator sets it back once; then
     silence."""
     ns = "benign-one-correction"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "ownership")
-    new = functools.partial(_configmap, ns, "ownership")
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, "ownership")
     operator = _updater(kube, path, new, "owner-operator", _set_label("owner", "platform"))
     human = functools.partial(
         kubectl, "edit", "configmap/ownership", "-n", ns, editor="sed -i -e 's/owner: platform/owner: team-b/'"
@@ -637,10 +614,8 @@ async def benign_one_correction(api_client: ApiClient, *, kubectl: Kubectl) -> N
 
 async def benign_normal_rate(api_client: ApiClient, *, period: float = 3.0) -> None:
     ns = "benign-normal-rate"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
-    path = CONFIGMAPS.path(ns, "release")
-    new = functools.partial(_configmap, ns, "release")
+    kube = await _in_namespace(api_client, ns)
+    path, new = _configmap_at(ns, "release")
     writes = [_updater(kube, path, new, "deployer", _set_data("version", f"1.0.{n}")) for n in range(1, 9)]
     await _at_intervals(writes, period)
 
@@ -648,8 +623,7 @@ async def benign_normal_rate(api_client: ApiClient, *, period: float = 3.0) -> N
 async def benign_leader_election(api_client: ApiClient, *, period: float = 1.0, duration: float = 15.0) -> None:
     """A coordination.k8s.io Lease and an old-style ConfigMap lock, each renewed every second."""
     ns = "benign-leader-election"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
+    kube = await _in_namespace(api_client, ns)
     holder = "example-controller-7d9f8b6c5-x2x4q"
     acquired_micro = rfc3339_now(digits=6)
     acquired = rfc3339_now(digits=0)
@@ -682,13 +656,7 @@ async def benign_leader_election(api_client: ApiClient, *, period: float = 1.0, 
         annotations["control-plane.alpha.kubernetes.io/leader"] = orjson.dumps(record).decode()
 
     lease = _updater(kube, LEASES.path(ns, "example-controller"), new_lease, "leader-elector", renew_lease)
-    lock = _updater(
-        kube,
-        CONFIGMAPS.path(ns, "example-controller-lock"),
-        functools.partial(_configmap, ns, "example-controller-lock"),
-        "old-elector",
-        renew_lock,
-    )
+    lock = _updater(kube, *_configmap_at(ns, "example-controller-lock"), "old-elector", renew_lock)
     async with asyncio.TaskGroup() as group:
         group.create_task(_for_duration(lease, period=period, duration=duration))
         group.create_task(_for_duration(lock, period=period, duration=duration))
@@ -757,8 +725,7 @@ async def cascade_replicas(api_client: ApiClient, *, period: float = 1.0, flips:
     `period` seconds, `flips` times each: the real kube-controller-manager scales each one's ReplicaSet after every
     flip (spec.replicas, then its status), so the ReplicaSets are rewritten as fast as the fight goes on."""
     ns = "cascade-replicas"
-    kube = Kube(api_client)
-    await ensure_namespace(kube, ns)
+    kube = await _in_namespace(api_client, ns)
 
     def replicas(count: int) -> Mutation:
         def mutate(obj: JSON) -> None:

@@ -31,6 +31,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from .control_plane import _die_with_parent
+from .lifecycle import Started
 
 DEADLINE = 120.0  # seconds for any awaited condition
 POLL = 0.2
@@ -41,7 +42,7 @@ class WatcherError(AssertionError):
     """The watcher did not do what a test waited for; the message carries the tail of its log."""
 
 
-class Watcher:
+class Watcher(Started):
     def __init__(
         self,
         workdir: Path,
@@ -81,13 +82,6 @@ class Watcher:
         self.returncode: int | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._session: aiohttp.ClientSession | None = None
-
-    async def __aenter__(self) -> Watcher:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     # ------------------------------------------------------------------------------------------ lifecycle
 

@@ -47,15 +47,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import orjson
-
 from harness import REPO_ROOT
+from harness.bench.cluster_load import of_args, workdir_of, write_results
 from harness.bench.live.measure import benchmark
 from harness.bench.live.report import print_summary, report
 from harness.bench.live.watchers import BASELINES, DEFAULT_VARIANTS, Variant
@@ -122,28 +119,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         informer = informer_binary()  # before the control plane: a build that fails stops the benchmark at once
     except RuntimeError as error:
         sys.exit(f"bench_live: {error}")
-    workload = Workload(
-        configmaps=args.configmaps,
-        deployments=args.deployments,
-        namespaces=args.namespaces,
-        managers=args.managers,
-        fights=args.fights,
-        rate=args.rate,
-        duration=args.duration,
-        seed=args.seed,
-    )
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fightwatch-bench-live-"))
+    workload = of_args(Workload, args)
     variants = args.fightwatch or DEFAULT_VARIANTS
-    runs, server_version = asyncio.run(
-        benchmark(workload, variants, runs=args.runs, workdir=workdir, informer=informer, floor=args.floor)
-    )
-    result = report(workload, runs, server_version=server_version)
-    print_summary(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
-    print(f"written to {args.out}")
-    if args.workdir is None:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with workdir_of(args.workdir, "fightwatch-bench-live-") as workdir:
+        runs, server_version = asyncio.run(
+            benchmark(workload, variants, runs=args.runs, workdir=workdir, informer=informer, floor=args.floor)
+        )
+        result = report(workload, runs, server_version=server_version)
+        print_summary(result)
+        write_results(args.out, result)
 
 
 if __name__ == "__main__":

@@ -63,19 +63,19 @@ async def populate(kube: Kube, args: argparse.Namespace) -> None:
 async def grant(kube: Kube) -> None:
     view = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}
     rbac = "/apis/rbac.authorization.k8s.io/v1"
-    user = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User"}
-    await kube.ensure(
-        f"{rbac}/clusterrolebindings",
-        {"apiVersion": f"{rbac[6:]}", "kind": "ClusterRoleBinding", "metadata": {"name": "viewer"},
-         "roleRef": view, "subjects": [{**user, "name": VIEWER}]},
-        manager="bench-setup",
-    )  # fmt: skip
-    await kube.ensure(
-        f"{rbac}/namespaces/bench-0/rolebindings",
-        {"apiVersion": f"{rbac[6:]}", "kind": "RoleBinding", "metadata": {"name": "tenant"},
-         "roleRef": view, "subjects": [{**user, "name": TENANT}]},
-        manager="bench-setup",
-    )  # fmt: skip
+    for collection, kind, name, user in (
+        (f"{rbac}/clusterrolebindings", "ClusterRoleBinding", "viewer", VIEWER),
+        (f"{rbac}/namespaces/bench-0/rolebindings", "RoleBinding", "tenant", TENANT),
+    ):
+        subject = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
+        binding = {
+            "apiVersion": rbac[6:],
+            "kind": kind,
+            "metadata": {"name": name},
+            "roleRef": view,
+            "subjects": [subject],
+        }
+        await kube.ensure(collection, binding, manager="bench-setup")
 
 
 async def until_view_is_aggregated(kube: Kube) -> None:

@@ -34,29 +34,12 @@ import orjson
 
 from harness.bench.machine import machine
 from harness.control_plane import start_control_plane
-from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client
+from harness.kube import JSON, Kube, new_api_client
+from harness.scenarios import label_fight
 from harness.watcher import Watcher
 
 REPO = Path(__file__).resolve().parent.parent
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
-
-
-async def fight(kube: Kube, namespace: str) -> None:
-    await kube.ensure_namespace(namespace)
-    path = CONFIGMAPS.path(namespace, "contested")
-
-    def create() -> JSON:
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "contested", "namespace": namespace}}
-
-    def label(value: str) -> Callable[[JSON], None]:
-        def mutate(obj: JSON) -> None:
-            obj["metadata"].setdefault("labels", {})["owner"] = value
-
-        return mutate
-
-    for _ in range(3):
-        await kube.read_modify_write(path, label("a"), manager="operator-a", create=create)
-        await kube.read_modify_write(path, label("b"), manager="operator-b")
 
 
 async def accounts(kube: Kube, tenant_namespace: str, fresh: int) -> dict[str, Any]:
@@ -151,7 +134,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             await secure.wait_ready()
             await plain.wait_ready()
             for namespace in namespaces:
-                await fight(kube, namespace)
+                await kube.ensure_namespace(namespace)
+                await label_fight(kube, namespace, ("operator-a", "operator-b"))
             await secure.poll_async(
                 lambda: _count(secure, args.namespaces), what=f"{args.namespaces} fights found", deadline=300
             )

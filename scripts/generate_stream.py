@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.synthetic.stream import add_arguments, generate
+from harness.synthetic.stream import Shape, add_arguments, generate
 from harness.synthetic.truth import truth_path, write_truth
 
 
@@ -33,14 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    truth = generate(
-        args.out,
-        events=args.events,
-        objects=args.objects,
-        seed=args.seed,
-        templates_dir=args.templates,
-        metadata_only=args.metadata_only,
-    )
+    truth = generate(args.out, Shape.of_args(args))
     write_truth(args.out, truth)
     roles = ", ".join(f"{role} {len(uids):,}" for role, uids in sorted(truth.roles.items()))
     print(

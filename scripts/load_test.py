@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,6 +51,7 @@ from typing import Any
 import orjson
 
 from harness import REPO_ROOT
+from harness.bench.cluster_load import of_args, workdir_of, write_results
 from harness.bench.load_test.measure import run
 from harness.bench.load_test.report import header, table
 from harness.bench.load_test.watchers import Setup
@@ -96,34 +95,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    workload = Workload(
-        objects=args.objects,
-        rate=args.rate,
-        duration=args.duration,
-        fights=args.fights,
-        hot_loops=args.hot_loops,
-        seed=args.seed,
-    )
-    setup = Setup(
-        replicas=args.replicas,
-        window=args.window,
-        informer=args.informer,
-        python=args.fightwatch_python,
-        samples=args.samples,
-        kill_at=args.kill_at,
-    )
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="fightwatch-load-"))
+    workload, setup = of_args(Workload, args), of_args(Setup, args)
     results: dict[str, Any] = header(workload, setup)
-    for run_name in args.runs.split(","):
-        (workdir / run_name).mkdir(parents=True, exist_ok=True)
-        results["runs"][run_name] = asyncio.run(run(run_name, workload, setup, workdir / run_name))
-        print(orjson.dumps(results["runs"][run_name], option=orjson.OPT_INDENT_2).decode()[:4000], flush=True)
-    print(table(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2) + b"\n")
-    print(f"written to {args.out}")
-    if args.workdir is None:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with workdir_of(args.workdir, "fightwatch-load-") as workdir:
+        for run_name in args.runs.split(","):
+            (workdir / run_name).mkdir(parents=True, exist_ok=True)
+            results["runs"][run_name] = asyncio.run(run(run_name, workload, setup, workdir / run_name))
+            print(orjson.dumps(results["runs"][run_name], option=orjson.OPT_INDENT_2).decode()[:4000], flush=True)
+        print(table(results))
+        write_results(args.out, results)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,27 +29,36 @@ RV0 = 48_000_000  # resourceVersion of the first write in the stream
 LATENCY = 0.005  # seconds between a write and its watch event
 
 
-def generate(
-    path: Path,
-    *,
-    events: int,
-    objects: int,
-    seed: int,
-    templates_dir: Path = REAL_CAPTURES,
-    metadata_only: bool = False,
-) -> Truth:
+@dataclass(frozen=True)
+class Shape:
+    """The stream asked for: its events and objects, its seed, the captures its objects take their shapes from, and
+    whether they are reduced to what a metadata-only watch sends."""
+
+    events: int
+    objects: int
+    seed: int
+    templates: Path = REAL_CAPTURES
+    metadata_only: bool = False
+
+    @classmethod
+    def of_args(cls, args: argparse.Namespace) -> Shape:
+        """Take the shape from the options of `add_arguments`."""
+        return cls(args.events, args.objects, args.seed, args.templates, args.metadata_only)
+
+
+def generate(path: Path, shape: Shape) -> Truth:
     """Write the stream (JSON Lines, ordered by observedAt); return what was injected and its sizes.
 
     With `metadata_only`, each object as a metadata-only watch sends it (PartialObjectMetadata: kind, apiVersion
     and metadata) and a recording writes it (with the kind and apiVersion of the resource watched).
     """
-    rng = random.Random(seed)  # noqa: S311 - deterministic test data, not security
-    pop = plan(rng, events, objects)
-    templates = Templates(templates_dir)
+    rng = random.Random(shape.seed)  # noqa: S311 - deterministic test data, not security
+    pop = plan(rng, shape.events, shape.objects)
+    templates = Templates(shape.templates)
     schedule = [(obj.listed, obj.idx, -1) for obj in pop.objects]
     schedule += [(t, obj.idx, k) for obj in pop.objects for k, (t, _, _) in enumerate(obj.actions)]
     schedule.sort()
-    truth = Truth(objects=len(pop.objects), templates=dict(templates.sources), seed=seed)
+    truth = Truth(objects=len(pop.objects), templates=dict(templates.sources), seed=shape.seed)
     for obj in pop.objects:
         truth.roles.setdefault(obj.role, []).append(obj.uid)
         if obj.flavor:
@@ -73,7 +83,7 @@ def generate(
             doc["metadata"]["resourceVersion"] = str(version)
             body = orjson.dumps(doc)
             state[idx] = None if kind == "DELETED" else body
-            if metadata_only:
+            if shape.metadata_only:
                 body = orjson.dumps({"kind": doc["kind"], "apiVersion": doc["apiVersion"], "metadata": doc["metadata"]})
             line = b'{"type":"%s","object":%s,"observedAt":"%s"}\n' % (
                 kind.encode(),
@@ -91,41 +101,18 @@ def generate(
 
 
 def obtain_as_asked(args: argparse.Namespace, workdir: Path) -> tuple[Path, Truth | None, float | None]:
-    """Obtain the stream with the options of `add_arguments` (and the caller's `--stream`)."""
-    return obtain(
-        args.stream,
-        workdir,
-        events=args.events,
-        objects=args.objects,
-        seed=args.seed,
-        templates=args.templates,
-        metadata_only=args.metadata_only,
-    )
+    """Obtain the stream to measure, with the options of `add_arguments` and the caller's `--stream`.
 
-
-def obtain(
-    stream: Path | None,
-    workdir: Path,
-    *,
-    events: int,
-    objects: int,
-    seed: int,
-    templates: Path = REAL_CAPTURES,
-    metadata_only: bool = False,
-) -> tuple[Path, Truth | None, float | None]:
-    """Obtain the stream to measure; return its path, its truth and the seconds generating it took (None: given).
-
-    `stream` with its truth if it exists; else one generated there (and kept, with its sidecar) or, without
-    `stream`, in `workdir`.
+    Return its path, its truth and the seconds generating it took (None: given). `--stream` with its truth if it
+    exists; else one generated there (and kept, with its sidecar) or, without `--stream`, in `workdir`.
     """
+    stream: Path | None = args.stream
     if stream is not None and stream.exists():
         return stream, load_truth(stream), None
     path = stream or workdir / "stream.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    truth = generate(
-        path, events=events, objects=objects, seed=seed, templates_dir=templates, metadata_only=metadata_only
-    )
+    truth = generate(path, Shape.of_args(args))
     seconds = time.perf_counter() - start
     if stream is not None:
         write_truth(path, truth)

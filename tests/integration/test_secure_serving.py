@@ -30,8 +30,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from harness.browser import open_browser
 from harness.control_plane import ControlPlane, start_control_plane
-from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client
+from harness.kube import JSON, Kube, new_api_client
 from harness.monitoring import start_prometheus
+from harness.scenarios import label_fight
 from harness.watcher import Watcher
 from watcher.serving.tls import fingerprint, self_signed
 
@@ -132,23 +133,6 @@ async def _bind(kube: Kube) -> None:
         await asyncio.sleep(0.2)  # poll interval, not a readiness guess
 
 
-async def _fight(kube: Kube, namespace: str) -> None:
-    path = CONFIGMAPS.path(namespace, "contested")
-
-    def create() -> JSON:
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "contested", "namespace": namespace}}
-
-    def label(value: str) -> Callable[[JSON], None]:
-        def mutate(obj: JSON) -> None:
-            obj["metadata"].setdefault("labels", {})["owner"] = value
-
-        return mutate
-
-    for _ in range(3):
-        await kube.read_modify_write(path, label("a"), manager="team-a-operator", create=create)
-        await kube.read_modify_write(path, label("b"), manager="team-b-operator")
-
-
 def _in_namespace(namespace: str) -> Callable[[dict[str, Any]], bool]:
     """Match a finding on an object in this namespace."""
     return lambda f: f["object"]["namespace"] == namespace
@@ -179,7 +163,7 @@ async def watcher(
     async with Watcher(workdir, kubeconfig=plane.kubeconfig, config=config, ca_file=plane.ca_file) as running:
         await running.wait_ready()
         for team in TEAMS:
-            await _fight(kube, team)
+            await label_fight(kube, team, ("team-a-operator", "team-b-operator"))
         for team in TEAMS:
             await running.wait_for_finding(_in_namespace(team), what=f"the fight in {team}")
         yield running

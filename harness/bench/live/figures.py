@@ -9,9 +9,10 @@ from typing import Any
 
 import orjson
 
+from harness.bench.cluster_load import Load, load_figures
 from harness.bench.lag import lags, recorded_writes
 from harness.bench.live.watchers import IDLE_SECONDS, INFORMER, PHASES, Watcher
-from harness.bench.live.workload import Load, Workload
+from harness.bench.live.workload import Workload
 
 
 def summarise(
@@ -23,15 +24,7 @@ def summarise(
     found = {f["object"]["name"] for f in findings if f["type"] == "fight"}
     return {
         "start_order": [watcher.name for watcher in watchers],
-        "load": {
-            "target_writes_per_second": workload.rate,
-            "writes": load.writes,
-            "fight_writes": load.fight_writes,
-            "writes_by_manager": dict(sorted(load.by_manager.items())),
-            "errors": load.errors,
-            "seconds": round(load.seconds, 1),
-            "writes_per_second": round(load.writes / load.seconds, 1),
-        },
+        "load": load_figures(load, rate=workload.rate, injected_as="fight_writes", by_manager=True),
         "watchers": results,
         "findings": {
             "fights_found_of_injected": f"{len(found & fought_names)}/{len(fought_names)}",

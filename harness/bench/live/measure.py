@@ -11,12 +11,13 @@ from typing import Any
 
 import aiohttp
 
+from harness.bench.cluster_load import control_plane, stop, wait_ready
 from harness.bench.live.figures import summarise
-from harness.bench.live.watchers import IDLE_SECONDS, MARKER, Variant, Watcher, ready, sample, start_watchers, stop
-from harness.bench.live.workload import IN_FLIGHT, Workload, configmap, generate, populate
+from harness.bench.live.watchers import IDLE_SECONDS, MARKER, Variant, Watcher, sample, start_watchers
+from harness.bench.live.workload import Workload, configmap, generate, populate
 from harness.bench.polling import poll
-from harness.control_plane import ControlPlane, start_control_plane
-from harness.kube import CONFIGMAPS, Kube, new_api_client
+from harness.control_plane import ControlPlane
+from harness.kube import CONFIGMAPS, Kube
 
 READY_DEADLINE = 300.0
 DRAIN_DEADLINE = 300.0
@@ -30,10 +31,7 @@ async def benchmark(
     `floor`: run the floor watchers too (`watchers.start_watchers`).
     """
     print(f"control plane in {workdir}", flush=True)
-    cp = start_control_plane(workdir / "control-plane")
-    client = await new_api_client(cp.kubeconfig, pool_size=IN_FLIGHT)
-    try:
-        kube = Kube(client)
+    async with control_plane(workdir) as (cp, kube):
         started = time.monotonic()
         objects = await populate(kube, workload)
         print(f"created {len(objects)} objects in {time.monotonic() - started:.0f} s", flush=True)
@@ -43,9 +41,6 @@ async def benchmark(
             )
             for n in range(runs)
         ]
-    finally:
-        await client.close()
-        cp.stop()
     return figures, cp.version
 
 
@@ -73,8 +68,7 @@ async def measure(
     print(f"run {run + 1} of {runs}, started in turn: {', '.join(w.name for w in watchers)}", flush=True)
     try:
         async with aiohttp.ClientSession() as session:
-            for watcher in watchers:
-                await poll(functools.partial(ready, session, watcher), f"{watcher.name} ready", READY_DEADLINE)
+            await wait_ready(session, watchers, READY_DEADLINE)
             print(f"watchers ready; {IDLE_SECONDS:.0f} s idle, then the load", flush=True)
             for watcher in watchers:
                 await sample(session, watcher, "ready")

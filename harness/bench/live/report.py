@@ -12,7 +12,7 @@ import orjson
 
 from harness.bench.live.watchers import INFORMER, PHASES
 from harness.bench.live.workload import Workload
-from harness.bench.table import aligned
+from harness.bench.table import Column, aligned, figures_table
 
 
 def report(workload: Workload, runs: list[dict[str, Any]], *, server_version: str) -> dict[str, Any]:
@@ -63,33 +63,22 @@ def print_summary(result: dict[str, Any]) -> None:
     print_memory(result["rss_mib_by_phase_median"])
 
 
+WATCHER_COLUMNS: tuple[Column, ...] = (
+    ("events/s", lambda r: f"{r['events_per_second']:.0f}"),
+    ("CPU s/1k ev", lambda r: f"{r['cpu_seconds_per_1000_events']:.3f}"),
+    ("lag p50 ms", lambda r: f"{r['lag']['p50_ms']:.1f}"),
+    ("lag p99 ms", lambda r: f"{r['lag']['p99_ms']:.1f}"),
+    (
+        "RSS MiB ready/idle/load/peak",
+        lambda r: "/".join([f"{r['rss_mib_by_phase'][phase]:.0f}" for phase in PHASES] + [f"{r['peak_rss_mib']:.0f}"]),
+    ),
+    ("bytes/event", lambda r: "-" if r["bytes_per_event"] is None else str(r["bytes_per_event"])),
+)
+
+
 def print_watchers(watchers: dict[str, Any]) -> None:
     """Print one run's figures of each watcher."""
-    rows = [
-        (
-            "watcher",
-            "events/s",
-            "CPU s/1k ev",
-            "lag p50 ms",
-            "lag p99 ms",
-            "RSS MiB ready/idle/load/peak",
-            "bytes/event",
-        )
-    ]
-    for name, r in watchers.items():
-        rss = [f"{r['rss_mib_by_phase'][phase]:.0f}" for phase in PHASES] + [f"{r['peak_rss_mib']:.0f}"]
-        rows.append(
-            (
-                name,
-                f"{r['events_per_second']:.0f}",
-                f"{r['cpu_seconds_per_1000_events']:.3f}",
-                f"{r['lag']['p50_ms']:.1f}",
-                f"{r['lag']['p99_ms']:.1f}",
-                "/".join(rss),
-                "-" if r["bytes_per_event"] is None else str(r["bytes_per_event"]),
-            )
-        )
-    print(aligned(rows))
+    print(figures_table(("watcher",), WATCHER_COLUMNS, (((name,), r) for name, r in watchers.items())))
 
 
 def print_comparison(result: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""Start the live benchmark's watchers, tell when each is ready, sample what each has used, and stop them.
+"""Start the live benchmark's watchers and sample what each has used (`cluster_load` tells them ready and stops them).
 
 The watchers, by default: `fightwatch run` as shipped (metadata-only lists and watches) and with full objects, both
 with --record on (for the lag); kubernetes-asyncio's standard `Watch().stream()` (scripts/bench_baseline_watch.py);
@@ -9,9 +9,6 @@ with its transport only and with all its required libraries (scripts/bench_floor
 from __future__ import annotations
 
 import functools
-import os
-import signal
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
 from harness import REPO_ROOT
-from harness.bench.endpoints import is_ready, listening, metrics_of, total
+from harness.bench import cluster_load
+from harness.bench.endpoints import metrics_of, total
 from harness.bench.process import cpu_seconds, memory_kib
 from harness.control_plane import ControlPlane
 
@@ -53,15 +50,12 @@ DEFAULT_VARIANTS = (
 
 
 @dataclass
-class Watcher:
-    """A watcher process, and its samples by phase (`PHASES`)."""
+class Watcher(cluster_load.Watcher):
+    """A watcher process, and its samples by phase (`PHASES`).
 
-    name: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-    recording: Path | None = None  # fightwatch's --record
-    out: Path | None = None  # a baseline's --out: {"events": n, "times": [[resourceVersion, seconds], ...]}
-    url: str = ""
+    A baseline's --out: {"events": n, "times": [[resourceVersion, seconds], ...]}.
+    """
+
     # by phase (PHASES): CPU seconds so far, fightwatch's events and bytes received so far, VmRSS in KiB
     cpu: dict[str, float] = field(default_factory=dict)
     events: dict[str, float] = field(default_factory=dict)
@@ -75,37 +69,19 @@ def start_fightwatch(variant: Variant, cp: ControlPlane, workdir: Path) -> Watch
 
     The workdir, so that its interpreter imports its own installation, never this checkout's `watcher/`.
     """
-    name, full = variant.name, variant.full
-    config: dict[str, Any] = {
-        # plain HTTP: the benchmark polls its own endpoints, and TLS and access reviews are not what it measures
-        "serve": {"address": "127.0.0.1", "port": 0, "insecure_http": True},
-        "log": {"format": "json"},
-        "watch": {"resources": ["configmaps", "deployments.apps"]},
-    }
-    if full:
+    config: dict[str, Any] = {"watch": {"resources": ["configmaps", "deployments.apps"]}}
+    if variant.full:
         config["watch"]["per_resource"] = {"*": {"full_objects": True}}
-    config_path = workdir / f"{name}.yaml"
-    config_path.write_text(yaml.safe_dump(config))
-    log, recording = workdir / f"{name}.log", workdir / f"{name}.jsonl"
-    profile = ["-m", "cProfile", "-o", str(workdir / f"{name}.prof")] if os.environ.get("BENCH_PROFILE") else []
-    argv = [variant.python, *profile, "-m", "watcher", "run", "--kubeconfig", str(cp.kubeconfig)]
-    argv += ["--config", str(config_path), "--engine", variant.engine]
-    argv += ["--record", str(recording)]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=out, cwd=workdir)
-    return Watcher(name, proc, log, recording)
-
-
-def start_baseline(name: str, argv: list[str], cp: ControlPlane, workdir: Path) -> Watcher:
-    """Start a baseline watcher (scripts/bench_baseline_watch.py, scripts/informer, scripts/bench_floor_watch.py).
-
-    It prints `ready` and `seen NAME`, and writes the events it received to --out on SIGTERM.
-    """
-    log, out = workdir / f"{name}.log", workdir / f"{name}.json"
-    argv = [*argv, "--kubeconfig", str(cp.kubeconfig), "--out", str(out), "--marker", MARKER]
-    with log.open("wb") as output:
-        proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-    return Watcher(name, proc, log, out=out)
+    return cluster_load.start_fightwatch(
+        Watcher,
+        variant.name,
+        cp,
+        workdir,
+        python=variant.python,
+        config=config,
+        args=("--engine", variant.engine),
+        cwd=workdir,
+    )
 
 
 def start_watchers(
@@ -120,36 +96,18 @@ def start_watchers(
     scripts = REPO_ROOT / "scripts"
     baseline = [sys.executable, str(scripts / "bench_baseline_watch.py")]
     lean = [variants[0].python, str(scripts / "bench_floor_watch.py")]
+    other = functools.partial(cluster_load.start_other, Watcher, cp=cp, workdir=workdir, marker=MARKER)
     starts: list[Callable[[], Watcher]] = [
         *(functools.partial(start_fightwatch, variant, cp, workdir) for variant in variants),
-        functools.partial(start_baseline, BASELINE, baseline, cp, workdir),
-        functools.partial(start_baseline, INFORMER, [str(informer)], cp, workdir),
+        functools.partial(other, BASELINE, baseline),
+        functools.partial(other, INFORMER, [str(informer)]),
     ]
     if floor:
         starts += [
-            functools.partial(start_baseline, FLOOR, lean, cp, workdir),
-            functools.partial(start_baseline, FLOOR_LIBRARIES, [*lean, "--with-libraries"], cp, workdir),
+            functools.partial(other, FLOOR, lean),
+            functools.partial(other, FLOOR_LIBRARIES, [*lean, "--with-libraries"]),
         ]
     return [start() for start in (starts[::-1] if run % 2 else starts)]
-
-
-def stop(watchers: list[Watcher]) -> None:
-    """Stop every watcher (SIGTERM) and wait for each."""
-    for watcher in watchers:
-        if watcher.proc.poll() is None:
-            watcher.proc.send_signal(signal.SIGTERM)
-    for watcher in watchers:
-        watcher.proc.wait(60)
-
-
-async def ready(session: aiohttp.ClientSession, watcher: Watcher) -> bool:
-    """Tell whether a watcher is ready; RuntimeError, with its log's end, if it exited."""
-    if watcher.proc.poll() is not None:
-        raise RuntimeError(f"{watcher.name} exited: {watcher.log.read_text()[-2000:]}")
-    if watcher.recording is None:
-        return b"ready" in watcher.log.read_bytes().splitlines()
-    watcher.url = watcher.url or listening(watcher.log)
-    return bool(watcher.url) and await is_ready(session, watcher.url)
 
 
 async def sample(session: aiohttp.ClientSession, watcher: Watcher, phase: str) -> None:

@@ -7,17 +7,15 @@ fight-b-operator.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import string
-import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from harness import manifests
+from harness.bench.cluster_load import Load, Write, create_all, write_at_rate
 from harness.kube import CONFIGMAPS, DEPLOYMENTS, Kube
 
-IN_FLIGHT = 48  # concurrent writes of the load generator
 WRITER_KEYS = string.ascii_lowercase  # writer-a owns the ConfigMaps' data key `a`, writer-b `b`, ...
 DATA = "".join(
     random.Random(7).choice(  # noqa: S311 - filler text, not cryptography
@@ -41,18 +39,6 @@ class Workload:
     seed: int
 
 
-@dataclass
-class Load:
-    """The writes one run made."""
-
-    accepted: dict[str, float] = field(default_factory=dict)  # resourceVersion -> when the writer had the answer
-    writes: int = 0
-    fight_writes: int = 0
-    by_manager: Counter[str] = field(default_factory=Counter)
-    errors: int = 0
-    seconds: float = 0.0
-
-
 def configmap(ns: str, name: str, *, keys: str) -> dict[str, Any]:
     """Make a ConfigMap of about 1 KB of data, with a data key of each manager's in `keys`."""
     return {
@@ -70,53 +56,27 @@ def configmap(ns: str, name: str, *, keys: str) -> dict[str, Any]:
 
 def deployment(ns: str, name: str) -> dict[str, Any]:
     """Make a Deployment of one replica whose container has ten environment variables."""
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "registry.example.com/app:1.0.0",
-                            "env": [{"name": f"SETTING_{i}", "value": f"value-{i}"} for i in range(10)],
-                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                        }
-                    ]
-                },
-            },
-        },
+    body = manifests.deployment(ns, name, replicas=1, image="registry.example.com/app:1.0.0")
+    body["spec"]["template"]["spec"]["containers"][0] |= {
+        "name": "app",
+        "env": [{"name": f"SETTING_{i}", "value": f"value-{i}"} for i in range(10)],
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
     }
+    return body
 
 
 async def populate(kube: Kube, workload: Workload) -> list[tuple[str, str]]:
     """Create the objects; return their paths ('configmap' or 'deployment', path)."""
-    limit = asyncio.Semaphore(IN_FLIGHT)
-    objects: list[tuple[str, str]] = []
-
-    async def create(collection: str, body: dict[str, Any]) -> None:
-        async with limit:
-            await kube.create(collection, body, manager="bench-setup")
-
-    tasks = []
-    for n in range(workload.namespaces):
-        await kube.ensure_namespace(f"bench-{n}")
-    for i in range(workload.configmaps):
-        ns = f"bench-{i % workload.namespaces}"
-        tasks.append(create(CONFIGMAPS.path(ns), configmap(ns, f"cm-{i}", keys=WRITER_KEYS[: workload.managers])))
-        objects.append(("configmap", CONFIGMAPS.path(ns, f"cm-{i}")))
-    for i in range(workload.deployments):
-        ns = f"bench-{i % workload.namespaces}"
-        tasks.append(create(DEPLOYMENTS.path(ns), deployment(ns, f"deploy-{i}")))
-        objects.append(("deployment", DEPLOYMENTS.path(ns, f"deploy-{i}")))
-    await asyncio.gather(*tasks)
-    return objects
+    namespaces = [f"bench-{n}" for n in range(workload.namespaces)]
+    configmaps = [(namespaces[i % workload.namespaces], f"cm-{i}") for i in range(workload.configmaps)]
+    deployments = [(namespaces[i % workload.namespaces], f"deploy-{i}") for i in range(workload.deployments)]
+    keys = WRITER_KEYS[: workload.managers]
+    bodies = [(CONFIGMAPS.path(ns), configmap(ns, name, keys=keys)) for ns, name in configmaps]
+    bodies += [(DEPLOYMENTS.path(ns), deployment(ns, name)) for ns, name in deployments]
+    await create_all(kube, namespaces, bodies, manager="bench-setup")
+    return [("configmap", CONFIGMAPS.path(ns, name)) for ns, name in configmaps] + [
+        ("deployment", DEPLOYMENTS.path(ns, name)) for ns, name in deployments
+    ]
 
 
 async def generate(kube: Kube, objects: list[tuple[str, str]], workload: Workload, *, run: int) -> Load:
@@ -127,46 +87,20 @@ async def generate(kube: Kube, objects: list[tuple[str, str]], workload: Workloa
     rng = random.Random(workload.seed)  # noqa: S311 - a reproducible load, not cryptography
     fought = [path for kind, path in objects if kind == "configmap"][: workload.fights]
     fight_turn = dict.fromkeys(fought, 0)
-    load = Load()
-    limit = asyncio.Semaphore(IN_FLIGHT)
-
-    async def write(path: str, patch: dict[str, Any], manager: str, *, fight: bool) -> None:
-        try:
-            answer = await kube.merge_patch(path, patch, manager=manager)
-        except Exception:  # counted; the load goes on
-            load.errors += 1
-        else:
-            load.accepted[answer["metadata"]["resourceVersion"]] = time.time()
-            load.writes += 1
-            load.fight_writes += fight
-            load.by_manager[manager] += 1
-        finally:
-            limit.release()
-
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    total = int(workload.rate * workload.duration)
     fight_every = max(1, int(workload.rate * 2.0 / max(len(fought), 1)))  # each fought object written every ~2 s
-    tasks = []
-    for k in range(total):
-        await asyncio.sleep(max(0.0, start + k / workload.rate - loop.time()))
-        await limit.acquire()
+
+    def write_of(k: int) -> Write:
         if fought and k % fight_every == 0:
             path = fought[(k // fight_every) % len(fought)]
             turn = fight_turn[path] = fight_turn[path] + 1
             side = "a" if turn % 2 else "b"
-            patch: dict[str, Any] = {"metadata": {"labels": {"owner": f"team-{side}-{run}"}}}
-            tasks.append(asyncio.create_task(write(path, patch, f"fight-{side}-operator", fight=True)))
-            continue
+            return Write(
+                path, {"metadata": {"labels": {"owner": f"team-{side}-{run}"}}}, f"fight-{side}-operator", True
+            )
         kind, path = objects[rng.randrange(len(objects))]
         if kind == "configmap":
             key = rng.choice(WRITER_KEYS[: workload.managers])
-            patch = {"data": {key: f"{run}.{k}"}}
-            manager = f"writer-{key}"
-        else:
-            patch = {"metadata": {"annotations": {"example.com/revision": f"{run}.{k}"}}}
-            manager = "deployer"
-        tasks.append(asyncio.create_task(write(path, patch, manager, fight=False)))
-    await asyncio.gather(*tasks)
-    load.seconds = loop.time() - start
-    return load
+            return Write(path, {"data": {key: f"{run}.{k}"}}, f"writer-{key}")
+        return Write(path, {"metadata": {"annotations": {"example.com/revision": f"{run}.{k}"}}}, "deployer")
+
+    return await write_at_rate(kube, rate=workload.rate, duration=workload.duration, write_of=write_of)

@@ -7,9 +7,10 @@ import statistics
 from collections import Counter
 from typing import Any
 
+from harness.bench.cluster_load import Load
 from harness.bench.lag import lags, recorded_writes
 from harness.bench.load_test.watchers import INFORMER, SAMPLE_EVERY, Watcher
-from harness.bench.load_test.workload import Cluster, Load, expected_findings
+from harness.bench.load_test.workload import Cluster, expected_findings
 
 
 def figures(watcher: Watcher, load: Load) -> dict[str, Any]:

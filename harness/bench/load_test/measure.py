@@ -18,31 +18,13 @@ from typing import Any
 
 import aiohttp
 
+from harness.bench.cluster_load import Load, control_plane, load_figures, stop, wait_ready
 from harness.bench.endpoints import metrics_of
 from harness.bench.load_test.figures import compare, figures, vs_informer
-from harness.bench.load_test.watchers import (
-    MARKER,
-    SAMPLE_EVERY,
-    Setup,
-    Watcher,
-    ready,
-    sample_forever,
-    start_watchers,
-)
-from harness.bench.load_test.workload import (
-    IN_FLIGHT,
-    KINDS,
-    Cluster,
-    Load,
-    Workload,
-    expected_findings,
-    generate,
-    plan,
-    populate,
-)
+from harness.bench.load_test.watchers import MARKER, SAMPLE_EVERY, Setup, Watcher, sample_forever, start_watchers
+from harness.bench.load_test.workload import KINDS, Cluster, Workload, expected_findings, generate, plan, populate
 from harness.bench.polling import poll
-from harness.control_plane import start_control_plane
-from harness.kube import Kube, new_api_client
+from harness.kube import Kube
 from watcher.config import Config
 from watcher.model import parse_time
 
@@ -54,31 +36,23 @@ EVENTS = "/apis/events.k8s.io/v1/events"
 async def run(name: str, workload: Workload, setup: Setup, workdir: Path) -> dict[str, Any]:
     """Run `name` (`ha` or `shards`) on a fresh control plane in `workdir`; return its figures."""
     print(f"[{name}] control plane in {workdir}", flush=True)
-    cp = start_control_plane(workdir / "control-plane")
-    client = await new_api_client(cp.kubeconfig, pool_size=IN_FLIGHT)
-    session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-    watchers: list[Watcher] = []
-    try:
-        kube = Kube(client)
-        cluster = plan(workload)
-        started = time.monotonic()
-        await populate(kube, cluster)
-        print(f"[{name}] created {len(cluster.objects)} objects in {time.monotonic() - started:.0f} s", flush=True)
-        watchers = start_watchers(name, cp, workdir, setup)
-        started = time.monotonic()
-        for watcher in watchers:
-            await poll(functools.partial(ready, session, watcher), f"{watcher.name} ready", READY_DEADLINE)
-        print(f"[{name}] watchers ready in {time.monotonic() - started:.0f} s; load", flush=True)
-        return await measure(name, workload, setup, kube=kube, session=session, cluster=cluster, watchers=watchers)
-    finally:
-        await session.close()
-        await client.close()
-        for watcher in watchers:
-            if watcher.alive():
-                watcher.proc.send_signal(signal.SIGTERM)
-        for watcher in watchers:
-            watcher.proc.wait(60)
-        cp.stop()
+    async with (
+        control_plane(workdir) as (cp, kube),
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+    ):
+        watchers: list[Watcher] = []
+        try:
+            cluster = plan(workload)
+            started = time.monotonic()
+            await populate(kube, cluster)
+            print(f"[{name}] created {len(cluster.objects)} objects in {time.monotonic() - started:.0f} s", flush=True)
+            watchers = start_watchers(name, cp, workdir, setup)
+            started = time.monotonic()
+            await wait_ready(session, watchers, READY_DEADLINE)
+            print(f"[{name}] watchers ready in {time.monotonic() - started:.0f} s; load", flush=True)
+            return await measure(name, workload, setup, kube=kube, session=session, cluster=cluster, watchers=watchers)
+        finally:
+            stop(watchers)
 
 
 async def measure(
@@ -121,14 +95,7 @@ async def measure(
         answer = await get_json(session, watcher.url + "/api/v1/findings")
         findings += [f for f in answer["findings"] if MARKER not in f["object"]["name"]]
     result: dict[str, Any] = {
-        "load": {
-            "target_writes_per_second": workload.rate,
-            "writes": load.writes,
-            "injected_writes": load.injected_writes,
-            "errors": load.errors,
-            "seconds": round(load.seconds, 1),
-            "writes_per_second": round(load.writes / load.seconds, 1),
-        },
+        "load": load_figures(load, rate=workload.rate, injected_as="injected_writes"),
         "watchers": {w.name: figures(w, load) for w in watchers},
         "findings": compare(findings, cluster),
     }

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.bench.load_test.watchers import Setup
 from harness.bench.load_test.workload import KINDS, Workload
-from harness.bench.table import aligned
+from harness.bench.table import Column, figures_table
 from harness.control_plane import binary_version, control_plane_bin_dir
 from harness.kube import Resource
 from watcher.config import ShardingSettings
@@ -68,33 +68,19 @@ def _group_version(resource: Resource) -> tuple[str, str]:
     return group, version
 
 
+PROCESS_COLUMNS: tuple[Column, ...] = (
+    ("events/s", lambda w: f"{w['events_per_second']:.0f}"),
+    ("CPU s / 1k ev", lambda w: f"{w['cpu_seconds_per_1000_events']}"),
+    ("lag p50 ms", lambda w: f"{w['lag'].get('p50_ms')}"),
+    ("lag p99 ms", lambda w: f"{w['lag'].get('p99_ms')}"),
+    ("RSS start/end/max MiB", lambda w: "/".join(f"{w['rss_mib'][k]:.0f}" for k in ("start", "end", "max"))),
+    ("RSS slope MiB/min", lambda w: f"{w['rss_mib']['slope_mib_per_minute']:+.2f}"),
+)
+
+
 def table(results: dict[str, Any]) -> str:
     """Render every run's processes: events, CPU per event, lag, and resident memory."""
-    rows = [
-        (
-            "run",
-            "process",
-            "events/s",
-            "CPU s / 1k ev",
-            "lag p50 ms",
-            "lag p99 ms",
-            "RSS start/end/max MiB",
-            "RSS slope MiB/min",
-        )
-    ]
-    for run_name, result in results["runs"].items():
-        for name, w in result["watchers"].items():
-            rss = w["rss_mib"]
-            rows.append(
-                (
-                    run_name,
-                    name,
-                    f"{w['events_per_second']:.0f}",
-                    f"{w['cpu_seconds_per_1000_events']}",
-                    f"{w['lag'].get('p50_ms')}",
-                    f"{w['lag'].get('p99_ms')}",
-                    f"{rss['start']:.0f}/{rss['end']:.0f}/{rss['max']:.0f}",
-                    f"{rss['slope_mib_per_minute']:+.2f}",
-                )
-            )
-    return aligned(rows)
+    rows = (
+        ((run_name, name), w) for run_name, result in results["runs"].items() for name, w in result["watchers"].items()
+    )
+    return figures_table(("run", "process"), PROCESS_COLUMNS, rows)

@@ -1,4 +1,4 @@
-"""Start the load test's fightwatch processes (and a client-go informer), tell when each is ready, sample them.
+"""Start the load test's fightwatch processes (and a client-go informer), and sample them.
 
 Every process is sampled every 5 s (CPU, resident memory, and fightwatch's events and tracked objects).
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,10 +15,10 @@ from typing import Any
 
 import aiohttp
 import orjson
-import yaml
 
 from harness import REPO_ROOT
-from harness.bench.endpoints import is_ready, listening, log_lines, metrics_of, total
+from harness.bench import cluster_load
+from harness.bench.endpoints import metrics_of, total
 from harness.bench.load_test.workload import KINDS
 from harness.bench.process import cpu_seconds, memory_kib
 from harness.control_plane import ControlPlane
@@ -38,58 +37,35 @@ class Setup:
     replicas: int  # watchers in the ha run (1: no leader to kill)
     window: float | None  # seconds: their detection.fight.window and detection.idle_after (None: theirs)
     informer: bool  # a client-go metadata-only informer of the same kinds beside them
-    python: str  # the interpreter of the fightwatch to run
+    fightwatch_python: str  # the interpreter of the fightwatch to run
     samples: Path | None  # each resource sample appended here as a JSON line
     kill_at: float | None  # seconds into the load the leader is killed (None: half of the load)
 
 
 @dataclass
-class Watcher:
-    """A watcher process and its samples."""
+class Watcher(cluster_load.Watcher):
+    """A watcher process and its samples; the client-go informer has no recording and no endpoints."""
 
-    name: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-    recording: Path | None  # None: the client-go informer (no endpoints; it logs `ready` and `seen NAME`)
-    url: str = ""
     # (t, cpu s, rss MiB, events, tracked objects)
     samples: list[tuple[float, float, float, float, float]] = field(default_factory=list)
     killed_at: float | None = None
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def log_lines(self, event: str | None = None) -> list[dict[str, Any]]:
-        return log_lines(self.log, event)
 
 
 def start_watcher(
     name: str, cp: ControlPlane, workdir: Path, config: dict[str, Any], args: Sequence[str], *, python: str
 ) -> Watcher:
-    """Start `fightwatch run` with `config` (and --record, JSON logs, plain HTTP) and `args`."""
-    # plain HTTP: the load test polls its own endpoints, and TLS and access reviews are not what it measures
-    serve = {"address": "127.0.0.1", "port": 0, "insecure_http": True}
-    settings: dict[str, Any] = {"serve": serve, "log": {"format": "json"}, **config}
-    config_path = workdir / f"{name}.yaml"
-    config_path.write_text(yaml.safe_dump(settings))
-    log, recording = workdir / f"{name}.log", workdir / f"{name}.jsonl"
-    argv = [python, "-m", "watcher", "run", "--kubeconfig", str(cp.kubeconfig), "--config", str(config_path)]
-    argv += ["--record", str(recording), *args]
+    """Start `fightwatch run` with `config` and `args`, from this checkout, as the pod `name`."""
     env = {**os.environ, "POD_NAME": name}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=out, cwd=REPO_ROOT, env=env)
-    return Watcher(name, proc, log, recording)
+    return cluster_load.start_fightwatch(
+        Watcher, name, cp, workdir, python=python, config=config, args=args, cwd=REPO_ROOT, env=env
+    )
 
 
 def start_informer(cp: ControlPlane, workdir: Path) -> Watcher:
     """Start the client-go informer of every kind the load writes, counting events (no per-event record)."""
     resources = ",".join(f"{k.resource.api_version}/{k.resource.plural}" for k in KINDS)  # v1/configmaps, ...
-    log = workdir / "informer.log"
-    argv = [str(informer_binary()), "--kubeconfig", str(cp.kubeconfig), "--out", str(workdir / "informer.json")]
-    argv += ["--marker", MARKER, "--resources", resources, "--count-only"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
-    return Watcher(INFORMER, proc, log, None)
+    argv = [str(informer_binary()), "--resources", resources, "--count-only"]
+    return cluster_load.start_other(Watcher, INFORMER, argv, cp, workdir, marker=MARKER)
 
 
 def start_watchers(name: str, cp: ControlPlane, workdir: Path, setup: Setup) -> list[Watcher]:
@@ -103,7 +79,7 @@ def start_watchers(name: str, cp: ControlPlane, workdir: Path, setup: Setup) -> 
     }
     if setup.window is not None:
         base["detection"] = {"fight": {"window": setup.window}, "idle_after": setup.window}
-    python = setup.python
+    python = setup.fightwatch_python
     if name == "ha":
         watchers = [start_watcher(f"fw-{i}", cp, workdir, base, (), python=python) for i in range(setup.replicas)]
     else:
@@ -114,16 +90,6 @@ def start_watchers(name: str, cp: ControlPlane, workdir: Path, setup: Setup) -> 
     if setup.informer:
         watchers.append(start_informer(cp, workdir))
     return watchers
-
-
-async def ready(session: aiohttp.ClientSession, watcher: Watcher) -> bool:
-    """Tell whether a watcher is ready; RuntimeError, with its log's end, if it exited."""
-    if not watcher.alive():
-        raise RuntimeError(f"{watcher.name} exited: {watcher.log.read_text()[-3000:]}")
-    if watcher.recording is None:
-        return b"ready" in watcher.log.read_bytes()
-    watcher.url = watcher.url or listening(watcher.log)
-    return bool(watcher.url) and await is_ready(session, watcher.url)
 
 
 async def sample_forever(session: aiohttp.ClientSession, watchers: list[Watcher], out: Path | None) -> None:

@@ -9,18 +9,16 @@ staggered times over the first two thirds of the load.
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from harness.bench.cluster_load import Load, Write, create_all, write_at_rate
 from harness.kube import Kube, Resource
 
 NAMESPACES = 20
-IN_FLIGHT = 48  # concurrent requests of the writer
 FIGHT_PERIOD = 4.0  # seconds between two writes of a fight (the two operators alternate)
 HOT_PERIOD = 1.0  # seconds between two writes of a hot loop (60/min, twice the threshold)
 
@@ -118,18 +116,6 @@ class Cluster:
     hot: list[tuple[Kind, str, str, float]]
 
 
-@dataclass
-class Load:
-    """The writes the load made."""
-
-    accepted: dict[str, float] = field(default_factory=dict)  # resourceVersion -> when the writer had the answer
-    writes: int = 0
-    injected_writes: int = 0
-    errors: int = 0
-    started: float = 0.0
-    seconds: float = 0.0
-
-
 def plan(workload: Workload) -> Cluster:
     """Plan the cluster: its objects, and the fights and hot loops injected into some, with their start times."""
     rng = random.Random(workload.seed)  # noqa: S311 - a reproducible load, not cryptography
@@ -155,17 +141,18 @@ def expected_findings(cluster: Cluster) -> set[tuple[str, str, str, str]]:
 
 async def populate(kube: Kube, cluster: Cluster) -> None:
     """Create the namespaces and the objects."""
-    limit = asyncio.Semaphore(IN_FLIGHT)
 
-    async def create(kind: Kind, namespace: str, name: str, i: int) -> None:
+    def body(kind: Kind, namespace: str, name: str, i: int) -> dict[str, Any]:
         r = kind.resource
-        body = {"apiVersion": r.api_version, "kind": r.kind, "metadata": {"name": name, "namespace": namespace}}
-        async with limit:
-            await kube.create(r.path(namespace), body | kind.body(i), manager="load-setup")
+        return {
+            "apiVersion": r.api_version,
+            "kind": r.kind,
+            "metadata": {"name": name, "namespace": namespace},
+        } | kind.body(i)
 
-    for n in range(NAMESPACES):
-        await kube.ensure_namespace(f"load-{n}")
-    await asyncio.gather(*(create(k, ns, name, i) for i, (k, ns, name) in enumerate(cluster.objects)))
+    namespaces = [f"load-{n}" for n in range(NAMESPACES)]
+    bodies = [(k.resource.path(ns), body(k, ns, name, i)) for i, (k, ns, name) in enumerate(cluster.objects)]
+    await create_all(kube, namespaces, bodies, manager="load-setup")
 
 
 async def generate(kube: Kube, cluster: Cluster, workload: Workload, on_tick: Callable[[float], None]) -> Load:
@@ -174,11 +161,6 @@ async def generate(kube: Kube, cluster: Cluster, workload: Workload, on_tick: Ca
     `on_tick(seconds into the load)` is called before each write.
     """
     rng = random.Random(workload.seed + 1)  # noqa: S311
-    load = Load(started=time.time())
-    limit = asyncio.Semaphore(IN_FLIGHT)
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    total = int(workload.rate * workload.duration)
     due: list[tuple[float, str, Kind, str, str, int]] = []  # (time, what, kind, namespace, name, turn)
     for kind, ns, name, begin in cluster.fights:
         due += [
@@ -193,44 +175,25 @@ async def generate(kube: Kube, cluster: Cluster, workload: Workload, on_tick: Ca
     due.sort(key=lambda d: d[0])
     injected = iter(due)
     upcoming = next(injected, None)
-    tasks = set()
 
-    async def write(path: str, patch: dict[str, Any], manager: str, *, mark: bool) -> None:
-        try:
-            answer = await kube.merge_patch(path, patch, manager=manager)
-        except Exception:  # counted; the load goes on
-            load.errors += 1
-        else:
-            load.accepted[answer["metadata"]["resourceVersion"]] = time.time()
-            load.writes += 1
-            load.injected_writes += mark
-        finally:
-            limit.release()
-
-    for k in range(total):
-        at = k / workload.rate
-        await asyncio.sleep(max(0.0, start + at - loop.time()))
-        on_tick(at)
-        await limit.acquire()
-        if upcoming is not None and upcoming[0] <= at:
+    def write_of(k: int) -> Write:
+        nonlocal upcoming
+        if upcoming is not None and upcoming[0] <= k / workload.rate:
             _, what, kind, ns, name, turn = upcoming
             upcoming = next(injected, None)
             if what == "fight":
                 side = "ab"[turn % 2]
-                patch, manager = {"metadata": {"labels": {"owner": f"team-{side}"}}}, f"fight-{side}-operator"
-            else:
-                stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                patch, manager = (
-                    {"metadata": {"annotations": {"example.com/reconciled-at": stamp}}},
-                    "stamping-reconciler",
+                return Write(
+                    kind.resource.path(ns, name),
+                    {"metadata": {"labels": {"owner": f"team-{side}"}}},
+                    f"fight-{side}-operator",
+                    True,
                 )
-            task = asyncio.create_task(write(kind.resource.path(ns, name), patch, manager, mark=True))
-        else:
-            kind, ns, name = cluster.objects[rng.randrange(len(cluster.objects))]
-            patch, manager = kind.churn(k, rng)
-            task = asyncio.create_task(write(kind.resource.path(ns, name), patch, manager, mark=False))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    await asyncio.gather(*tasks)
-    load.seconds = loop.time() - start
-    return load
+            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            patch = {"metadata": {"annotations": {"example.com/reconciled-at": stamp}}}
+            return Write(kind.resource.path(ns, name), patch, "stamping-reconciler", True)
+        kind, ns, name = cluster.objects[rng.randrange(len(cluster.objects))]
+        patch, manager = kind.churn(k, rng)
+        return Write(kind.resource.path(ns, name), patch, manager)
+
+    return await write_at_rate(kube, rate=workload.rate, duration=workload.duration, write_of=write_of, on_tick=on_tick)
