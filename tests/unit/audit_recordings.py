@@ -33,6 +33,8 @@ SCENARIOS: dict[Path, tuple[str, ...]] = {
     )
 }
 SCENARIOS[V1_20] = tuple(s for s in SCENARIOS[CURRENT] if s != "hpa-fight")
+# The audit levels each release's recordings hold.
+LEVELS = {CURRENT: ("metadata", "request-response", "omit-managed-fields"), V1_20: ("metadata", "request-response")}
 
 
 def joined(name: str, level: str = "metadata", recording: Path = CURRENT) -> Joined:

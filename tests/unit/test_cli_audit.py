@@ -14,9 +14,8 @@ import orjson
 import pytest
 
 from harness.audit_scenarios import SECRET_VALUE
-from tests.unit.audit_recordings import CURRENT, SCENARIOS, V1_20
+from tests.unit.audit_recordings import CURRENT, LEVELS, SCENARIOS, V1_20
 
-LEVELS = {CURRENT: ("metadata", "request-response", "omit-managed-fields"), V1_20: ("metadata", "request-response")}
 RECORDINGS = pytest.mark.parametrize("recording", [CURRENT, V1_20], ids=["current", "v1.20"])
 HPA = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 
