@@ -16,8 +16,9 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 import watcher
-from harness.control_plane import ControlPlane, start_control_plane
+from harness.control_plane import ControlPlane
 from harness.kube import Kube, new_api_client
+from tests.control_planes import running_control_plane
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,11 +90,7 @@ def _threaded(item: pytest.Item) -> bool:
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """etcd + kube-apiserver for the whole session; logs stay in its workdir (pytest's tmp dir)."""
-    cp = start_control_plane(tmp_path_factory.mktemp("control-plane"))
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    yield from running_control_plane(tmp_path_factory, "control-plane")
 
 
 @pytest.fixture(scope="session")

@@ -251,7 +251,7 @@ def assert_incident(scenario: str, findings: list[Finding]) -> Incident:
     assert incident.objects == len(expected.objects)
     assert incident.namespaces == tuple(sorted({namespace for namespace, _ in expected.objects}))
     assert incident.kinds == (expected.kind,)
-    assert set(incident.fields) == expected.fields
+    assert incident.fields == tuple(sorted(expected.fields))
     assert {(c.writer.manager, c.writer.operation) for c in incident.writers} == expected.writers
     assert set(incident.findings) == {f.id for f in findings}
     return incident

@@ -12,7 +12,6 @@ import datetime
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from harness.control_plane import ControlPlane
+from tests.deploy.generated import assert_up_to_date
 from watcher.config import parse_config
 from watcher.serving.endpoints import EVERY_FINDING
 
@@ -107,6 +107,19 @@ def endpoint_of(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(endpoint)
 
 
+def service_ports(docs: list[dict[str, Any]], container: dict[str, Any], scheme: str) -> list[dict[str, Any]]:
+    """The Service's ports, once the container serves 8080 on a port named for `scheme` (http or https) and its probes
+    ask it over that scheme."""
+    assert {"name": scheme, "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == scheme.upper(), probe
+        assert container[probe]["httpGet"]["port"] == scheme, probe
+    service = named(docs, "Service", "fw-fightwatch")
+    assert service is not None
+    ports: list[dict[str, Any]] = service["spec"]["ports"]
+    return ports
+
+
 def pem(secret: dict[str, Any], key: str) -> bytes:
     return base64.b64decode(secret["data"][key])
 
@@ -127,13 +140,7 @@ def test_lint_strict(helm: str, values: Path) -> None:
 
 
 def test_values_schema_is_generated_from_the_config_model() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "chart_schema.py"), "--check"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    assert_up_to_date("chart_schema.py")
 
 
 @pytest.mark.parametrize(
@@ -503,13 +510,7 @@ def test_default_serves_https_with_a_generated_certificate_for_the_service(helm:
     assert "insecure_http" not in serve
 
     # HTTPS everywhere: the port's name, the Service, the probes.
-    assert {"name": "https", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"]["scheme"] == "HTTPS", probe
-        assert container[probe]["httpGet"]["port"] == "https", probe
-    service = named(docs, "Service", "fw-fightwatch")
-    assert service is not None
-    assert service["spec"]["ports"] == [
+    assert service_ports(docs, container, "https") == [
         {"name": "https", "port": 8080, "targetPort": "https", "protocol": "TCP", "appProtocol": "https"}
     ]
 
@@ -624,13 +625,7 @@ def test_insecure_http_is_plain_http_everywhere_and_reviews_nobody(helm: str) ->
     pod = pod_of(docs)
     assert not [v for v in pod["volumes"] if "secret" in v]
     (container,) = pod["containers"]
-    assert {"name": "http", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"]["scheme"] == "HTTP", probe
-        assert container[probe]["httpGet"]["port"] == "http", probe
-    service = named(docs, "Service", "fw-fightwatch")
-    assert service is not None
-    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    assert service_ports(docs, container, "http")[0]["targetPort"] == "http"
     endpoint = endpoint_of(docs)
     assert (endpoint["port"], endpoint["scheme"]) == ("http", "http")
     assert "tlsConfig" not in endpoint

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.deploy.generated import assert_up_to_date
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
@@ -41,13 +41,7 @@ REPLICAS_MERGED_OVER_SHARDS = re.compile(r"^sum by \([^)]*\bincident\b[^)]*\) \(
 
 def test_dashboards_are_generated_and_up_to_date() -> None:
     assert len(DASHBOARDS) == 2
-    done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "dashboards.py"), "--check"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    assert_up_to_date("dashboards.py")
 
 
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)

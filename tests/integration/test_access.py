@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from harness.control_plane import ControlPlane, start_control_plane
+from harness.control_plane import ControlPlane
 from harness.kube import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, ROLE_BINDINGS, ROLES, Kube, new_api_client
+from tests.control_planes import running_control_plane
 from watcher.serving.access import Access, AccessUnavailableError, Caller
 from watcher.serving.access import Resource as Want
 from watcher.sources.kube import KubeApi
@@ -29,11 +30,7 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    cp = start_control_plane(tmp_path_factory.mktemp("access"), users=(TENANT, SCRAPER, NOBODY))
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    yield from running_control_plane(tmp_path_factory, "access", users=(TENANT, SCRAPER, NOBODY))
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,10 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 import pytest
 
-from harness.control_plane import ControlPlane, start_control_plane
+from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, Kube, new_api_client
 from harness.watcher import Watcher
+from tests.control_planes import running_control_plane
 
 pytestmark = pytest.mark.integration
 
@@ -30,11 +31,7 @@ USER_AGENT = "fightwatch/"
 
 
 def _plane(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str) -> Iterator[ControlPlane]:
-    cp = start_control_plane(tmp_path_factory.mktemp(name), audit_policy=POLICY, apiserver_flags=flags)
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    yield from running_control_plane(tmp_path_factory, name, audit_policy=POLICY, apiserver_flags=flags)
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,9 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 
 from harness import scenarios
-from harness.control_plane import ADMIN_USER, ControlPlane, start_control_plane
-from harness.kube import CONFIGMAPS, JSON, Kube, new_api_client
+from harness.control_plane import ADMIN_USER, ControlPlane
+from harness.kube import CLUSTER_ROLE_BINDINGS, CONFIGMAPS, JSON, ROLE_BINDINGS, Kube, new_api_client
+from tests.control_planes import running_control_plane
 
 SCANNER, TENANT, NOBODY = "scanner", "tenant", "nobody"
 TENANT_NS = "tenant-team"
@@ -42,12 +43,10 @@ ESCAPE = "\x1b"
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    cp = start_control_plane(tmp_path_factory.mktemp("scan"), audit_policy=POLICY, users=(SCANNER, TENANT, NOBODY))
-    try:
-        cp.start_controller_manager()  # (its clusterrole-aggregation controller fills in `view`'s rules)
-        yield cp
-    finally:
-        cp.stop()
+    # (kube-controller-manager's clusterrole-aggregation controller fills in `view`'s rules)
+    yield from running_control_plane(
+        tmp_path_factory, "scan", audit_policy=POLICY, users=(SCANNER, TENANT, NOBODY), controller_manager=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,29 +54,8 @@ async def admin(plane: ControlPlane) -> AsyncIterator[ApiClient]:
     client = await new_api_client(plane.kubeconfig)
     kube = Kube(client)
     await kube.ensure_namespace(TENANT_NS)
-    view = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}
-    await kube.ensure(
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "scanner-view"},
-            "roleRef": view,
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": SCANNER}],
-        },
-        manager="test",
-    )
-    await kube.ensure(
-        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{TENANT_NS}/rolebindings",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "tenant-view"},
-            "roleRef": view,
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}],
-        },
-        manager="test",
-    )
+    await _bind_view(kube, SCANNER, None)
+    await _bind_view(kube, TENANT, TENANT_NS)
     async with asyncio.timeout(DEADLINE):  # until `view` is aggregated and both bindings are in force
         while not all([await _may(kube, SCANNER, None), await _may(kube, TENANT, TENANT_NS)]):  # noqa: ASYNC110
             await asyncio.sleep(0.2)  # polling the authorizer for a known answer, not waiting blindly
@@ -85,6 +63,20 @@ async def admin(plane: ControlPlane) -> AsyncIterator[ApiClient]:
         yield client
     finally:
         await client.close()
+
+
+async def _bind_view(kube: Kube, user: str, namespace: str | None) -> None:
+    """Bind the `view` ClusterRole to `user` as `<user>-view`: a RoleBinding in `namespace`, or a ClusterRoleBinding
+    (everywhere)."""
+    resource = CLUSTER_ROLE_BINDINGS if namespace is None else ROLE_BINDINGS
+    binding = {
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": f"{user}-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    await kube.ensure(resource.path(namespace), binding, manager="test")
 
 
 async def _may(kube: Kube, user: str, namespace: str | None) -> bool:

@@ -29,11 +29,12 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 from harness.browser import open_browser
-from harness.control_plane import ControlPlane, start_control_plane
+from harness.control_plane import ControlPlane
 from harness.kube import JSON, Kube, new_api_client
 from harness.monitoring import start_prometheus
 from harness.scenarios import label_fight
 from harness.watcher import Watcher
+from tests.control_planes import running_control_plane
 from watcher.serving.tls import fingerprint, self_signed
 
 pytestmark = pytest.mark.integration
@@ -56,12 +57,8 @@ UNREVIEWING = "watcher-without-reviews"  # a watcher's own user, allowed to watc
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    cp = start_control_plane(tmp_path_factory.mktemp("secure-serving"), users=(UNREVIEWING,))
-    try:
-        cp.start_controller_manager()  # (its clusterrole-aggregation controller fills the `view` role's rules)
-        yield cp
-    finally:
-        cp.stop()
+    # (kube-controller-manager's clusterrole-aggregation controller fills the `view` role's rules)
+    yield from running_control_plane(tmp_path_factory, "secure-serving", users=(UNREVIEWING,), controller_manager=True)
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from harness.control_plane import ControlPlane, start_control_plane
+from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, JSON, NAMESPACES, Kube, new_api_client
 from harness.scenarios import run_scenarios
 from harness.watcher import Watcher, recorded
+from tests.control_planes import running_control_plane
 
 pytestmark = pytest.mark.integration
 
@@ -27,11 +28,7 @@ GAP_OBJECTS = 5
 
 @pytest.fixture(scope="module")
 def own_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    cp = start_control_plane(tmp_path_factory.mktemp("outage-control-plane"))
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    yield from running_control_plane(tmp_path_factory, "outage-control-plane")
 
 
 def _owner(value: str) -> Callable[[JSON], None]:

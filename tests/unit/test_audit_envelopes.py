@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from harness.envelopes import WRITERS, gke_degraded, raw_lines
-from tests.unit.test_cli_audit import CURRENT, LEVELS, SCENARIOS, V1_20
+from tests.unit.audit_recordings import CURRENT, LEVELS, SCENARIOS, V1_20
 from watcher.config import load_config
 from watcher.offline import Analysis
 from watcher.rendering.output import write_json

@@ -14,34 +14,8 @@ import orjson
 import pytest
 
 from harness.audit_scenarios import SECRET_VALUE
+from tests.unit.audit_recordings import CURRENT, LEVELS, SCENARIOS, V1_20
 
-CURRENT = Path(__file__).parents[1] / "fixtures" / "audit"
-V1_20 = CURRENT / "v1.20"
-FIXTURES = CURRENT
-SCENARIOS = {
-    CURRENT: (
-        "rmw-fight",
-        "storm-fields",
-        "apply-stuck",
-        "scale-fight",
-        "hpa-fight",
-        "cascade",
-        "shared-manager",
-        "noop-loop",
-        "benign",
-    ),
-    V1_20: (
-        "rmw-fight",
-        "storm-fields",
-        "apply-stuck",
-        "scale-fight",
-        "cascade",
-        "shared-manager",
-        "noop-loop",
-        "benign",
-    ),
-}
-LEVELS = {CURRENT: ("metadata", "request-response", "omit-managed-fields"), V1_20: ("metadata", "request-response")}
 RECORDINGS = pytest.mark.parametrize("recording", [CURRENT, V1_20], ids=["current", "v1.20"])
 HPA = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 
@@ -333,7 +307,7 @@ def test_a_bad_event_is_named_by_file_and_line_and_can_be_skipped(recording: Pat
 
 
 def test_audit_reads_standard_input() -> None:
-    result = run("audit", "-o", "json", "-", stdin=(FIXTURES / "apply-stuck.request-response.jsonl").read_bytes())
+    result = run("audit", "-o", "json", "-", stdin=(CURRENT / "apply-stuck.request-response.jsonl").read_bytes())
     assert result.returncode == 0, result.stderr
     assert [f["type"] for f in findings(result)] == ["apply_conflict"]
 

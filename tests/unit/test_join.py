@@ -4,46 +4,18 @@ by field manager and subresource; the join finds the same with and without manag
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from watcher.config import Config
-from watcher.detection.engine import Engine
-from watcher.detection.events import ObjectEvent
-from watcher.detection.join import Joined
-from watcher.detection.request_engine import RequestEngine
-from watcher.detection.requests import Request
+from tests.unit.audit_recordings import CURRENT, SCENARIOS, V1_20, findings, joined
 from watcher.model import Finding, FindingState, FindingType
-from watcher.sources.audit import AuditStats, read_audit_log, read_audit_logs
-from watcher.sources.capture import ReadStats, merged, read_captures
+from watcher.sources.audit import AuditStats, read_audit_log
 
-CURRENT = Path(__file__).parents[1] / "fixtures" / "audit"
-V1_20 = CURRENT / "v1.20"
 RECORDINGS = pytest.mark.parametrize("recording", [CURRENT, V1_20], ids=["current", "v1.20"])
 HPA = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 DEPLOYMENT_CONTROLLER = "system:serviceaccount:kube-system:deployment-controller"
-
-
-def joined(name: str, level: str = "metadata", recording: Path = CURRENT) -> Joined:
-    settings = Config().detection
-    watch = Engine(settings)
-    both = Joined(watch, RequestEngine(settings))
-    events = read_captures([str(recording / f"{name}.watch.jsonl")], watch.decode, stats=ReadStats())
-    requests = read_audit_logs([str(recording / f"{name}.{level}.jsonl")], stats=AuditStats())
-    streams: list[Generator[ObjectEvent | Request, None, None]] = [events, requests]
-    for item in merged(streams, lambda i: i.time or 0.0):
-        if isinstance(item, Request):
-            both.process_request(item)
-        else:
-            both.process(item)
-    return both
-
-
-def findings(both: Joined) -> list[Finding]:
-    return both.active() + both.resolved()
 
 
 @RECORDINGS
@@ -102,7 +74,7 @@ def _who(finding: Finding) -> tuple[object, ...]:
 
 @pytest.mark.parametrize(
     "scenario",
-    ["rmw-fight", "storm-fields", "apply-stuck", "scale-fight", "hpa-fight", "cascade", "shared-manager", "noop-loop"],
+    [s for s in SCENARIOS[CURRENT] if s != "benign"],  # (each has a finding)
 )
 def test_joined_findings_name_the_same_with_omit_managed_fields(scenario: str) -> None:
     """The `-full` namespace's events carry managedFields in their bodies, the `-omf` namespace's none

@@ -246,39 +246,18 @@ def test_watch_loop_metrics_use_bounded_label_values() -> None:
     metrics.watch_error(cm, 410)
     metrics.watch_error(cm, None)
     metrics.observe_event(cm, "WEIRD", duration=0.002, lag=-1.0, received_at=1234.5)
-    assert (
-        registry.get_sample_value(
-            "fightwatch_watch_restarts_total", {"group": "", "resource": "configmaps", "reason": "expired"}
-        )
-        == 1
-    )
-    assert (
-        registry.get_sample_value(
-            "fightwatch_watch_restarts_total", {"group": "", "resource": "configmaps", "reason": "other"}
-        )
-        == 1
-    )
-    assert (
-        registry.get_sample_value(
-            "fightwatch_watch_errors_total", {"group": "", "resource": "configmaps", "code": "410"}
-        )
-        == 1
-    )
-    assert (
-        registry.get_sample_value(
-            "fightwatch_watch_errors_total", {"group": "", "resource": "configmaps", "code": "network"}
-        )
-        == 1
-    )
-    assert (
-        registry.get_sample_value("fightwatch_events_total", {"group": "", "resource": "configmaps", "type": "other"})
-        == 1
-    )
+    per_resource = [
+        ("fightwatch_watch_restarts_total", {"reason": "expired"}),
+        ("fightwatch_watch_restarts_total", {"reason": "other"}),
+        ("fightwatch_watch_errors_total", {"code": "410"}),
+        ("fightwatch_watch_errors_total", {"code": "network"}),
+        ("fightwatch_events_total", {"type": "other"}),
+    ]
+    configmaps = {"group": "", "resource": "configmaps"}
+    for name, labels in per_resource:
+        assert registry.get_sample_value(name, {**configmaps, **labels}) == 1, (name, labels)
     assert registry.get_sample_value("fightwatch_event_lag_seconds_bucket", {"le": "0.5"}) == 1  # clamped to 0
-    assert (
-        registry.get_sample_value("fightwatch_last_event_timestamp_seconds", {"group": "", "resource": "configmaps"})
-        == 1234.5
-    )
+    assert registry.get_sample_value("fightwatch_last_event_timestamp_seconds", configmaps) == 1234.5
     assert registry.get_sample_value("fightwatch_event_processing_duration_seconds_count") == 1
 
 

@@ -10,15 +10,13 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.unit.audit_recordings import CURRENT, SCENARIOS, V1_20
 from watcher.config import Config, DetectionSettings
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request, parse_apply_conflict
 from watcher.model import Finding, FindingState, FindingType
 from watcher.sources.audit import AuditStats, read_audit_log
 
-CURRENT = Path(__file__).parents[1] / "fixtures" / "audit"
-V1_20 = CURRENT / "v1.20"
-FIXTURES = CURRENT
 # (recording, audit level): the current release at Metadata, RequestResponse, and RequestResponse without
 # managedFields; v1.20 at the first two
 RECORDINGS = [
@@ -62,13 +60,19 @@ def analyse(items: list[Request], settings: DetectionSettings | None = None) -> 
     return engine, engine.active() + engine.resolved()
 
 
+def the_finding(scenario: str, type_: FindingType, *, level: str, recording: Path) -> Finding:
+    """The one finding of a recorded scenario, of this type."""
+    _, findings = analyse(requests(scenario, level, recording))
+    (finding,) = findings
+    assert finding.type is type_
+    return finding
+
+
 @EVERY_RECORDING
 def test_a_stale_read_modify_write_fight_is_a_conflict_storm_naming_loser_and_winner(
     recording: Path, level: str
 ) -> None:
-    _, findings = analyse(requests("rmw-fight", level, recording))
-    (storm,) = findings
-    assert storm.type is FindingType.CONFLICT_STORM
+    storm = the_finding("rmw-fight", FindingType.CONFLICT_STORM, level=level, recording=recording)
     assert (storm.object.resource, storm.object.name) == ("configmaps", "settings")
     assert storm.conflicts == 12
     by_user = {c.user: c for c in storm.clients}
@@ -85,18 +89,14 @@ def test_a_stale_read_modify_write_fight_is_a_conflict_storm_naming_loser_and_wi
 
 @EVERY_RECORDING
 def test_a_client_retrying_with_the_same_stale_version_is_told_to_re_read(recording: Path, level: str) -> None:
-    _, findings = analyse(requests("storm-fields", level, recording))
-    (storm,) = findings
-    assert storm.type is FindingType.CONFLICT_STORM
+    storm = the_finding("storm-fields", FindingType.CONFLICT_STORM, level=level, recording=recording)
     assert [(c.user, c.conflicts) for c in storm.clients if c.conflicts] == [(ANNOTATOR, 30)]
     assert "same stale resourceVersion" in storm.hint
 
 
 @EVERY_RECORDING
 def test_an_applier_without_force_rejected_every_time_is_stuck(recording: Path, level: str) -> None:
-    _, findings = analyse(requests("apply-stuck", level, recording))
-    (stuck,) = findings
-    assert stuck.type is FindingType.APPLY_CONFLICT
+    stuck = the_finding("apply-stuck", FindingType.APPLY_CONFLICT, level=level, recording=recording)
     assert [(c.user, c.manager, c.conflicts, c.pod) for c in stuck.clients] == [
         (DEPLOYER, "kubectl", 6, pod(recording, DEPLOYER))
     ]
@@ -113,9 +113,7 @@ def test_an_applier_without_force_rejected_every_time_is_stuck(recording: Path, 
 
 @EVERY_RECORDING
 def test_updates_that_change_nothing_are_a_no_op_loop(recording: Path, level: str) -> None:
-    _, findings = analyse(requests("noop-loop", level, recording))
-    (noop,) = findings
-    assert noop.type is FindingType.NOOP_WRITES
+    noop = the_finding("noop-loop", FindingType.NOOP_WRITES, level=level, recording=recording)
     (client,) = noop.clients
     assert (client.user, client.manager, client.pod) == (SYNC, "settings-sync", pod(recording, SYNC))
     # 15 updates carry one resourceVersion: with responses logged each says so itself; at Metadata level an
@@ -252,25 +250,12 @@ def _signature(finding: Finding) -> tuple[object, ...]:
     )
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        "rmw-fight",
-        "storm-fields",
-        "apply-stuck",
-        "scale-fight",
-        "hpa-fight",
-        "cascade",
-        "shared-manager",
-        "noop-loop",
-        "benign",
-    ],
-)
+@pytest.mark.parametrize("scenario", SCENARIOS[CURRENT])
 def test_every_finding_is_the_same_with_omit_managed_fields(scenario: str) -> None:
     """`omitManagedFields: true` in an audit policy drops managedFields from the logged bodies: nothing the reader
     keeps comes from there (a response's resourceVersion, a 409's message)."""
-    full = (FIXTURES / f"{scenario}.request-response.jsonl").read_bytes()
-    omitted = (FIXTURES / f"{scenario}.omit-managed-fields.jsonl").read_bytes()
+    full = (CURRENT / f"{scenario}.request-response.jsonl").read_bytes()
+    omitted = (CURRENT / f"{scenario}.omit-managed-fields.jsonl").read_bytes()
     assert b'"managedFields"' not in omitted
     bodies = [orjson.loads(line).get("responseObject") or {} for line in full.splitlines()]
     assert any("managedFields" in (b.get("metadata") or {}) for b in bodies)  # (so that this could fail)

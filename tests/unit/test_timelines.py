@@ -4,24 +4,14 @@ once (a mark or a fold), in time order; filled by the watch engine (fights, hot 
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from pathlib import Path
-
 import pytest
 
+from tests.unit import audit_recordings
 from tests.unit.captures import IMPLEMENTATIONS, analyse, events
 from watcher.config import Config, ResolveSettings, TimelineSettings, parse_config
 from watcher.detection.engine import Engine
-from watcher.detection.events import ObjectEvent
-from watcher.detection.join import Joined
-from watcher.detection.request_engine import RequestEngine
-from watcher.detection.requests import Request
 from watcher.detection.timeline import Record
 from watcher.model import CONFLICT, HANDOVER, WRITE, Finding, FindingType, Timeline, Writer
-from watcher.sources.audit import AuditStats, read_audit_logs
-from watcher.sources.capture import ReadStats, merged, read_captures
-
-AUDIT = Path(__file__).parents[1] / "fixtures" / "audit"
 
 
 def _counted(timeline: Timeline) -> int:
@@ -142,23 +132,8 @@ def test_timelines_off_and_resolved_findings_beyond_the_kept_ones_have_none() ->
     assert resolved.timeline is not None  # the one most recent resolved finding keeps it
 
 
-def _joined(name: str) -> list[Finding]:
-    settings = Config().detection
-    watch = Engine(settings)
-    joined = Joined(watch, RequestEngine(settings))
-    events = read_captures([str(AUDIT / f"{name}.watch.jsonl")], watch.decode, stats=ReadStats())
-    requests = read_audit_logs([str(AUDIT / f"{name}.metadata.jsonl")], stats=AuditStats())
-    streams: list[Generator[ObjectEvent | Request, None, None]] = [events, requests]
-    for item in merged(streams, lambda i: i.time or 0.0):
-        if isinstance(item, Request):
-            joined.process_request(item)
-        else:
-            joined.process(item)
-    return joined.active() + joined.resolved()
-
-
 def test_the_conflicts_audit_events_show_are_marked_on_the_fights_timeline() -> None:
-    findings = _joined("rmw-fight")
+    findings = audit_recordings.findings(audit_recordings.joined("rmw-fight"))
     (fight,) = [f for f in findings if f.type is FindingType.FIGHT and f.object.namespace == "rmw-fight"]
     assert fight.timeline is not None
     conflicts = [m for m in fight.timeline.marks() if m.kind == CONFLICT]
