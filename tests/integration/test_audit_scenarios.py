@@ -24,21 +24,48 @@ Recorded = tuple[ControlPlane, list[bytes], Path]
 KUBE_SYSTEM = "system:serviceaccount:kube-system:"
 
 
+# The scenarios whose Deployment `web` kube-controller-manager's deployment controller writes the status of while the
+# scenario fights over its spec, and the users of the fight that can lose a write to it (Helm applies with force: it
+# never conflicts; kubectl's client-side apply patches without a resourceVersion: neither).
+RACED = {"hpa-fight": frozenset({scenarios.HPA_CONTROLLER}), "scale-fight": frozenset({scenarios.AUTOSCALER.user})}
+
+
+def raced(finding: dict[str, Any]) -> str | None:
+    """The scenario of `RACED` whose namespace the finding's object is in, if any."""
+    namespace = finding["object"]["namespace"]
+    return next((name for name in RACED if namespace in (name + suffix for suffix in scenarios.VARIANTS)), None)
+
+
+def place(finding: dict[str, Any]) -> tuple[str, str]:
+    return (finding["object"]["namespace"], finding["object"]["name"])
+
+
 def timed(finding: dict[str, Any]) -> bool:
-    """A finding over requests in `hpa-fight`'s namespaces: whether the deployment controller's status writes,
-    racing the HPA and kubectl, conflict often enough to make a storm depends on how fast the machine is."""
-    over_requests = finding["type"] in ("conflict_storm", "apply_conflict", "noop_writes")
-    return over_requests and finding["object"]["namespace"].startswith("hpa-fight")
+    """A finding that the deployment controller's writes bring out in a scenario of `RACED`, beside the fight the
+    scenario is about: whether its status writes and the fighters' collide often enough to make a conflict storm, and
+    whether it is at work while the fight lasts (a hot loop of its reactions), depends on how fast the machine is."""
+    return raced(finding) is not None and finding["type"] != "fight"
 
 
-def check_timed(finding: dict[str, Any]) -> None:
-    """Such a storm is kube-controller-manager's controllers losing on the Deployment the fight is over (or on its
-    ReplicaSets)."""
-    assert finding["type"] == "conflict_storm"
+def check_timed(finding: dict[str, Any], findings: list[dict[str, Any]]) -> None:
+    """Such a finding is what the race makes, on the Deployment the fight is over (or on its ReplicaSets): a storm
+    whose losers are kube-controller-manager's controllers or the fighters that lose to them; a hot loop of the
+    deployment controller's status writes reacting to the fighters'. Where the fight is among `findings` (those of the
+    same analysis: with the watch), either follows from it."""
+    scenario = raced(finding)
+    assert scenario is not None
     assert finding["object"]["name"] == "web" or finding["object"]["name"].startswith("web-")
+    fights = [f for f in findings if f["type"] == "fight" and place(f) == place(finding)]
+    for fight in fights:
+        assert finding["related"] == fight["id"]
+    if finding["type"] == "hot_loop":
+        assert fights
+        assert ("kube-controller-manager", "Update", "status") in [w[:3] for w in writers(finding)]
+        return
+    assert finding["type"] == "conflict_storm"
     losers = {c["user"] for c in finding["clients"] if c["conflicts"]}
     assert losers
-    assert all(user.startswith(KUBE_SYSTEM) for user in losers)
+    assert all(user.startswith(KUBE_SYSTEM) or user in RACED[scenario] for user in losers)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +123,7 @@ def test_the_whole_live_log_gives_each_scenarios_finding_and_nothing_benign(reco
     assert result.returncode == 0, result.stderr
     found = [orjson.loads(line) for line in result.stdout.splitlines()]
     for finding in filter(timed, found):
-        check_timed(finding)
+        check_timed(finding, found)
     found = [f for f in found if not timed(f)]
     expected = [
         ("apply_conflict", "apply-stuck"),
@@ -171,8 +198,8 @@ def test_the_hpa_of_kube_controller_manager_is_told_from_its_deployment_controll
         assert agent.endswith(f"/{scenarios.HPA_CONTROLLER}")
         assert clients[scenarios.DEPLOYER.user]["pod"] == scenarios.DEPLOYER.pod_ref
         for storm in [f for f in findings if f["object"]["namespace"] == ns and timed(f)]:
-            check_timed(storm)
-            if storm["object"]["name"] == "web":  # the failed half of the fight over spec.replicas
+            check_timed(storm, findings)
+            if storm["type"] == "conflict_storm" and storm["object"]["name"] == "web":  # the fight's failed half
                 assert storm["hint"].startswith("This is a fight")
 
 
@@ -184,7 +211,10 @@ def test_every_joined_finding_is_the_same_without_managed_fields(recorded: Recor
         clients = sorted((c["user"], c["pod"], c["manager"]) for c in finding["clients"])
         return (finding["type"], finding["object"]["name"], finding["fields"], writers(finding), clients)
 
-    findings = [f for f in joined(recorded) if not timed(f)]
+    every = joined(recorded)
+    for finding in filter(timed, every):
+        check_timed(finding, every)
+    findings = [f for f in every if not timed(f)]
     by_level: dict[str, list[tuple[object, ...]]] = {scenarios.FULL_SUFFIX: [], scenarios.OMIT_SUFFIX: []}
     for f in findings:
         for suffix, found in by_level.items():

@@ -8,9 +8,11 @@ The watch shows only writes that succeeded and changed something. Requests show 
   resourceVersion. The object's conflicts feed an exponentially decaying rate; a storm is called when it stays at
   or above `conflict_storm.min_conflicts_per_minute` for `min_conflicts` conflicts in a row (no gap longer than two
   time constants), so the occasional conflict every controller sees and retries once is not one. A conflict against
-  the client's own last write (it wrote again from a copy its own write had made stale: a controller whose cache lags
+  the client's own write (it wrote again from a copy its own write had made stale: a controller whose cache lags
   behind its writes, as Kubernetes' deployment controller during every rollout) is counted but makes no storm: no
-  other client is in its way. It names every
+  other client is in its way. Its own write is the object's last successful write, or the client's last successful
+  update where the conflict carries the version that update carried (another client's write may have completed
+  between the two). It names every
   client that wrote the object (user, its pod, User-Agent, field manager, conflicts, successful writes): the ones
   that keep losing and the ones that won meanwhile.
 - **`apply_conflict`**: a server-side applier (one client) whose applies are rejected with field conflicts
@@ -146,7 +148,7 @@ class RequestEngine:
         elif request.version_conflict:
             self.stats.conflicts += 1
             self._rejected(request, tally, "version")
-            if state.last_writer == client:  # (against its own last write: its cache lags; it retries)
+            if _against_own_write(state, client, tally, request):  # (its cache lags behind its writes; it retries)
                 self.stats.self_conflicts += 1
             else:
                 changes += self._conflict(state, request, tally)
@@ -301,6 +303,7 @@ class RequestEngine:
         state.version = returned
         if request.verb == "update":
             state.update_version, state.update_client, state.update_time = sent, client, request.time
+            tally.written_from = sent if returned != sent else ""
         if noop is not None:
             changes += self._noop(state, *noop)
         return changes
@@ -510,6 +513,17 @@ class RequestEngine:
             conflicts=finding.conflicts if finding.type is not FindingType.NOOP_WRITES else 0,
             timeline=finding.record.timeline() if finding.record is not None else None,
         )
+
+
+def _against_own_write(state: RequestState, client: ClientKey, tally: Tally, request: Request) -> bool:
+    """Whether a version conflict is against the client's own write: no other client is in its way.
+
+    So when the object's last successful write was the client's, or when the conflict carries the version the client's
+    own last successful update carried (that update made its copy stale, whatever was written after it: the audit
+    log's order is the order requests completed in, and another client's write can complete between the two).
+    """
+    sent = request.resource_version
+    return state.last_writer == client or (bool(sent) and sent == tally.written_from)
 
 
 def _manager(client: ClientKey) -> str:

@@ -48,6 +48,7 @@ class Tally:
         "stale_version",
         "subresources",
         "writes",
+        "written_from",
     )
 
     def __init__(self) -> None:
@@ -57,6 +58,9 @@ class Tally:
         self.rejections = 0  # applies rejected in a row (since its last successful write)
         self.stale_version = ""  # the resourceVersion its last version conflict carried
         self.stale = 0  # version conflicts that carried the same version as the one before (a stale cache)
+        # The resourceVersion its last successful update carried ("" when that update is known to have changed
+        # nothing): a conflict that carries it again is against its own write, whatever was written after.
+        self.written_from = ""
         self.noop_rate: Rate | None = None  # of its no-op writes (from the first one)
         # What its writes addressed: "" the object itself, "status", "scale", ... (one each, in order of first write):
         # the managedFields entry of a subresource's write names it, so the users of writers are told by both.
