@@ -144,6 +144,15 @@ struct Meta<'a> {
     generation: Option<&'a RawValue>,
 }
 
+/// `Owner`'s visitor methods for the values that name no controller: scalars and null.
+macro_rules! no_controller {
+    ($($visit:ident($($kind:ty)?)),*) => {
+        $(fn $visit<E>(self $(, _: $kind)?) -> Result<Owner, E> {
+            Ok(Owner(false))
+        })*
+    };
+}
+
 /// One ownerReference, read in the same pass for whether it names the object's controller (reference.py's
 /// `controlled`: an object whose `controller` is truthy, the last one when repeated; anything else is no controller).
 struct Owner(bool);
@@ -171,24 +180,14 @@ impl<'de> Deserialize<'de> for Owner {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(Owner(false))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_unit<E>(self) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
+            no_controller!(
+                visit_bool(bool),
+                visit_i64(i64),
+                visit_u64(u64),
+                visit_f64(f64),
+                visit_str(&str),
+                visit_unit()
+            );
         }
         deserializer.deserialize_any(V)
     }
