@@ -453,7 +453,7 @@ impl Front {
         let data = p.data.as_bytes(py);
         let raw = shared.group(p, data);
         let prev = std::mem::take(&mut state.entries);
-        let mut write = Write::compare(py, shared, raw, prev, p.latest)?;
+        let mut write = Write::compare(py, shared, &raw, prev, p.latest)?;
         let before = Version::of(state);
         let changed = shared.changed_values(state, p, data, true)?;
         let losses = write.losses(py, shared, state)?;
@@ -549,8 +549,8 @@ impl Front {
 type Losses = Vec<(WriterId, PathId)>;
 
 /// One write's managedFields entries against the object's previous ones.
-struct Write<'a> {
-    raw: Grouped<'a>,
+struct Write<'r, 'a> {
+    raw: &'r [RawWriter<'a>],
     prev: Vec<Entry>,
     entries: Vec<(Entry, bool)>, // (entry, kept from `prev` as is)
     writers: Vec<WriterId>,
@@ -558,13 +558,19 @@ struct Write<'a> {
     gained: Vec<(WriterId, Vec<PathId>)>,
 }
 
-impl<'a> Write<'a> {
+impl<'r, 'a> Write<'r, 'a> {
     /// The writers: entries whose time advanced, which appeared, or whose field set grew (see `_entries`).
-    fn compare(py: Python<'_>, shared: &mut Shared, raw: Grouped<'a>, prev: Vec<Entry>, latest: i64) -> PyResult<Self> {
+    fn compare(
+        py: Python<'_>,
+        shared: &mut Shared,
+        raw: &'r [RawWriter<'a>],
+        prev: Vec<Entry>,
+        latest: i64,
+    ) -> PyResult<Self> {
         let mut entries = Vec::with_capacity(raw.len());
         let mut writers = Vec::new();
         let mut gained = Vec::new();
-        for rw in &raw {
+        for rw in raw {
             let old = prev.iter().find(|e| e.writer == rw.writer);
             let time = shared.stamp(py, rw.time)?;
             if let Some(old) = old {
@@ -613,7 +619,7 @@ impl<'a> Write<'a> {
         }
         for entry in self.entries.iter_mut() {
             if entry.1 {
-                refresh(py, shared, &self.raw, entry)?;
+                refresh(py, shared, self.raw, entry)?;
             }
         }
         for old in &self.prev {
@@ -647,7 +653,7 @@ impl<'a> Write<'a> {
                 continue;
             }
             if entry.0.fields.contains_all(owned) {
-                refresh(py, shared, &self.raw, entry)?;
+                refresh(py, shared, self.raw, entry)?;
                 if entry.0.fields.contains_all(owned) {
                     owners.push(entry.0.writer);
                 }
@@ -744,7 +750,7 @@ impl Handovers<'_> {
     }
 
     /// Ownership: leaves a writer gained that another manager owned before and no longer owns.
-    fn ownership(&mut self, shared: &mut Shared, write: &mut Write<'_>) -> PyResult<()> {
+    fn ownership(&mut self, shared: &mut Shared, write: &mut Write<'_, '_>) -> PyResult<()> {
         for (taker, paths) in &mut write.gained {
             shared.sort_by_text(paths); // (reference.py's order)
             for &path in paths.iter() {
@@ -758,7 +764,7 @@ impl Handovers<'_> {
                     }
                     if let Some(i) = write.entries.iter().position(|e| e.0.writer == loser) {
                         if write.entries[i].1 {
-                            refresh(self.list.py(), shared, &write.raw, &mut write.entries[i])?;
+                            refresh(self.list.py(), shared, write.raw, &mut write.entries[i])?;
                         }
                         if write.entries[i].0.fields.contains(path) {
                             continue;
@@ -772,7 +778,7 @@ impl Handovers<'_> {
     }
 
     /// Removals (see `_removals`): a field set again after a write removed it is taken back from its remover ...
-    fn removals(&mut self, shared: &mut Shared, write: &Write<'_>, state: &mut ObjectState) -> PyResult<()> {
+    fn removals(&mut self, shared: &mut Shared, write: &Write<'_, '_>, state: &mut ObjectState) -> PyResult<()> {
         for (taker, paths) in &write.gained {
             for &path in paths.iter() {
                 if self.taken.contains(&path)
@@ -813,7 +819,7 @@ impl Handovers<'_> {
     fn values(
         &mut self,
         shared: &mut Shared,
-        write: &Write<'_>,
+        write: &Write<'_, '_>,
         changed: &[PathId],
         state: &mut ObjectState,
     ) -> PyResult<()> {
