@@ -144,6 +144,15 @@ struct Meta<'a> {
     generation: Option<&'a RawValue>,
 }
 
+/// `Owner`'s visitor methods for the values that name no controller: scalars and null.
+macro_rules! no_controller {
+    ($($visit:ident($($kind:ty)?)),*) => {
+        $(fn $visit<E>(self $(, _: $kind)?) -> Result<Owner, E> {
+            Ok(Owner(false))
+        })*
+    };
+}
+
 /// One ownerReference, read in the same pass for whether it names the object's controller (reference.py's
 /// `controlled`: an object whose `controller` is truthy, the last one when repeated; anything else is no controller).
 struct Owner(bool);
@@ -171,24 +180,14 @@ impl<'de> Deserialize<'de> for Owner {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(Owner(false))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
-            fn visit_unit<E>(self) -> Result<Owner, E> {
-                Ok(Owner(false))
-            }
+            no_controller!(
+                visit_bool(bool),
+                visit_i64(i64),
+                visit_u64(u64),
+                visit_f64(f64),
+                visit_str(&str),
+                visit_unit()
+            );
         }
         deserializer.deserialize_any(V)
     }
@@ -486,7 +485,8 @@ pub struct Given<'a> {
     pub kind: Option<&'a str>,
 }
 
-/// Parse one event.
+/// Parse one event: its text as a document, the document as an event this parser reads (or the outcome without
+/// one), then what the engine needs of it.
 pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: &mut dyn Context) -> PyResult<Outcome> {
     let data = chunk.as_bytes();
     // UTF-8 checked once here, so that the parse below and every later use of the text's ranges need not.
@@ -501,51 +501,124 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
         }
         Err(e) => return Ok(Outcome::Refused(e.to_string())),
     };
-    let observed = doc.observed_at;
+    match accept(py, doc, json, given) {
+        Ok(event) => Ok(Outcome::Event(read(py, chunk, event, cx)?)),
+        Err(NoEvent::Skipped) => Ok(Outcome::Skipped),
+        Err(NoEvent::Refused(why)) => Ok(Outcome::Refused(why)),
+    }
+}
+
+/// An event this parser reads: its type, when it was observed, and its object's identity, checked present.
+struct Accepted<'a> {
+    event_type: u8,
+    observed_at: Option<f64>,
+    api_version: Cow<'a, str>,
+    kind: Cow<'a, str>,
+    uid: Cow<'a, str>,
+    name: Cow<'a, str>,
+    meta: Meta<'a>, // (its uid and name taken)
+    body: Vec<(Cow<'a, str>, &'a RawValue)>,
+    status: Option<&'a RawValue>,
+}
+
+/// Why a document is no event the engine reads: `Outcome`'s other two cases.
+enum NoEvent {
+    Skipped,
+    Refused(String),
+}
+
+fn refused(why: &str) -> NoEvent {
+    NoEvent::Refused(why.to_owned())
+}
+
+/// The event of a document, if this parser reads it.
+fn accept<'a>(py: Python<'_>, mut doc: Doc<'a>, json: &'a str, given: &Given<'_>) -> Result<Accepted<'a>, NoEvent> {
+    let observed = doc.observed_at.take();
+    let (event_type, object) = watched(doc, json)?;
+    // (what the source knows replaces the object's own)
+    let given_text = |given: Option<&str>| given.map(|g| Key(Cow::Owned(g.to_owned())));
+    let api_version = given_text(given.api_version).or(object.api_version);
+    let kind = given_text(given.kind).or(object.kind);
+    let (api_version, kind, mut meta) = match (api_version, kind, object.meta) {
+        (Some(api_version), Some(kind), Some(meta)) => (api_version.0, kind.0, meta),
+        _ => return Err(refused("no apiVersion, kind or metadata")),
+    };
+    let (uid, name) = match (meta.uid.take(), meta.name.take()) {
+        (Some(uid), Some(name)) if !uid.0.is_empty() && !name.0.is_empty() => (uid.0, name.0),
+        _ => return Err(refused("no uid or name")),
+    };
+    let observed_at = match observed {
+        None => given.observed_at,
+        Some(text) => Some(parse_time(py, &text.0).map_err(|_| refused("observedAt"))?),
+    };
+    let (body, status) = (object.body, object.status);
+    Ok(Accepted { event_type, observed_at, api_version, kind, uid, name, meta, body, status })
+}
+
+/// A document's event type and object: a watch event's, or a bare object's (`kubectl get -w -o json` without
+/// --output-watch-events), read as a modification.
+fn watched<'a>(doc: Doc<'a>, json: &'a str) -> Result<(u8, ObjectDoc<'a>), NoEvent> {
     let (event_type, object) = match doc.kind_of_event.as_ref().map(|k| k.0.as_ref()) {
         Some("ADDED") => (ADDED, doc.object),
         Some("MODIFIED") => (MODIFIED, doc.object),
         Some("DELETED") => (DELETED, doc.object),
-        Some("BOOKMARK" | "ERROR") => return Ok(Outcome::Skipped),
-        // `kubectl get -w -o json` without --output-watch-events: bare objects, read as modifications
+        Some("BOOKMARK" | "ERROR") => return Err(NoEvent::Skipped),
         None if doc.object.is_none()
             && doc.metadata.is_some()
             && doc.kind.as_ref().is_some_and(|k| !k.0.ends_with("List")) =>
         {
             (MODIFIED, serde_json::from_str::<ObjectDoc>(json).ok())
         }
-        _ => return Ok(Outcome::Refused("not an event this parser reads".to_owned())),
+        _ => return Err(refused("not an event this parser reads")),
     };
-    let object = match object {
-        Some(object) => object,
-        None => return Ok(Outcome::Refused("no object".to_owned())),
-    };
-    // (what the source knows replaces the object's own)
-    let given_text = |given: Option<&str>| given.map(|g| Key(Cow::Owned(g.to_owned())));
-    let api_version = given_text(given.api_version).or(object.api_version);
-    let kind = given_text(given.kind).or(object.kind);
-    let (api_version, kind, meta, body, status) = match (api_version, kind, object.meta) {
-        (Some(api_version), Some(kind), Some(meta)) => (api_version.0, kind.0, meta, object.body, object.status),
-        _ => return Ok(Outcome::Refused("no apiVersion, kind or metadata".to_owned())),
-    };
-    let (uid, name) = match (meta.uid, meta.name) {
-        (Some(uid), Some(name)) => (uid.0, name.0),
-        _ => return Ok(Outcome::Refused("no uid or name".to_owned())),
-    };
-    if uid.is_empty() || name.is_empty() {
-        return Ok(Outcome::Refused("no uid or name".to_owned()));
-    }
-    let observed_at = match observed {
-        None => given.observed_at,
-        Some(text) => match parse_time(py, &text.0) {
-            Ok(t) => Some(t),
-            Err(_) => return Ok(Outcome::Refused("observedAt".to_owned())),
-        },
-    };
+    object.map(|object| (event_type, object)).ok_or_else(|| refused("no object"))
+}
+
+/// What the engine needs of an accepted event: its writers' entries and their newest time, its version, and the
+/// ranges of its text the front end reads later.
+fn read(py: Python<'_>, chunk: &Bound<'_, PyBytes>, event: Accepted<'_>, cx: &mut dyn Context) -> PyResult<Parsed> {
+    let data = chunk.as_bytes();
+    let meta = event.meta;
     let managed_fields = meta.managed_fields.unwrap_or_default();
-    let mut entries = Vec::with_capacity(managed_fields.len());
-    let mut newest: &str = "";
     let has_managed_fields = !managed_fields.is_empty();
+    let entries = raw_entries(py, data, managed_fields, cx)?;
+    let newest = newest_time(&entries, data);
+    let newest = if newest.is_empty() { None } else { Some(cx.time(py, newest)?) };
+    let resource_version = Key::or_empty(meta.resource_version);
+    Ok(Parsed {
+        data: chunk.clone().unbind(),
+        event_type: event.event_type,
+        observed_at: event.observed_at,
+        key: object_key(&event.uid),
+        api_version: Text::of(data, event.api_version),
+        kind: Text::of(data, event.kind),
+        namespace: meta.namespace.filter(|n| !n.0.is_empty()).map(|n| Text::of(data, n.0)),
+        name: Text::of(data, event.name),
+        uid: Text::of(data, event.uid),
+        rv: version_key(&resource_version),
+        resource_version: Text::of(data, resource_version),
+        written_at: newest,
+        time: event.observed_at.or(newest),
+        latest: newest.map_or(0, |t| t.trunc() as i64),
+        has_managed_fields,
+        entries,
+        labels: members(data, meta.labels.map(|p| p.0).unwrap_or_default()),
+        annotations: members(data, meta.annotations.map(|p| p.0).unwrap_or_default()),
+        body: members(data, event.body),
+        status: event.status.map(|raw| range(data, raw)),
+        controlled: meta.owner_references.unwrap_or_default().iter().any(|o| o.0),
+        generation: generation(meta.generation),
+    })
+}
+
+/// The managedFields entries, each with its writer numbered and where its trie is.
+fn raw_entries(
+    py: Python<'_>,
+    data: &[u8],
+    managed_fields: Vec<EntryDoc<'_>>,
+    cx: &mut dyn Context,
+) -> PyResult<Vec<RawEntry>> {
+    let mut entries = Vec::with_capacity(managed_fields.len());
     for entry in managed_fields {
         let manager = Key::or_empty(entry.manager);
         let fields = match entry.fields_v1 {
@@ -564,40 +637,19 @@ pub fn parse(py: Python<'_>, chunk: &Bound<'_, PyBytes>, given: &Given<'_>, cx: 
         let written = cx.writer(&manager, &Key::or_empty(entry.operation), &Key::or_empty(entry.subresource));
         entries.push(RawEntry { writer: written, time, fields });
     }
-    for entry in &entries {
+    Ok(entries)
+}
+
+/// The greatest of the entries' times as text ("" for none).
+fn newest_time<'a>(entries: &'a [RawEntry], data: &'a [u8]) -> &'a str {
+    let mut newest: &str = "";
+    for entry in entries {
         let time = entry.time.get(data);
         if time > newest {
             newest = time;
         }
     }
-    let newest = if newest.is_empty() { None } else { Some(cx.time(py, newest)?) };
-    let resource_version = Key::or_empty(meta.resource_version);
-    let generation = generation(meta.generation);
-    let controlled = meta.owner_references.unwrap_or_default().iter().any(|o| o.0);
-    Ok(Outcome::Event(Parsed {
-        data: chunk.clone().unbind(),
-        event_type,
-        observed_at,
-        key: object_key(&uid),
-        api_version: Text::of(data, api_version),
-        kind: Text::of(data, kind),
-        namespace: meta.namespace.filter(|n| !n.0.is_empty()).map(|n| Text::of(data, n.0)),
-        name: Text::of(data, name),
-        uid: Text::of(data, uid),
-        rv: version_key(&resource_version),
-        resource_version: Text::of(data, resource_version),
-        written_at: newest,
-        time: observed_at.or(newest),
-        latest: newest.map_or(0, |t| t.trunc() as i64),
-        has_managed_fields,
-        entries,
-        labels: members(data, meta.labels.map(|p| p.0).unwrap_or_default()),
-        annotations: members(data, meta.annotations.map(|p| p.0).unwrap_or_default()),
-        body: members(data, body),
-        status: status.map(|raw| range(data, raw)),
-        controlled,
-        generation,
-    }))
+    newest
 }
 
 #[cfg(test)]

@@ -172,6 +172,11 @@ fn invalid(message: String) -> PyErr {
     PyValueError::new_err(message)
 }
 
+/// Python's `KeyError` for an event of an object the front end does not hold, named by its uid.
+fn unknown(py: Python<'_>, p: &Parsed) -> PyErr {
+    PyKeyError::new_err(p.uid.get(p.data.as_bytes(py)).to_owned())
+}
+
 impl Shared {
     fn writer(&mut self, py: Python<'_>, id: WriterId) -> PyResult<Py<PyAny>> {
         if let Some(found) = &self.writers.py[id as usize] {
@@ -189,6 +194,7 @@ impl Shared {
         Ok(if text.is_empty() { 0 } else { event::Context::time(self, py, text)?.trunc() as i64 })
     }
 
+    /// An event's entries grouped by writer; notes whether the server stamps writers (`note_server`).
     fn group<'a>(&mut self, p: &'a Parsed, data: &'a [u8]) -> Grouped<'a> {
         let mut grouped = Grouped::new();
         for entry in &p.entries {
@@ -205,6 +211,7 @@ impl Shared {
                 None => grouped.push(RawWriter { writer, time, tries: trie.into_iter().collect() }),
             }
         }
+        self.note_server(&grouped);
         grouped
     }
 
@@ -217,6 +224,11 @@ impl Shared {
 
     fn decode(&mut self, py: Python<'_>, raw: &RawWriter<'_>) -> PyResult<Rc<FieldSet>> {
         self.fields.decode(py, &mut self.paths, &raw.tries).map_err(invalid)
+    }
+
+    /// Paths in the order of their text (reference.py's order).
+    fn sort_by_text(&self, paths: &mut [PathId]) {
+        paths.sort_by(|a, b| self.paths.text(*a).cmp(self.paths.text(*b)));
     }
 
     /// Visible leaves whose value changed; updates the state's tables (a baseline only updates them).
@@ -306,6 +318,30 @@ impl Shared {
             now,
         ];
         new_item(py, self.handover_class.bind(py), fields)
+    }
+
+    /// A `Write` as attribution.py reads it: its writers (the unattributed writer for none), the paths it changed
+    /// (visible ones, then the status's) and its handovers.
+    fn write_tuple<'py>(
+        &mut self,
+        py: Python<'py>,
+        writers: &[WriterId],
+        changed: &[PathId],
+        status: &[PathId],
+        handovers: Bound<'py, PyList>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let py_writers = PyList::empty(py);
+        for w in writers {
+            py_writers.append(self.writer(py, *w)?)?;
+        }
+        if writers.is_empty() {
+            py_writers.append(self.unattributed.clone_ref(py))?;
+        }
+        let py_changed = PyList::empty(py);
+        for &path in changed.iter().chain(status.iter()) {
+            py_changed.append(self.paths.py(py, path))?;
+        }
+        PyTuple::new(py, [py_writers.into_any(), py_changed.into_any(), handovers.into_any()])
     }
 }
 
@@ -403,10 +439,7 @@ impl Front {
 
     /// Take this version as the object's baseline without counting a write (a relist).
     fn resync(&mut self, py: Python<'_>, p: &Parsed) -> PyResult<()> {
-        let mut state = self
-            .objects
-            .remove(&p.key)
-            .ok_or_else(|| PyKeyError::new_err(p.uid.get(p.data.as_bytes(py)).to_owned()))?;
+        let mut state = self.objects.remove(&p.key).ok_or_else(|| unknown(py, p))?;
         let taken = self.take(py, &mut state, p);
         self.objects.insert(p.key, state);
         taken
@@ -415,265 +448,46 @@ impl Front {
     /// Attribute a write, the object's `seq`-th: a `Write`'s writers, changed paths and handovers (see
     /// attribution.py).
     fn attribute<'py>(&mut self, py: Python<'py>, p: &Parsed, now: f64, seq: u64) -> PyResult<Bound<'py, PyTuple>> {
-        let state = self
-            .objects
-            .get_mut(&p.key)
-            .ok_or_else(|| PyKeyError::new_err(p.uid.get(p.data.as_bytes(py)).to_owned()))?;
+        let state = self.objects.get_mut(&p.key).ok_or_else(|| unknown(py, p))?;
         let shared = &mut self.shared;
         let data = p.data.as_bytes(py);
         let raw = shared.group(p, data);
-        shared.note_server(&raw);
         let prev = std::mem::take(&mut state.entries);
-        // The writers: entries whose time advanced, which appeared, or whose field set grew (see `_entries`).
-        let latest = p.latest;
-        let mut entries: Vec<(Entry, bool)> = Vec::with_capacity(raw.len()); // (entry, kept from `prev` as is)
-        let mut writers: Vec<WriterId> = Vec::new();
-        let mut gained: Vec<(WriterId, Vec<PathId>)> = Vec::new();
-        for rw in &raw {
-            let old = prev.iter().find(|e| e.writer == rw.writer);
-            let time = shared.stamp(py, rw.time)?;
-            if let Some(old) = old {
-                if old.time == time && time != latest {
-                    entries.push((old.clone(), true));
-                    continue;
-                }
-            }
-            let fields = shared.decode(py, rw)?;
-            let server = shared.writers.server(rw.writer);
-            let old = match old {
-                Some(old) => old,
-                None => {
-                    if !server {
-                        gained.push((rw.writer, fields.0.to_vec()));
-                        writers.push(rw.writer);
-                    }
-                    entries.push((Entry { writer: rw.writer, time, fields }, false));
-                    continue;
-                }
-            };
-            let same = Rc::ptr_eq(&old.fields, &fields);
-            let grew = if same { Vec::new() } else { fields.minus(&old.fields) };
-            entries.push(if same && old.time == time {
-                (old.clone(), true)
-            } else {
-                (Entry { writer: rw.writer, time, fields }, false)
-            });
-            if (time > old.time || !grew.is_empty()) && !server {
-                writers.push(rw.writer);
-                if !grew.is_empty() {
-                    gained.push((rw.writer, grew));
-                }
-            }
-        }
-        let (meta_before, body_before) = (state.meta.clone(), state.body.clone());
+        let mut write = Write::compare(py, shared, &raw, prev, p.latest)?;
+        let before = Version::of(state);
         let changed = shared.changed_values(state, p, data, true)?;
-        // The fields this write removed: lost by an entry, owned by none now, their value not there to see, in a
-        // version that has managedFields (see `_losses`). An entry kept as it was may have lost fields: each is decoded
-        // again (from the cache).
-        let mut losses: Vec<(WriterId, PathId)> = Vec::new();
-        if !raw.is_empty() {
-            for entry in entries.iter_mut() {
-                if entry.1 {
-                    refresh(py, shared, &raw, entry)?;
-                }
-            }
-            for old in &prev {
-                if shared.writers.server(old.writer) {
-                    continue;
-                }
-                let mut lost = match entries.iter().find(|e| e.0.writer == old.writer) {
-                    Some(now) => old.fields.minus(&now.0.fields),
-                    None => old.fields.0.to_vec(),
-                };
-                lost.sort_by(|a, b| shared.paths.text(*a).cmp(shared.paths.text(*b)));
-                for path in lost {
-                    if !visible(&state.meta, &state.body, path) && !entries.iter().any(|e| e.0.fields.contains(path)) {
-                        losses.push((old.writer, path));
-                    }
-                }
-            }
-        }
-        let status = shared.status_changes(p, data, changed.is_empty(), !writers.is_empty())?;
+        let losses = write.losses(py, shared, state)?;
+        let status = shared.status_changes(p, data, changed.is_empty(), !write.writers.is_empty())?;
         let owned = if changed.is_empty() { &status } else { &changed };
         let untraced = owned.len() == 1 && owned[0] == shared.untraced && !shared.stamped;
-        if writers.is_empty() && !owned.is_empty() && !untraced {
-            // The one writer that owns every changed field (see `_owner_of_changes`).
-            let mut owners = Vec::new();
-            for entry in entries.iter_mut() {
-                if shared.writers.server(entry.0.writer) {
-                    continue;
-                }
-                if entry.0.fields.contains_all(owned) {
-                    refresh(py, shared, &raw, entry)?;
-                    if entry.0.fields.contains_all(owned) {
-                        owners.push(entry.0.writer);
-                    }
-                }
-            }
-            if owners.len() == 1 {
-                writers = owners;
-            }
+        if write.writers.is_empty() && !owned.is_empty() && !untraced {
+            let owner = write.owner_of_changes(py, shared, owned)?;
+            write.writers.extend(owner);
         }
         // (A write that removed fields leaves its writer's entry as it was, if it did nothing else: an entry stamped
         // seconds before was not stamped by this write.)
-        let stale = !losses.is_empty() && (now.trunc() as i64) - latest > STAMP_SLACK;
-        if writers.is_empty() && shared.stamped && latest != 0 && !stale {
-            // The one entry stamped in the write's second (see `_stamped_in`).
-            let no = event::NO_GENERATION;
-            let spec = (p.generation != no && state.generation != no).then_some(p.generation != state.generation);
-            let mut found: Vec<&Entry> =
-                entries.iter().map(|e| &e.0).filter(|e| e.time == latest && !shared.writers.server(e.writer)).collect();
-            if found.len() > 1 && !owned.is_empty() {
-                let owning: Vec<&Entry> =
-                    found.iter().copied().filter(|e| owned.iter().any(|p| e.fields.contains(*p))).collect();
-                if !owning.is_empty() {
-                    found = owning;
-                }
-            }
-            if let (true, Some(spec)) = (found.len() > 1, spec) {
-                found.retain(|e| (shared.writers.subresource(e.writer) == "status") != spec);
-            }
-            if found.len() == 1 {
-                writers.push(found[0].writer);
-            }
+        let stale = !losses.is_empty() && (now.trunc() as i64) - p.latest > STAMP_SLACK;
+        if write.writers.is_empty() && shared.stamped && p.latest != 0 && !stale {
+            let stamped = write.stamped_in(shared, p, state.generation, owned);
+            write.writers.extend(stamped);
         }
         state.generation = p.generation;
         state.controlled = p.controlled; // (as of this version: a controller may adopt or orphan)
-        let head = |path| (now, seq, path);
-        let (meta_after, body_after) = (state.meta.clone(), state.body.clone());
-        let handovers = PyList::empty(py);
-        // Ownership: leaves a writer gained that another manager owned before and no longer owns.
-        let mut taken: KeyedSet<PathId> = KeyedSet::default();
-        for (taker, paths) in &mut gained {
-            paths.sort_by(|a, b| shared.paths.text(*a).cmp(shared.paths.text(*b))); // (reference.py's order)
-            for &path in paths.iter() {
-                for owned in &prev {
-                    let loser = owned.writer;
-                    if loser == *taker
-                        || !owned.fields.contains(path)
-                        || shared.writers.manager(loser) == shared.writers.manager(*taker)
-                    {
-                        continue;
-                    }
-                    if let Some(i) = entries.iter().position(|e| e.0.writer == loser) {
-                        if entries[i].1 {
-                            refresh(py, shared, &raw, &mut entries[i])?;
-                        }
-                        if entries[i].0.fields.contains(path) {
-                            continue;
-                        }
-                    }
-                    let values = (visible(&meta_before, &body_before, path) || visible(&meta_after, &body_after, path))
-                        .then(|| {
-                            (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path))
-                        });
-                    handovers.append(shared.handover(
-                        py,
-                        head(path),
-                        Some(*taker),
-                        Some(loser),
-                        Some(*taker),
-                        values,
-                    )?)?;
-                    taken.insert(path);
-                }
-            }
-        }
-        let values_of = |path: PathId| {
-            (visible(&meta_before, &body_before, path) || visible(&meta_after, &body_after, path))
-                .then(|| (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path)))
+        let mut handovers = Handovers {
+            list: PyList::empty(py),
+            taken: KeyedSet::default(),
+            at: now,
+            seq,
+            versions: Versions { before, after: Version::of(state) },
         };
-        // Removals (see `_removals`): a field set again after a write removed it is taken back from its remover ...
-        for (taker, paths) in &gained {
-            for &path in paths.iter() {
-                if taken.contains(&path) || prev.iter().any(|e| e.writer != *taker && e.fields.contains(path)) {
-                    continue;
-                }
-                let remover = match state.pop_removed(path) {
-                    Some(remover) if shared.writers.manager(remover) != shared.writers.manager(*taker) => remover,
-                    _ => continue,
-                };
-                handovers.append(shared.handover(
-                    py,
-                    head(path),
-                    Some(*taker),
-                    Some(remover),
-                    Some(*taker),
-                    values_of(path),
-                )?)?;
-                taken.insert(path);
-            }
+        handovers.ownership(shared, &mut write)?;
+        handovers.removals(shared, &write, state)?;
+        handovers.losses(shared, &write.writers, &losses, state)?;
+        if !(state.controlled && write.writers.len() == 1) {
+            handovers.values(shared, &write, &changed, state)?;
         }
-        // ... and a field removed from its owner is taken by the write's writer (unattributed when none or several).
-        let remover = if writers.len() == 1 { writers[0] } else { UNATTRIBUTED };
-        for &(loser, path) in &losses {
-            if taken.contains(&path) || shared.writers.manager(remover) == shared.writers.manager(loser) {
-                continue;
-            }
-            handovers.append(shared.handover(
-                py,
-                head(path),
-                Some(remover),
-                Some(loser),
-                Some(remover),
-                values_of(path),
-            )?)?;
-            taken.insert(path);
-            state.note_removed(path, remover);
-        }
-        if !(state.controlled && writers.len() == 1) {
-            // Values: each changed visible value not already an ownership handover (see `_value_handovers`).
-            let fields_of = |w: WriterId| entries.iter().find(|e| e.0.writer == w).map(|e| e.0.fields.clone());
-            let sole = if writers.len() == 1 { fields_of(writers[0]) } else { None };
-            for &path in &changed {
-                if taken.contains(&path) {
-                    continue;
-                }
-                let (was, now) = (value_of(&meta_before, &body_before, path), value_of(&meta_after, &body_after, path));
-                // A value that appears is taken from its remover, if a write removed it; set for the first time, from
-                // nobody: no handover.
-                let remover = if was == REMOVED {
-                    match state.pop_removed(path) {
-                        Some(remover) => Some(remover),
-                        None => continue,
-                    }
-                } else {
-                    None
-                };
-                let by = match &sole {
-                    // (a field nobody owns, such as one the API server derives, was changed by the one writer)
-                    Some(fields) => (fields.contains(path) || !entries.iter().any(|e| e.0.fields.contains(path)))
-                        .then_some(writers[0]),
-                    None => writers.iter().copied().find(|w| fields_of(*w).is_some_and(|f| f.contains(path))),
-                };
-                let mut owner = if writers.is_empty() {
-                    entries.iter().find(|e| e.0.fields.contains(path)).map(|e| e.0.writer)
-                } else {
-                    None
-                };
-                let by_id = by.unwrap_or(UNATTRIBUTED);
-                if let Some(remover) = remover.filter(|r| *r != by_id) {
-                    owner = Some(remover);
-                }
-                handovers.append(shared.handover(py, head(path), by, owner, None, Some((was, now)))?)?;
-                if now == REMOVED {
-                    state.note_removed(path, by_id);
-                }
-            }
-        }
-        state.entries = entries.into_iter().map(|(e, _)| e).collect();
-        let py_writers = PyList::empty(py);
-        for w in &writers {
-            py_writers.append(shared.writer(py, *w)?)?;
-        }
-        if writers.is_empty() {
-            py_writers.append(shared.unattributed.clone_ref(py))?;
-        }
-        let py_changed = PyList::empty(py);
-        for &path in changed.iter().chain(status.iter()) {
-            py_changed.append(shared.paths.py(py, path))?;
-        }
-        PyTuple::new(py, [py_writers.into_any(), py_changed.into_any(), handovers.into_any()])
+        state.entries = write.entries.into_iter().map(|(e, _)| e).collect();
+        shared.write_tuple(py, &write.writers, &changed, &status, handovers.list)
     }
 
     /// Whether an entry with a subresource was seen (reference.py's `stamped`).
@@ -714,7 +528,6 @@ impl Front {
         let shared = &mut self.shared;
         let data = p.data.as_bytes(py);
         let raw = shared.group(p, data);
-        shared.note_server(&raw);
         let mut entries = Vec::with_capacity(raw.len());
         for rw in &raw {
             let time = shared.stamp(py, rw.time)?;
@@ -728,6 +541,325 @@ impl Front {
         }
         state.controlled = p.controlled;
         state.generation = p.generation;
+        Ok(())
+    }
+}
+
+/// Fields a write removed from their owners: (owner, field).
+type Losses = Vec<(WriterId, PathId)>;
+
+/// One write's managedFields entries against the object's previous ones.
+struct Write<'r, 'a> {
+    raw: &'r [RawWriter<'a>],
+    prev: Vec<Entry>,
+    entries: Vec<(Entry, bool)>, // (entry, kept from `prev` as is)
+    writers: Vec<WriterId>,
+    /// The leaves each writer's entry gained.
+    gained: Vec<(WriterId, Vec<PathId>)>,
+}
+
+impl<'r, 'a> Write<'r, 'a> {
+    /// The writers: entries whose time advanced, which appeared, or whose field set grew (see `_entries`).
+    fn compare(
+        py: Python<'_>,
+        shared: &mut Shared,
+        raw: &'r [RawWriter<'a>],
+        prev: Vec<Entry>,
+        latest: i64,
+    ) -> PyResult<Self> {
+        let mut entries = Vec::with_capacity(raw.len());
+        let mut writers = Vec::new();
+        let mut gained = Vec::new();
+        for rw in raw {
+            let old = prev.iter().find(|e| e.writer == rw.writer);
+            let time = shared.stamp(py, rw.time)?;
+            if let Some(old) = old {
+                if old.time == time && time != latest {
+                    entries.push((old.clone(), true));
+                    continue;
+                }
+            }
+            let fields = shared.decode(py, rw)?;
+            let server = shared.writers.server(rw.writer);
+            let old = match old {
+                Some(old) => old,
+                None => {
+                    if !server {
+                        gained.push((rw.writer, fields.0.to_vec()));
+                        writers.push(rw.writer);
+                    }
+                    entries.push((Entry { writer: rw.writer, time, fields }, false));
+                    continue;
+                }
+            };
+            let same = Rc::ptr_eq(&old.fields, &fields);
+            let grew = if same { Vec::new() } else { fields.minus(&old.fields) };
+            entries.push(if same && old.time == time {
+                (old.clone(), true)
+            } else {
+                (Entry { writer: rw.writer, time, fields }, false)
+            });
+            if (time > old.time || !grew.is_empty()) && !server {
+                writers.push(rw.writer);
+                if !grew.is_empty() {
+                    gained.push((rw.writer, grew));
+                }
+            }
+        }
+        Ok(Write { raw, prev, entries, writers, gained })
+    }
+
+    /// The fields this write removed: lost by an entry, owned by none now, their value not there to see, in a
+    /// version that has managedFields (see `_losses`). An entry kept as it was may have lost fields: each is decoded
+    /// again (from the cache).
+    fn losses(&mut self, py: Python<'_>, shared: &mut Shared, state: &ObjectState) -> PyResult<Losses> {
+        let mut losses = Vec::new();
+        if self.raw.is_empty() {
+            return Ok(losses);
+        }
+        for entry in self.entries.iter_mut() {
+            if entry.1 {
+                refresh(py, shared, self.raw, entry)?;
+            }
+        }
+        for old in &self.prev {
+            if shared.writers.server(old.writer) {
+                continue;
+            }
+            let mut lost = match self.entries.iter().find(|e| e.0.writer == old.writer) {
+                Some(now) => old.fields.minus(&now.0.fields),
+                None => old.fields.0.to_vec(),
+            };
+            shared.sort_by_text(&mut lost);
+            for path in lost {
+                if !visible(&state.meta, &state.body, path) && !self.entries.iter().any(|e| e.0.fields.contains(path)) {
+                    losses.push((old.writer, path));
+                }
+            }
+        }
+        Ok(losses)
+    }
+
+    /// The one writer that owns every changed field (see `_owner_of_changes`).
+    fn owner_of_changes(
+        &mut self,
+        py: Python<'_>,
+        shared: &mut Shared,
+        owned: &[PathId],
+    ) -> PyResult<Option<WriterId>> {
+        let mut owners = Vec::new();
+        for entry in self.entries.iter_mut() {
+            if shared.writers.server(entry.0.writer) {
+                continue;
+            }
+            if entry.0.fields.contains_all(owned) {
+                refresh(py, shared, self.raw, entry)?;
+                if entry.0.fields.contains_all(owned) {
+                    owners.push(entry.0.writer);
+                }
+            }
+        }
+        Ok(if owners.len() == 1 { Some(owners[0]) } else { None })
+    }
+
+    /// The one entry stamped in the write's second (see `_stamped_in`): of several, those that own a changed field;
+    /// of several still, the status writer's when the spec's generation stayed, the others' when it moved.
+    fn stamped_in(&self, shared: &Shared, p: &Parsed, generation: i64, owned: &[PathId]) -> Option<WriterId> {
+        let no = event::NO_GENERATION;
+        let spec = (p.generation != no && generation != no).then_some(p.generation != generation);
+        let mut found: Vec<&Entry> = self
+            .entries
+            .iter()
+            .map(|e| &e.0)
+            .filter(|e| e.time == p.latest && !shared.writers.server(e.writer))
+            .collect();
+        if found.len() > 1 && !owned.is_empty() {
+            let owning: Vec<&Entry> =
+                found.iter().copied().filter(|e| owned.iter().any(|p| e.fields.contains(*p))).collect();
+            if !owning.is_empty() {
+                found = owning;
+            }
+        }
+        if let (true, Some(spec)) = (found.len() > 1, spec) {
+            found.retain(|e| (shared.writers.subresource(e.writer) == "status") != spec);
+        }
+        (found.len() == 1).then(|| found[0].writer)
+    }
+
+    /// The fields a writer's entry holds in this version.
+    fn fields_of(&self, writer: WriterId) -> Option<Rc<FieldSet>> {
+        self.entries.iter().find(|e| e.0.writer == writer).map(|e| e.0.fields.clone())
+    }
+
+    /// Whether any entry of this version holds a field.
+    fn owns(&self, path: PathId) -> bool {
+        self.entries.iter().any(|e| e.0.fields.contains(path))
+    }
+}
+
+/// An object's visible values in one version: its labels and annotations (`meta`) and its body.
+struct Version {
+    meta: Rc<Table>,
+    body: Rc<Table>,
+}
+
+impl Version {
+    fn of(state: &ObjectState) -> Version {
+        Version { meta: state.meta.clone(), body: state.body.clone() }
+    }
+}
+
+/// An object's visible values before and after a write.
+struct Versions {
+    before: Version,
+    after: Version,
+}
+
+impl Versions {
+    /// A field's value before and after (REMOVED where it is not there).
+    fn was_now(&self, path: PathId) -> (i64, i64) {
+        let (before, after) = (&self.before, &self.after);
+        (value_of(&before.meta, &before.body, path), value_of(&after.meta, &after.body, path))
+    }
+
+    /// A field's value before and after, if it is visible in either.
+    fn visible(&self, path: PathId) -> Option<(i64, i64)> {
+        let (before, after) = (&self.before, &self.after);
+        (visible(&before.meta, &before.body, path) || visible(&after.meta, &after.body, path))
+            .then(|| self.was_now(path))
+    }
+}
+
+/// A write's handovers, in order, and the fields an ownership handover took (no value handover repeats them).
+struct Handovers<'py> {
+    list: Bound<'py, PyList>,
+    taken: KeyedSet<PathId>,
+    at: f64,
+    seq: u64,
+    versions: Versions,
+}
+
+impl Handovers<'_> {
+    /// A field `taker` took from `loser`: an ownership handover, with its values where they are visible.
+    fn taken_from(&mut self, shared: &mut Shared, path: PathId, taker: WriterId, loser: WriterId) -> PyResult<()> {
+        let head = (self.at, self.seq, path);
+        let values = self.versions.visible(path);
+        self.list.append(shared.handover(self.list.py(), head, Some(taker), Some(loser), Some(taker), values)?)?;
+        self.taken.insert(path);
+        Ok(())
+    }
+
+    /// Ownership: leaves a writer gained that another manager owned before and no longer owns.
+    fn ownership(&mut self, shared: &mut Shared, write: &mut Write<'_, '_>) -> PyResult<()> {
+        for (taker, paths) in &mut write.gained {
+            shared.sort_by_text(paths); // (reference.py's order)
+            for &path in paths.iter() {
+                for owned in &write.prev {
+                    let loser = owned.writer;
+                    if loser == *taker
+                        || !owned.fields.contains(path)
+                        || shared.writers.manager(loser) == shared.writers.manager(*taker)
+                    {
+                        continue;
+                    }
+                    if let Some(i) = write.entries.iter().position(|e| e.0.writer == loser) {
+                        if write.entries[i].1 {
+                            refresh(self.list.py(), shared, write.raw, &mut write.entries[i])?;
+                        }
+                        if write.entries[i].0.fields.contains(path) {
+                            continue;
+                        }
+                    }
+                    self.taken_from(shared, path, *taker, loser)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removals (see `_removals`): a field set again after a write removed it is taken back from its remover ...
+    fn removals(&mut self, shared: &mut Shared, write: &Write<'_, '_>, state: &mut ObjectState) -> PyResult<()> {
+        for (taker, paths) in &write.gained {
+            for &path in paths.iter() {
+                if self.taken.contains(&path)
+                    || write.prev.iter().any(|e| e.writer != *taker && e.fields.contains(path))
+                {
+                    continue;
+                }
+                let remover = match state.pop_removed(path) {
+                    Some(remover) if shared.writers.manager(remover) != shared.writers.manager(*taker) => remover,
+                    _ => continue,
+                };
+                self.taken_from(shared, path, *taker, remover)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// ... and a field removed from its owner is taken by the write's writer (unattributed when none or several).
+    fn losses(
+        &mut self,
+        shared: &mut Shared,
+        writers: &[WriterId],
+        losses: &[(WriterId, PathId)],
+        state: &mut ObjectState,
+    ) -> PyResult<()> {
+        let remover = if writers.len() == 1 { writers[0] } else { UNATTRIBUTED };
+        for &(loser, path) in losses {
+            if self.taken.contains(&path) || shared.writers.manager(remover) == shared.writers.manager(loser) {
+                continue;
+            }
+            self.taken_from(shared, path, remover, loser)?;
+            state.note_removed(path, remover);
+        }
+        Ok(())
+    }
+
+    /// Values: each changed visible value not already an ownership handover (see `_value_handovers`).
+    fn values(
+        &mut self,
+        shared: &mut Shared,
+        write: &Write<'_, '_>,
+        changed: &[PathId],
+        state: &mut ObjectState,
+    ) -> PyResult<()> {
+        let writers = &write.writers;
+        let sole = if writers.len() == 1 { write.fields_of(writers[0]) } else { None };
+        for &path in changed {
+            if self.taken.contains(&path) {
+                continue;
+            }
+            let (was, now) = self.versions.was_now(path);
+            // A value that appears is taken from its remover, if a write removed it; set for the first time, from
+            // nobody: no handover.
+            let remover = if was == REMOVED {
+                match state.pop_removed(path) {
+                    Some(remover) => Some(remover),
+                    None => continue,
+                }
+            } else {
+                None
+            };
+            let by = match &sole {
+                // (a field nobody owns, such as one the API server derives, was changed by the one writer)
+                Some(fields) => (fields.contains(path) || !write.owns(path)).then_some(writers[0]),
+                None => writers.iter().copied().find(|w| write.fields_of(*w).is_some_and(|f| f.contains(path))),
+            };
+            let mut owner = if writers.is_empty() {
+                write.entries.iter().find(|e| e.0.fields.contains(path)).map(|e| e.0.writer)
+            } else {
+                None
+            };
+            let by_id = by.unwrap_or(UNATTRIBUTED);
+            if let Some(remover) = remover.filter(|r| *r != by_id) {
+                owner = Some(remover);
+            }
+            let head = (self.at, self.seq, path);
+            self.list.append(shared.handover(self.list.py(), head, by, owner, None, Some((was, now)))?)?;
+            if now == REMOVED {
+                state.note_removed(path, by_id);
+            }
+        }
         Ok(())
     }
 }
