@@ -143,7 +143,7 @@ class Service:
             except (CredentialError, ValueError) as exc:  # (a credential, or two sinks by one name)
                 return _cannot_start("cannot deliver", config="delivery", error=str(exc))
             elector = self._elector = (
-                leader_elector(settings, connection, delivery=delivery, metrics=self.metrics, detector=self.pipeline)
+                leader_elector(settings, connection, delivery=delivery, metrics=self.metrics, findings=self.pipeline)
                 if settings.leader_election.enabled
                 else None
             )

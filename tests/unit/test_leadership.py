@@ -64,7 +64,7 @@ def test_delivery_resumes_with_the_catch_up_when_leading_starts_and_pauses_when_
     engine = _engine()
     registry = CollectorRegistry()
     delivery = _Delivery()
-    gate = DeliveryGate(delivery, metrics=Metrics(registry), detector=engine)
+    gate = DeliveryGate(delivery, metrics=Metrics(registry), findings=engine)
 
     def leader() -> tuple[float | None, ...]:
         changes = (registry.get_sample_value("fightwatch_leader_changes_total", {"change": c}) for c in LEADER_CHANGES)

@@ -34,7 +34,7 @@ class Findings(Protocol):
 
 
 def leader_elector(
-    config: Config, connection: Connection, *, delivery: Delivery, metrics: Metrics, detector: Findings
+    config: Config, connection: Connection, *, delivery: Delivery, metrics: Metrics, findings: Findings
 ) -> LeaderElector:
     """Build this replica's elector, on its shard's Lease; delivery follows what it says (`DeliveryGate`).
 
@@ -52,17 +52,17 @@ def leader_elector(
         lease_name=name,
         namespace=lease_namespace(settings, config.kube.service_account_dir),
         identity=identity(settings),
-        on_change=DeliveryGate(delivery, metrics=metrics, detector=detector).on_change,
+        on_change=DeliveryGate(delivery, metrics=metrics, findings=findings).on_change,
     )
 
 
 class DeliveryGate:
     """Delivery open while this replica leads, and only then."""
 
-    def __init__(self, delivery: Delivery, *, metrics: Metrics, detector: Findings) -> None:
+    def __init__(self, delivery: Delivery, *, metrics: Metrics, findings: Findings) -> None:
         self.delivery = delivery
         self.metrics = metrics
-        self.detector = detector
+        self.findings = findings
 
     def on_change(self, change: LeaderChange) -> None:
         """Resume delivery with a catch-up when leadership starts; pause it the moment leadership ends."""
@@ -71,12 +71,12 @@ class DeliveryGate:
         if not change.leading:
             self.delivery.pause()
             return
-        changes = catch_up(self.detector, change.since)
+        changes = catch_up(self.findings, change.since)
         log.info("delivering", catch_up=len(changes), since=format_observed(change.since) if change.since else None)
         self.delivery.resume(changes)
 
 
-def catch_up(detector: Findings, since: float | None) -> list[FindingChange]:
+def catch_up(findings: Findings, since: float | None) -> list[FindingChange]:
     """List what a new leader tells delivery first.
 
     Every active finding (sinks make it idempotent: the Event is created only if missing, Alertmanager gets its
@@ -85,10 +85,10 @@ def catch_up(detector: Findings, since: float | None) -> list[FindingChange]:
     """
     changes = [
         FindingChange(ChangeKind.RESOLVED, finding, catch_up=True)
-        for finding in detector.resolved()
+        for finding in findings.resolved()
         if since is None or (finding.resolved_at or 0.0) >= since
     ]
-    for finding in detector.active():
+    for finding in findings.active():
         new = since is None or finding.detected_at >= since
         changes.append(FindingChange(ChangeKind.OPENED if new else ChangeKind.UPDATED, finding, catch_up=True))
     return changes
