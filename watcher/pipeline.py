@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from watcher.config import DetectionSettings, RecordSettings
 from watcher.detection.attribution import Attribution, Decoder
@@ -28,8 +29,10 @@ from watcher.detection.join import Joined, guessed_resource
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request
 from watcher.model import Finding, FindingChange, ObjectRef, Writer
-from watcher.recording import Recording
-from watcher.sources.discovery import ApiResource
+
+if TYPE_CHECKING:  # (the offline commands import no logging or client library: see `record`)
+    from watcher.recording import Recording
+    from watcher.sources.discovery import ApiResource
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,10 @@ def _ignore(_changes: list[FindingChange]) -> None:
 
 def _raise(invalid: Invalid) -> None:
     raise invalid.error
+
+
+def _unwatched(_event: ObjectEvent) -> list[FindingChange]:
+    raise AssertionError("a pipeline without watch events takes none")
 
 
 class Pipeline:
@@ -81,7 +88,17 @@ class Pipeline:
             if self.watch is not None and self.requests is not None
             else None
         )
-        self._findings: Engine | Joined | RequestEngine = self.joined or self.watch or self.requests  # type: ignore[assignment]
+        found = self.joined or self.watch or self.requests
+        assert found is not None  # (one is built: checked above)
+        self._findings: Engine | Joined | RequestEngine = found
+        # Every watch event goes here: the join where there are audit requests too (one bound method, per event).
+        self._process: Callable[[ObjectEvent], list[FindingChange]] = (
+            self.joined.process
+            if self.joined is not None
+            else self.watch.process
+            if self.watch is not None
+            else _unwatched
+        )
         self._on_changes = on_changes
         self._on_invalid = on_invalid
         self.recording: Recording | None = None
@@ -89,6 +106,8 @@ class Pipeline:
 
     def record(self, path: Path, settings: RecordSettings) -> None:
         """Record every watch event from here on (`--record`), rotating as `settings` say; raises OSError."""
+        from watcher.recording import Recording  # noqa: PLC0415 - (structlog, for the live commands only)
+
         self.recording = Recording(path, max_bytes=settings.max_bytes, keep=settings.keep)
 
     def flush(self) -> None:
@@ -149,12 +168,6 @@ class Pipeline:
         changes = self._findings.advance(now)
         if changes:
             self._on_changes(changes)
-
-    def _process(self, event: ObjectEvent) -> list[FindingChange]:
-        if self.joined is not None:
-            return self.joined.process(event)
-        assert self.watch is not None, "a pipeline without watch events takes none"
-        return self.watch.process(event)
 
     # ------------------------------------------------------------------------------------------------ results
 

@@ -39,6 +39,14 @@ def test_the_service_imports_no_generated_model_and_no_unused_library() -> None:
     assert "kubernetes_asyncio.client.api_client" in modules  # (what it does use)
 
 
+def test_the_offline_commands_import_no_client_server_metrics_or_logging_library() -> None:
+    """`replay`, `demo` and `audit` read files: the pipeline they share with `run` brings none of run's libraries."""
+    modules = imported_after("import watcher.cli, watcher.offline, watcher.pipeline")
+    live = {m.split(".")[0] for m in modules} & {"aiohttp", "kubernetes_asyncio", "prometheus_client", "structlog"}
+    assert not live
+    assert "watcher.pipeline" in modules  # (what they do use)
+
+
 def test_names_load_on_first_use_as_the_package_defines_them() -> None:
     modules = imported_after(
         """
