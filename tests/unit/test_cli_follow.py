@@ -80,13 +80,28 @@ def follow(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
 
 def start(started: list[subprocess.Popen[bytes]], *args: str, stdin: int | None = None) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "watcher", "audit", "--follow", *args],
+        [sys.executable, "-X", "faulthandler", "-m", "watcher", "audit", "--follow", *args],
         stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     started.append(process)
     return process
+
+
+def exit_status(process: subprocess.Popen[bytes]) -> int:
+    """Wait for the process to exit; one that does not within WAIT fails the test with its threads' stacks.
+
+    (faulthandler, on with `-X faulthandler`, prints them on SIGABRT.)
+    """
+    try:
+        return process.wait(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        _, stderr = process.communicate(timeout=WAIT)
+        pytest.fail(
+            f"still running {WAIT} s after it was told to stop; where it was:\n{stderr.decode(errors='replace')}"
+        )
 
 
 def storm_opens_at() -> int:
@@ -117,7 +132,7 @@ def test_a_storm_is_found_while_the_file_grows_and_ctrl_c_prints_the_summary(
         growing.write(b"".join(lines[cut:]) + WRITERS["eks-tail"][1](NOOP_LOOP))
     out.until(b'"type":"noop_writes"')
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=WAIT) == 0
+    assert exit_status(process) == 0
     summary = [json.loads(line) for line in out.rest() if b'"state":' in line]  # --output json: a finding a line
     storm = next(f for f in summary if f["id"] == opened["id"])
     assert sum(c["conflicts"] for c in storm["clients"]) == sum(
@@ -152,7 +167,7 @@ def test_a_pipe_is_read_as_it_is_written_and_its_end_prints_the_summary(
     out.until(b"finding opened")
     process.stdin.write(b"".join(data[written:]))
     process.stdin.close()
-    assert process.wait(timeout=WAIT) == 0
+    assert exit_status(process) == 0
     out.until(b"1 conflict storm")  # the table's totals
     out.until(b"Envelopes: ")
 
