@@ -79,12 +79,24 @@ def follow(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def start(started: list[subprocess.Popen[bytes]], *args: str, stdin: int | None = None) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", "watcher", "audit", "--follow", *args],
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    """Start `fightwatch audit --follow`, with SIGINT as a terminal's Ctrl-C finds it.
+
+    A process inherits an ignored SIGINT (a shell's background job ignores it, and so does everything it starts):
+    where this test runs so, the process starts with SIGINT at its default, as it would from a terminal.
+    """
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-X", "faulthandler", "-m", "watcher", "audit", "--follow", *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     started.append(process)
     return process
 
@@ -98,10 +110,9 @@ def exit_status(process: subprocess.Popen[bytes]) -> int:
         return process.wait(timeout=WAIT)
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGABRT)
-        _, stderr = process.communicate(timeout=WAIT)
-        pytest.fail(
-            f"still running {WAIT} s after it was told to stop; where it was:\n{stderr.decode(errors='replace')}"
-        )
+        process.wait(timeout=WAIT)
+        stacks = process.stderr.read().decode(errors="replace") if process.stderr is not None else ""
+        pytest.fail(f"still running {WAIT} s after it was told to stop; where it was:\n{stacks}")
 
 
 def storm_opens_at() -> int:
