@@ -57,6 +57,10 @@ def _unwatched(_event: ObjectEvent) -> list[FindingChange]:
     raise AssertionError("a pipeline without watch events takes none")
 
 
+def _unaudited(_request: Request) -> list[FindingChange]:
+    raise AssertionError("a pipeline without audit requests takes none")
+
+
 class Pipeline:
     """The engines a command's inputs need, joined where there are both; the finding changes, to the command."""
 
@@ -91,14 +95,16 @@ class Pipeline:
         found = self.joined or self.watch or self.requests
         assert found is not None  # (one is built: checked above)
         self._findings: Engine | Joined | RequestEngine = found
-        # Every watch event goes here: the join where there are audit requests too (one bound method, per event).
+        # Where every watch event and every request goes, chosen here once: the join where there are both.
+        watched = self.joined or self.watch
         self._process: Callable[[ObjectEvent], list[FindingChange]] = (
-            self.joined.process
-            if self.joined is not None
-            else self.watch.process
-            if self.watch is not None
-            else _unwatched
+            watched.process if watched is not None else _unwatched
         )
+        self._analyse: Callable[[Request], list[FindingChange]] = _unaudited
+        if self.joined is not None:
+            self._analyse = self.joined.process_request
+        elif self.requests is not None:
+            self._analyse = self.requests.process
         self._on_changes = on_changes
         self._on_invalid = on_invalid
         self.recording: Recording | None = None
@@ -155,11 +161,7 @@ class Pipeline:
 
     def request(self, request: Request) -> None:
         """Analyse an audit request and hand its finding changes over."""
-        if self.joined is not None:
-            changes = self.joined.process_request(request)
-        else:
-            assert self.requests is not None, "a pipeline without audit requests takes none"
-            changes = self.requests.process(request)
+        changes = self._analyse(request)
         if changes:
             self._on_changes(changes)
 
