@@ -19,7 +19,14 @@ One run
 and writes the results to `--json` (default bench-results/audit.json) and prints them. The generator is
 harness/bench/audit_log.py, the measurements harness/bench/audit.py.
 
+`--shapes a,b` (or `all`) measures the analysis on several shapes of data instead (harness/bench/shapes/: the
+generated log; the recorded conflicts; reads; RequestResponse bodies), each beside its decode floor and beside the
+replay of the same scenarios watched (the replay shape `scenarios`), and several builds side by side
+(`--build NAME=CHECKOUT`, repeated), in turns, each turn a process of the build's own interpreter pinned to one
+core; the streams are kept in `--streams DIR`. `--profile-shape SHAPE` prints a cProfile of one shape's analysis.
+
   .venv/bin/python scripts/bench_audit.py
+  .venv/bin/python scripts/bench_audit.py --shapes all --build before=../before --build after=. --runs 5
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import orjson
 
 from harness import REPO_ROOT
 from harness.bench.audit import benchmark
+from harness.bench.shapes import AUDIT, turns
 from watcher.offline import tune_gc
 
 
@@ -42,11 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", type=Path, default=REPO_ROOT / "bench-results" / "audit.json")
+    parser.add_argument(
+        "--json", type=Path, help="write results here (default bench-results/audit.json; shapes-audit.json)"
+    )
     parser.add_argument(
         "--no-envelopes", dest="envelopes", action="store_false", help="skip timing the clouds' envelopes"
     )
+    turns.add_arguments(parser, AUDIT)
     args = parser.parse_args(argv)
+    on_shapes = args.shapes or args.profile_shape
+    args.json = args.json or REPO_ROOT / "bench-results" / ("shapes-audit.json" if on_shapes else "audit.json")
+    if on_shapes:
+        return turns.run(args, AUDIT)  # (each turn a process pinned to a core of its own)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
     tune_gc()

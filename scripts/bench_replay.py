@@ -16,6 +16,14 @@ One run
 writes the results to `--json` and prints them as a Markdown table (harness/bench/replay_report.py, as
 scripts/bench_report.py). `--profile` adds a cProfile of the replay. `--memory-only` and `--memory-timeline N`
 measure memory instead (as scripts/bench_memory.py).
+
+`--shapes a,b` (or `all`) measures the replay on several shapes of data instead (harness/bench/shapes/: the
+synthetic stream, full objects and metadata-only; the repository's real recordings replicated; large objects),
+each beside its decode floor, and several builds side by side (`--build NAME=CHECKOUT`, repeated), in turns, each
+turn a process of the build's own interpreter pinned to one core; the streams are kept in `--streams DIR`.
+`--profile-shape SHAPE` prints a cProfile of one shape's replay.
+
+  .venv/bin/python scripts/bench_replay.py --shapes all --build before=../before --build after=. --runs 5
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from harness.bench.engine import add_engine_argument
 from harness.bench.memory import add_timeline_arguments, run
 from harness.bench.replay import measure
 from harness.bench.replay_report import markdown
+from harness.bench.shapes import REPLAY, turns
 from harness.synthetic.stream import add_arguments, obtain_as_asked
 
 
@@ -39,7 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)  # --events, --objects, --seed, --templates, --metadata-only
     parser.add_argument("--runs", type=int, default=3, help="timed runs per measurement; the best counts")
-    parser.add_argument("--json", type=Path, default=Path("bench-results/replay.json"), help="write results here")
+    parser.add_argument(
+        "--json", type=Path, help="write results here (default bench-results/replay.json; shapes-replay.json)"
+    )
     parser.add_argument(
         "--stream",
         type=Path,
@@ -56,11 +67,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(scripts/bench_memory.py)",
     )
     add_timeline_arguments(parser, "--memory-timeline")
-    return parser.parse_args(argv)
+    turns.add_arguments(parser, REPLAY)
+    args = parser.parse_args(argv)
+    on_shapes = args.shapes or args.profile_shape
+    args.json = args.json or Path("bench-results") / ("shapes-replay.json" if on_shapes else "replay.json")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.shapes or args.profile_shape:
+        return turns.run(args, REPLAY)  # (each turn a process pinned to a core of its own)
     if not args.no_pin:
         os.sched_setaffinity(0, {0})
     if args.memory_only or args.memory_timeline:
