@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint unit image bench-replay bench-live load-test record-captures clean-build
+.PHONY: demo test lint unit image bench-replay bench-shapes bench-live load-test record-captures clean-build
 
 # The install compiles the per-event code (setup.py: mypyc, and the native engine in Rust): a change to it
 # installs again.
@@ -91,6 +91,15 @@ image:
 ## decode floor, memory per object, recall (results in bench-results/replay.json).
 bench-replay: $(CHECKOUT_PTH)
 	$(BIN)/python scripts/bench_replay.py
+
+## The replay and the audit analysis on every shape of data (harness/bench/shapes/: synthetic, metadata-only, the
+## real recordings replicated, large objects; conflicts, reads, RequestResponse bodies), each against its decode
+## floor, BUILDS side by side in turns (default: this checkout; e.g. BUILDS="before=../before after=."). Streams are
+## kept in build/shapes; results in bench-results/shapes-replay.json and shapes-audit.json.
+RUNS ?= 5
+bench-shapes: $(CHECKOUT_PTH)
+	$(BIN)/python scripts/bench_replay.py --shapes all --runs $(RUNS) $(foreach b,$(BUILDS),--build $(b))
+	$(BIN)/python scripts/bench_audit.py --shapes all --runs $(RUNS) $(foreach b,$(BUILDS),--build $(b))
 
 ## The live watcher under write load on a real API server, against kubernetes-asyncio's Watch().stream() and a
 ## client-go metadata informer (scripts/informer: needs Go, as the control plane's build does).

@@ -139,7 +139,13 @@ def write_replicas(path: Path, recordings: list[Counted], *, events: int, lanes:
                         uuid = f"{audit_id[:8]}-{audit_id[8:12]}-{audit_id[12:16]}-{audit_id[16:20]}-{audit_id[20:]}"
                         lines.append((at + copy * span + repeat * 0.001, len(lines), moved.replace(_ID, uuid.encode())))
     path.write_bytes(merged(lines))
-    return {"recordings": len(recordings), "lanes": lanes, "copies": copies}
+    conflicts = sum(r for evs in recordings for e, r in evs if e.get("responseStatus", {}).get("code") == 409)
+    reads = sum(r for evs in recordings for e, r in evs if e["verb"] in READS)
+    bodies = sum(r for evs in recordings for e, r in evs if "requestObject" in e or "responseObject" in e)
+    shares = {"conflicts": conflicts, "reads": reads, "with_bodies": bodies}
+    return {"recordings": len(recordings), "lanes": lanes, "copies": copies} | {
+        f"share_{k}": round(v * lanes * copies / max(1, len(lines)), 3) for k, v in shares.items()
+    }
 
 
 def _once(events: list[Event]) -> Counted:

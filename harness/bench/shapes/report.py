@@ -53,6 +53,10 @@ def markdown(report: dict[str, Any]) -> str:
             rows.append(cells)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines.append("")
+    for result in report["shapes"]:
+        make_up = ", ".join(f"{k} {v}" for k, v in result["make_up"].items() if not isinstance(v, dict))
+        lines.append(f"- {result['shape']} ({result['kind']}): {result['about']}; {make_up}")
     m = report["machine"]
     lines.append("")
     lines.append(

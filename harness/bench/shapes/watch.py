@@ -111,7 +111,8 @@ def write_scenarios(path: Path, *, events: int, lanes: int = 2, pause: int = PAU
                     )
                     lines.append((at + copy * span, len(lines), shift(line)))
     path.write_bytes(merged(lines))
-    return {"recordings": len(recordings), "lanes": lanes, "copies": copies, "objects": len(objects)}
+    make_up = {"recordings": len(recordings), "lanes": lanes, "copies": copies, "objects": len(objects)}
+    return make_up | {"events_per_object": round(len(lines) / len(objects), 1)}
 
 
 # --- large objects
@@ -130,7 +131,7 @@ def _fields(keys: list[str]) -> dict[str, Any]:
 
 
 def _entry(manager: str, at: float, fields: dict[str, Any], api: str, subresource: str = "") -> dict[str, Any]:
-    entry = {"manager": manager, "operation": "Update", "apiVersion": api, "time": _server(at)}
+    entry: dict[str, Any] = {"manager": manager, "operation": "Update", "apiVersion": api, "time": _server(at)}
     entry |= {"fieldsType": "FieldsV1", "fieldsV1": fields}
     if subresource:
         entry["subresource"] = subresource
@@ -200,14 +201,16 @@ def _deployment(rng: random.Random, index: int, at: float) -> dict[str, Any]:
     template = {"metadata": {"labels": selector["matchLabels"]}, "spec": {"containers": [container]}}
     doc["spec"] = {"replicas": 3, "selector": selector, "template": template}
     doc["metadata"]["annotations"][LAST_APPLIED] = _applied(doc)
-    env_fields = {f'k:{{"name":"{n}"}}': {".": {}, "f:name": {}, "f:value": {}} for n in names}
+    env_fields: dict[str, Any] = {f'k:{{"name":"{n}"}}': {".": {}, "f:name": {}, "f:value": {}} for n in names}
     app = {'k:{"name":"app"}': {".": {}, "f:env": {".": {}, **env_fields}, "f:image": {}, "f:name": {}}}
     spec = {"f:replicas": {}, "f:selector": {}, "f:template": {"f:spec": {"f:containers": app}}}
     doc["metadata"]["managedFields"] = [
         _entry("kubectl-client-side-apply", at, _metadata_fields(doc) | {"f:spec": spec}, "apps/v1")
     ]
     doc["status"] = {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "conditions": []}
-    status = {"f:status": {"f:observedGeneration": {}, "f:replicas": {}, "f:readyReplicas": {}, "f:conditions": {}}}
+    status: dict[str, Any] = {
+        "f:status": {"f:observedGeneration": {}, "f:replicas": {}, "f:readyReplicas": {}, "f:conditions": {}}
+    }
     doc["metadata"]["managedFields"].append(_entry("kube-controller-manager", at, status, "apps/v1", "status"))
     return doc
 
@@ -225,7 +228,7 @@ def _write(doc: dict[str, Any], rng: random.Random, at: float, *, hand_edit: boo
         labels["example.com/label-0"] = f"edited-{rng.randrange(10**6)}"
         if not edits:
             entries[0]["fieldsV1"]["f:metadata"]["f:labels"].pop("f:example.com/label-0", None)
-            taken = {"f:metadata": {"f:labels": {"f:example.com/label-0": {}}}}
+            taken: dict[str, Any] = {"f:metadata": {"f:labels": {"f:example.com/label-0": {}}}}
             entries.append(_entry("kubectl-edit", at, taken, doc["apiVersion"]))
         else:
             edits[0]["time"] = _server(at)
@@ -268,7 +271,11 @@ def write_large_objects(path: Path, *, events: int, seed: int = 46) -> dict[str,
                 _write(doc, rng, at, hand_edit=index in fought and rng.random() < 0.5)
             rv += rng.randint(1, 3)
             doc["metadata"]["resourceVersion"] = str(rv)
-            line = b'{"type":"%s","object":%s,"observedAt":"%s"}\n' % (kind, orjson.dumps(doc), format_observed(at).encode())
+            line = b'{"type":"%s","object":%s,"observedAt":"%s"}\n' % (
+                kind,
+                orjson.dumps(doc),
+                format_observed(at).encode(),
+            )
             out.write(line)
             written += len(line)
             at += 7200.0 / events
