@@ -36,6 +36,7 @@ def test_the_service_imports_no_generated_model_and_no_unused_library() -> None:
     unused = {m.split(".")[0] for m in modules} & {"jinja2", "cryptography", "ijson"}
     assert not unused
     assert "watcher.sources.audit_webhook" not in modules
+    assert "watcher.rendering.page" not in modules  # (nor its timelines: imported when a page is first served)
     assert "kubernetes_asyncio.client.api_client" in modules  # (what it does use)
 
 
