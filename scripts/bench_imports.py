@@ -3,13 +3,18 @@
 watcher imports them, in a fresh interpreter.
 
     "$(scripts/runtime-venv.sh)" scripts/bench_imports.py      # as the image installs it (no test extras)
+    "$(scripts/runtime-venv.sh)" scripts/bench_imports.py --above-floor
     .venv/bin/python scripts/bench_imports.py [MODULE ...]
 
-Each line: the module, what its import added, and the total so far (MiB).
+Each line: the module, what its import added, and the total so far (MiB). `--above-floor` first does what the live
+benchmark's floor-libraries watcher does before it watches (scripts/bench_floor_watch.py --with-libraries: the
+transport, and every other required library imported and used once), then imports fightwatch's modules: what each
+adds above that floor, and which modules came with it.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from pathlib import Path
@@ -39,7 +44,6 @@ MODULES = (
     "watcher.delivery.dispatch",
     "watcher.delivery.outlets",
     "watcher.sources.cluster",
-    "watcher.leadership.lease",
     "watcher.service",
 )
 
@@ -51,17 +55,34 @@ def resident_mib() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
+def floor() -> None:
+    """Import and use what the floor-libraries watcher does before it watches."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import bench_floor_watch  # noqa: PLC0415 - (it imports the transport, as the floor watcher does)
+
+    bench_floor_watch.use_libraries()
+    gc.collect()
+
+
 def main(argv: list[str]) -> None:
+    above_floor = "--above-floor" in argv
+    modules = [a for a in argv if a != "--above-floor"] or MODULES
+    if above_floor:
+        floor()
+        modules = [m for m in modules if m.startswith("watcher.") or m == "aiohttp.web"]
     previous = resident_mib()
-    print(f"{'python':40s} {previous:6.1f} {previous:6.1f}")
-    for module in argv or MODULES:
+    print(f"{'floor-libraries' if above_floor else 'python':40s} {previous:6.1f} {previous:6.1f}")
+    for module in modules:
+        before = set(sys.modules)
         try:
             importlib.import_module(module)
         except ImportError as exc:
             print(f"{module:40s} not installed ({exc})")
             continue
+        gc.collect()
         now = resident_mib()
-        print(f"{module:40s} {now - previous:+6.1f} {now:6.1f}")
+        came = sorted(set(sys.modules) - before - {module})
+        print(f"{module:40s} {now - previous:+6.1f} {now:6.1f}  {' '.join(came) if above_floor else ''}".rstrip())
         previous = now
 
 

@@ -20,7 +20,7 @@ import structlog
 from watcher.detection.events import ObjectEvent, encode, event_object
 from watcher.model import JSONObject, format_observed
 
-BUFFER_BYTES = 2**20
+BUFFER_BYTES = 2**16  # (resident while the file is open, once filled: 1 MiB is a tenth of what `run` adds)
 LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"  # holds a Secret's data, for `kubectl apply`
 
 log = structlog.get_logger("fightwatch.recording")

@@ -23,7 +23,7 @@ import contextlib
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -39,7 +39,6 @@ from watcher.detection.join import guessed_resource
 from watcher.detection.native import implementation, native_available
 from watcher.exits import EXIT_ERROR, EXIT_OK
 from watcher.leadership.gate import leader_elector
-from watcher.leadership.lease import LeaderElector
 from watcher.logs import configure_logging, log_change
 from watcher.metrics.exporter import Metrics, Samples, exposition, new_registry
 from watcher.metrics.samples import (
@@ -59,6 +58,9 @@ from watcher.sources.cluster import ClusterWatch
 from watcher.sources.discovery import ApiResource, log_server_version
 from watcher.sources.kube import ConnectError, Connection, KubeApi, connect, event_loop_factory
 from watcher.sources.tls_records import read_by_record
+
+if TYPE_CHECKING:  # (imported where leader election is on: `leadership.gate`)
+    from watcher.leadership.lease import LeaderElector
 
 TICK = 1.0  # seconds between two engine clock advances (findings resolve), recording flushes, heartbeats
 ALIVE_WITHIN = 30.0  # /healthz fails when the event loop has not ticked for this long

@@ -209,10 +209,12 @@ def start_fightwatch(
     args: Sequence[str] = (),
     cwd: Path,
     env: dict[str, str] | None = None,
+    launcher: Sequence[str] = ("-m", "watcher"),
 ) -> W:
     """Start `fightwatch run` with `config` (and --record, JSON logs, plain HTTP) and `args`, logging to the workdir.
 
-    With $BENCH_PROFILE set, under cProfile (NAME.prof in the workdir).
+    `launcher`: what runs the `fightwatch` command in the interpreter (interpreter options first, if any). With
+    $BENCH_PROFILE set, under cProfile (NAME.prof in the workdir).
     """
     # plain HTTP: the benchmark polls its own endpoints, and TLS and access reviews are not what it measures
     serve = {"address": "127.0.0.1", "port": 0, "insecure_http": True}
@@ -220,7 +222,7 @@ def start_fightwatch(
     config_path.write_text(yaml.safe_dump({"serve": serve, "log": {"format": "json"}, **config}))
     log, recording = workdir / f"{name}.log", workdir / f"{name}.jsonl"
     profile = ["-m", "cProfile", "-o", str(workdir / f"{name}.prof")] if os.environ.get("BENCH_PROFILE") else []
-    argv = [python, *profile, "-m", "watcher", "run", "--kubeconfig", str(cp.kubeconfig), "--config", str(config_path)]
+    argv = [python, *profile, *launcher, "run", "--kubeconfig", str(cp.kubeconfig), "--config", str(config_path)]
     argv += ["--record", str(recording), *args]
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=out, cwd=cwd, env=env)

@@ -11,16 +11,18 @@ are `delivery.dispatch`'s. This module joins the two, so it sits above both.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
 from watcher.config import Config
 from watcher.delivery.dispatch import Delivery
-from watcher.leadership.lease import LeaderChange, LeaderElector, identity, lease_namespace
 from watcher.metrics.exporter import Metrics
 from watcher.model import ChangeKind, Finding, FindingChange, format_observed
 from watcher.sources.kube import Connection
+
+if TYPE_CHECKING:  # (imported where leader election is on: kubernetes-asyncio's election modules, 0.2 MiB)
+    from watcher.leadership.lease import LeaderChange, LeaderElector
 
 log = structlog.get_logger("fightwatch")
 
@@ -40,6 +42,8 @@ def leader_elector(
 
     The leader metric reads 0 until the elector says this replica leads.
     """
+    from watcher.leadership.lease import LeaderElector, identity, lease_namespace  # noqa: PLC0415
+
     settings = config.leader_election
     sharding = config.sharding
     name = settings.lease_name

@@ -37,7 +37,7 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -45,7 +45,6 @@ from aiohttp import web
 
 from watcher.detection.incidents import assign, group
 from watcher.model import Finding, FindingState, FindingType, ObjectRef
-from watcher.rendering import page
 from watcher.rendering.output import finding_json, incident_json, severity_order
 from watcher.serving.access import AccessUnavailableError, Caller, Resource
 from watcher.serving.guard import Guard
@@ -120,7 +119,7 @@ class Endpoints:
     def __init__(self, state: StateReaders, guard: Guard, *, refresh: float) -> None:
         self.state = state
         self.guard = guard
-        self.live = page.LivePage(fragment_url=f"{PAGE_PATH.lstrip('/')}?fragment=1", refresh_seconds=refresh)
+        self.refresh = refresh
 
     def protected(self, handler: Callable[[web.Request, Caller], Awaitable[web.Response]]) -> Handler:
         """Wrap a handler for authenticated callers only (401 otherwise; 503 when that cannot be decided)."""
@@ -196,6 +195,8 @@ class Endpoints:
 
     async def _fragment(self, request: web.Request, caller: Caller) -> web.Response:
         """Serve the findings part of the page, for its script to show and refresh (with the token it was given)."""
+        from watcher.rendering import page  # noqa: PLC0415 - (see `page`)
+
         chosen = await self._visible(request, caller)
         return _html(page.render_findings(chosen, now=time.time()), nonce="")
 
@@ -212,11 +213,14 @@ class Endpoints:
             chosen = await self._visible(request, caller) if caller is not None else None
         except AccessUnavailableError:  # the page's script asks again, and the API server may answer then
             chosen = None
+        # (imported at the first page served: with its timelines' modules, 0.4 MiB a watcher whose page nobody
+        # opens would hold for nothing)
+        from watcher.rendering import page  # noqa: PLC0415
+
         nonce = secrets.token_urlsafe(16)
-        if chosen is None:
-            return _html(page.render_page(None, title=TITLE, nonce=nonce, live=self.live), nonce=nonce)
-        body = page.render_findings(chosen, now=time.time())
-        live = replace(self.live, signed_in=True)
+        fragment = f"{PAGE_PATH.lstrip('/')}?fragment=1"
+        live = page.LivePage(fragment_url=fragment, refresh_seconds=self.refresh, signed_in=chosen is not None)
+        body = page.render_findings(chosen, now=time.time()) if chosen is not None else None
         return _html(page.render_page(body, title=TITLE, nonce=nonce, live=live), nonce=nonce)
 
     async def home(self, _request: web.Request) -> web.Response:
@@ -292,8 +296,10 @@ def _html(body: str, *, nonce: str) -> web.Response:
 
     Its own scripts and styles only, no frames, no caching, no referrer.
     """
+    from watcher.rendering.page import content_security_policy  # noqa: PLC0415 - (see `Endpoints.page`)
+
     headers = {
-        "Content-Security-Policy": page.content_security_policy(nonce, live=True),
+        "Content-Security-Policy": content_security_policy(nonce, live=True),
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
         "Cache-Control": "no-store",
