@@ -5,6 +5,7 @@ dataclass's generated one) and must behave as the dataclass it is declared as: e
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from watcher.detection.hints import Evidence
 from watcher.model import (
@@ -63,16 +64,18 @@ def test_told_replaces_writers_summary_and_hint_and_keeps_every_other_field() ->
             assert getattr(told, field.name) == getattr(made, field.name), field.name
 
 
+def evidence() -> Evidence:
+    return Evidence(FindingType.HOT_LOOP, frozenset({A}), frozenset({"x"}), by_ownership=True, drivers=("a",))
+
+
 def test_value_types_are_equal_and_hashed_by_value() -> None:
-    evidence = {"type": FindingType.HOT_LOOP, "writers": frozenset({A}), "fields": frozenset({"x"})}
-    evidence["by_ownership"] = True
-    pairs = [
+    pairs: list[tuple[Any, Any]] = [
         (finding(), finding()),
         (WriterCount(A, 2, fields=("x",)), WriterCount(A, 2, fields=("x",))),
         (Traits(cause="c"), Traits(cause="c")),
         (Timeline((A,), b"", (), 1.0), Timeline((A,), b"", (), 1.0)),
         (FindingChange(ChangeKind.OPENED, finding()), FindingChange(ChangeKind.OPENED, finding())),
-        (Evidence(**evidence), Evidence(**evidence)),
+        (evidence(), evidence()),
     ]
     for one, other in pairs:
         assert one == other
