@@ -1,4 +1,4 @@
-"""Replay one capture through the Python engine at the default settings, nothing else, and print
+"""Replay one capture through the engine at the default settings, nothing else, and print
 events/s: the loop to put under a profiler (`py-spy record -- ...`, `valgrind --tool=callgrind ...`), whose
 instruction counts compare two versions of the engine more stably than timings on a shared machine.
 
@@ -6,7 +6,8 @@ instruction counts compare two versions of the engine more stably than timings o
     valgrind --tool=cachegrind --cache-sim=yes --branch-sim=yes \
         .venv/bin/python scripts/replay_loop.py --tune-gc STREAM.jsonl
 
-`--tune-gc` sets the garbage collector as `fightwatch replay` does; `--decode-only` runs the benchmark's floor
+`--engine native` runs the native engine instead of the Python one (the default here); `--tune-gc` sets the
+garbage collector as `fightwatch replay` does; `--decode-only` runs the benchmark's floor
 instead (each line through `orjson.loads`, read as the replay reads it), to compare the two under the same tool.
 """
 
@@ -16,7 +17,7 @@ import argparse
 import time
 from pathlib import Path
 
-from harness.bench.engine import findings, make_engine, replay_events
+from harness.bench.engine import ENGINES, findings, make_engine, replay_events
 from harness.bench.replay import decode_only  # (the replay benchmark's floor: defined once)
 from watcher.config import Config
 from watcher.offline import tune_gc
@@ -26,6 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("capture", help="a capture file (JSON Lines or kubectl's watch output)")
     parser.add_argument("--tune-gc", action="store_true", help="tune the garbage collector as `fightwatch replay` does")
+    parser.add_argument("--engine", choices=ENGINES, default="python", help="the engine to replay on (default python)")
     parser.add_argument("--decode-only", action="store_true", help="only decode each line (the benchmark's floor)")
     args = parser.parse_args()
     if args.tune_gc:
@@ -34,7 +36,7 @@ def main() -> None:
         seconds, lines = decode_only(Path(args.capture))
         print(f"{lines:,} lines decoded in {seconds:.2f} s: {lines / seconds:,.0f} lines/s")
         return
-    engine = make_engine(Config().detection, "python")
+    engine = make_engine(Config().detection, args.engine)
     start = time.perf_counter()
     events = replay_events(Path(args.capture), engine)
     seconds = time.perf_counter() - start

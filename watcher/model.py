@@ -124,18 +124,43 @@ class ChangeKind(enum.StrEnum):
     RESOLVED = "resolved"
 
 
-@dataclass(frozen=True, slots=True)
+# The types made at every finding change (WriterCount, Timeline, Traits, Finding, FindingChange; hints.Evidence) are
+# dataclasses (equality, hashing, repr, `dataclasses.replace`) with an `__init__` of their own and `Final` fields
+# instead of `frozen=True`: compiled, that `__init__` is compiled and the fields read-only, where a frozen dataclass's
+# generated `__init__` is Python code setting each field through `object.__setattr__` (where findings change often,
+# a quarter of the replay's time). mypy rejects any assignment.
+
+
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class WriterCount:
-    writer: Writer
-    writes: int
-    users: tuple[str, ...] = ()  # the authenticated users seen writing as this manager (from audit events)
-    fields: tuple[str, ...] = ()  # the fields it changed (a fight's: those it took or flipped)
-    reacts: bool = False  # a hot loop's writer reporting the object's status, in reply to the writes of the others
+    writer: Final[Writer]
+    writes: Final[int]
+    users: Final[tuple[str, ...]]  # the authenticated users seen writing as this manager (from audit events)
+    fields: Final[tuple[str, ...]]  # the fields it changed (a fight's: those it took or flipped)
+    reacts: Final[bool]  # a hot loop's writer reporting the object's status, in reply to the writes of the others
     # A fight's writer that maintains the object (its controller, or Kubernetes' own controller that publishes it) and
     # sets back what the others change: the others drive the fight (`detection.diagnosis`).
-    restores: bool = False
+    restores: Final[bool]
     # How a writer that managedFields do not name was named: "audit" (from the API server's audit events), else "".
-    named_from: str = ""
+    named_from: Final[str]
+
+    def __init__(  # noqa: PLR0917 - a dataclass's signature: its fields, in order, positional or by name
+        self,
+        writer: Writer,
+        writes: int,
+        users: tuple[str, ...] = (),
+        fields: tuple[str, ...] = (),
+        reacts: bool = False,
+        restores: bool = False,
+        named_from: str = "",
+    ) -> None:
+        self.writer = writer
+        self.writes = writes
+        self.users = users
+        self.fields = fields
+        self.reacts = reacts
+        self.restores = restores
+        self.named_from = named_from
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +216,7 @@ class Bin(NamedTuple):
     conflicts: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class Timeline:
     """A finding's record of writes to its object, for drawing.
 
@@ -200,11 +225,20 @@ class Timeline:
     (`marks`).
     """
 
-    lanes: tuple[Writer, ...]
-    words: bytes
-    bins: tuple[Bin, ...]
-    quiet: float  # seconds without a write after which the finding resolves
-    partial: bool = False  # before detection only the writes that handed a field over are known (a fight)
+    lanes: Final[tuple[Writer, ...]]
+    words: Final[bytes]
+    bins: Final[tuple[Bin, ...]]
+    quiet: Final[float]  # seconds without a write after which the finding resolves
+    partial: Final[bool]  # before detection only the writes that handed a field over are known (a fight)
+
+    def __init__(
+        self, lanes: tuple[Writer, ...], words: bytes, bins: tuple[Bin, ...], quiet: float, partial: bool = False
+    ) -> None:
+        self.lanes = lanes
+        self.words = words
+        self.bins = bins
+        self.quiet = quiet
+        self.partial = partial
 
     def marks(self) -> list[Mark]:
         """Decode the marks, oldest first."""
@@ -230,7 +264,7 @@ def mark_word(at: float, lane: int, kind: int) -> int:
     return (micros << 12) | (min(lane, MAX_LANES) << 4) | kind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class Traits:
     """What the engine saw of a watch finding besides its writers and fields.
 
@@ -238,44 +272,139 @@ class Traits:
     of its writers (`detection.join`).
     """
 
-    by_ownership: bool = False  # handovers were seen in managedFields (distinct managers), not only as value flips
-    timestamp_values: bool = False  # (hot loop) every value its writers changed looks like a timestamp
-    status_writes: bool = False  # (hot loop) its writer writes status
-    evidence: str = ""  # a fight of one field manager: `audit` (several users behind it) or `flips`
-    controller: tuple[str, str] | None = None  # (kind, name) of the object's controller (ownerReferences)
-    controller_writer: Writer | None = None  # the writer that set that reference: the controller's own writes
-    cause: str = ""  # what it follows from (`the fight on its controller Deployment.apps a/web`), where it does
+    by_ownership: Final[bool]  # handovers were seen in managedFields (distinct managers), not only as value flips
+    timestamp_values: Final[bool]  # (hot loop) every value its writers changed looks like a timestamp
+    status_writes: Final[bool]  # (hot loop) its writer writes status
+    evidence: Final[str]  # a fight of one field manager: `audit` (several users behind it) or `flips`
+    controller: Final[tuple[str, str] | None]  # (kind, name) of the object's controller (ownerReferences)
+    controller_writer: Final[Writer | None]  # the writer that set that reference: the controller's own writes
+    cause: Final[str]  # what it follows from (`the fight on its controller Deployment.apps a/web`), where it does
     # (a fight) over what a default ignore rule leaves out, reported because distinct writers alternate: its reason
-    ignored: str = ""
+    ignored: Final[str]
+
+    def __init__(  # noqa: PLR0917 - a dataclass's signature: its fields, in order, positional or by name
+        self,
+        by_ownership: bool = False,
+        timestamp_values: bool = False,
+        status_writes: bool = False,
+        evidence: str = "",
+        controller: tuple[str, str] | None = None,
+        controller_writer: Writer | None = None,
+        cause: str = "",
+        ignored: str = "",
+    ) -> None:
+        self.by_ownership = by_ownership
+        self.timestamp_values = timestamp_values
+        self.status_writes = status_writes
+        self.evidence = evidence
+        self.controller = controller
+        self.controller_writer = controller_writer
+        self.cause = cause
+        self.ignored = ignored
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class Finding:
     """An immutable snapshot of a finding, as sinks see it."""
 
-    id: str
-    type: FindingType
-    state: FindingState
-    object: ObjectRef
-    writers: tuple[WriterCount, ...]
-    fields: tuple[str, ...]
-    handovers: int
-    writes: int
-    writes_per_minute: float
-    first_seen: float
-    detected_at: float
-    last_seen: float
-    resolved_at: float | None
-    flip_period: float | None
-    summary: str
-    hint: str
+    id: Final[str]
+    type: Final[FindingType]
+    state: Final[FindingState]
+    object: Final[ObjectRef]
+    writers: Final[tuple[WriterCount, ...]]
+    fields: Final[tuple[str, ...]]
+    handovers: Final[int]
+    writes: Final[int]
+    writes_per_minute: Final[float]
+    first_seen: Final[float]
+    detected_at: Final[float]
+    last_seen: Final[float]
+    resolved_at: Final[float | None]
+    flip_period: Final[float | None]
+    summary: Final[str]
+    hint: Final[str]
     # From API requests (audit events), where they were read: the clients that wrote the object (most conflicts
     # first) and the writes rejected with 409 Conflict among them.
-    clients: tuple[Client, ...] = ()
-    conflicts: int = 0
-    related: str | None = None  # the id of the finding this one follows from (a cascade), where linked
-    timeline: Timeline | None = None  # its writes over time, where recorded (detection.timeline)
-    traits: Traits | None = None  # (a watch finding) what its summary and hint are told from
+    clients: Final[tuple[Client, ...]]
+    conflicts: Final[int]
+    related: Final[str | None]  # the id of the finding this one follows from (a cascade), where linked
+    timeline: Final[Timeline | None]  # its writes over time, where recorded (detection.timeline)
+    traits: Final[Traits | None]  # (a watch finding) what its summary and hint are told from
+
+    def __init__(  # noqa: PLR0917 - a dataclass's signature: its fields, in order, positional or by name
+        self,
+        id: str,
+        type: FindingType,
+        state: FindingState,
+        object: ObjectRef,
+        writers: tuple[WriterCount, ...],
+        fields: tuple[str, ...],
+        handovers: int,
+        writes: int,
+        writes_per_minute: float,
+        first_seen: float,
+        detected_at: float,
+        last_seen: float,
+        resolved_at: float | None,
+        flip_period: float | None,
+        summary: str,
+        hint: str,
+        clients: tuple[Client, ...] = (),
+        conflicts: int = 0,
+        related: str | None = None,
+        timeline: Timeline | None = None,
+        traits: Traits | None = None,
+    ) -> None:
+        self.id = id
+        self.type = type
+        self.state = state
+        self.object = object
+        self.writers = writers
+        self.fields = fields
+        self.handovers = handovers
+        self.writes = writes
+        self.writes_per_minute = writes_per_minute
+        self.first_seen = first_seen
+        self.detected_at = detected_at
+        self.last_seen = last_seen
+        self.resolved_at = resolved_at
+        self.flip_period = flip_period
+        self.summary = summary
+        self.hint = hint
+        self.clients = clients
+        self.conflicts = conflicts
+        self.related = related
+        self.timeline = timeline
+        self.traits = traits
+
+    def told(self, writers: tuple[WriterCount, ...], summary: str, hint: str) -> Finding:
+        """Return this finding with its writers, summary and hint as given, the rest as it is.
+
+        As `dataclasses.replace` would, compiled: a finding is told (`detection.diagnosis`) at every change.
+        """
+        return Finding(
+            self.id,
+            self.type,
+            self.state,
+            self.object,
+            writers,
+            self.fields,
+            self.handovers,
+            self.writes,
+            self.writes_per_minute,
+            self.first_seen,
+            self.detected_at,
+            self.last_seen,
+            self.resolved_at,
+            self.flip_period,
+            summary,
+            hint,
+            self.clients,
+            self.conflicts,
+            self.related,
+            self.timeline,
+            self.traits,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +456,7 @@ class IncidentChange:
     catch_up: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class FindingChange:
     """A finding opened, updated or resolved.
 
@@ -335,9 +464,14 @@ class FindingChange:
     it already: sinks make it idempotent or skip it).
     """
 
-    kind: ChangeKind
-    finding: Finding
-    catch_up: bool = False
+    kind: Final[ChangeKind]
+    finding: Final[Finding]
+    catch_up: Final[bool]
+
+    def __init__(self, kind: ChangeKind, finding: Finding, catch_up: bool = False) -> None:
+        self.kind = kind
+        self.finding = finding
+        self.catch_up = catch_up
 
 
 _SECONDS: Final[dict[str, float]] = {}

@@ -29,7 +29,6 @@ client that names no field manager of its own: said so too.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Final
 
 from watcher.detection import hints
@@ -111,14 +110,14 @@ def describe(finding: Finding) -> Finding:
         # (who drives first, the writer no entry names after those named, then who restores; else as they came)
         counts = tuple(sorted(counts, key=lambda c: (c.restores, c.writer.manager is None)))
     if counts is not finding.writers:
-        finding = replace(finding, writers=counts)
+        finding = finding.told(counts, finding.summary, finding.hint)
     summary = _summary(finding, traits)
     hint = hints.hint(_evidence(finding, traits))
     if traits.cause:
         summary += f"; it follows from {traits.cause} (finding {finding.related})"
         label = traits.cause.split(" on ", 1)[0].removeprefix("the ")
         hint = f"This follows from {traits.cause}: stop that {label} and this stops with it. {hint}"
-    return replace(finding, summary=summary, hint=hint)
+    return finding.told(finding.writers, summary, hint)
 
 
 def _with_role(count: WriterCount, *, restores: bool) -> WriterCount:

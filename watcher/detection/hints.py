@@ -21,24 +21,60 @@ _TIMESTAMP: Final = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d)?|\A\d{10}(\
 _KUBECTL: Final = re.compile(r"\Akubectl(-[a-z-]+)?\Z")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class Evidence:
-    type: FindingType
-    writers: frozenset[Writer]
-    fields: frozenset[str]
-    by_ownership: bool  # handovers were seen in managedFields (distinct managers), not only as value flips
-    timestamp_values: bool = False  # the hot writes changed values that look like timestamps
-    status_writes: bool = False  # the hot writer writes status
-    evidence: str = ""  # a fight of one field manager: `audit` (several users behind it) or `flips` (see rules.py)
-    drivers: tuple[str, ...] = ()  # a hot loop's writers that drive it (changing what others react to)
-    driver_fields: tuple[str, ...] = ()  # the fields they change
-    reactors: tuple[str, ...] = ()  # a hot loop's writers that react, rewriting the status
-    restorers: tuple[Writer, ...] = ()  # a fight's writers that maintain the object (`diagnosis.restorers`)
-    pushers: tuple[Writer, ...] = ()  # the fight's other writers the watch names: they drive it
-    controlled: bool = False  # the restorer is the object's controller (it set the controller reference)
-    controller: tuple[str, str] | None = None  # (kind, name) of the object's controller
-    kind: str = ""  # the object's kind
-    builtin_hot: bool = False  # a hot loop of Kubernetes' own components only
+    type: Final[FindingType]
+    writers: Final[frozenset[Writer]]
+    fields: Final[frozenset[str]]
+    by_ownership: Final[bool]  # handovers were seen in managedFields (distinct managers), not only as value flips
+    timestamp_values: Final[bool]  # the hot writes changed values that look like timestamps
+    status_writes: Final[bool]  # the hot writer writes status
+    evidence: Final[str]  # a fight of one field manager: `audit` (several users behind it) or `flips` (see rules.py)
+    drivers: Final[tuple[str, ...]]  # a hot loop's writers that drive it (changing what others react to)
+    driver_fields: Final[tuple[str, ...]]  # the fields they change
+    reactors: Final[tuple[str, ...]]  # a hot loop's writers that react, rewriting the status
+    restorers: Final[tuple[Writer, ...]]  # a fight's writers that maintain the object (`diagnosis.restorers`)
+    pushers: Final[tuple[Writer, ...]]  # the fight's other writers the watch names: they drive it
+    controlled: Final[bool]  # the restorer is the object's controller (it set the controller reference)
+    controller: Final[tuple[str, str] | None]  # (kind, name) of the object's controller
+    kind: Final[str]  # the object's kind
+    builtin_hot: Final[bool]  # a hot loop of Kubernetes' own components only
+
+    def __init__(  # noqa: PLR0917 - a dataclass's signature: its fields, in order, positional or by name
+        self,
+        type: FindingType,
+        writers: frozenset[Writer],
+        fields: frozenset[str],
+        by_ownership: bool,
+        timestamp_values: bool = False,
+        status_writes: bool = False,
+        evidence: str = "",
+        drivers: tuple[str, ...] = (),
+        driver_fields: tuple[str, ...] = (),
+        reactors: tuple[str, ...] = (),
+        restorers: tuple[Writer, ...] = (),
+        pushers: tuple[Writer, ...] = (),
+        controlled: bool = False,
+        controller: tuple[str, str] | None = None,
+        kind: str = "",
+        builtin_hot: bool = False,
+    ) -> None:
+        self.type = type
+        self.writers = writers
+        self.fields = fields
+        self.by_ownership = by_ownership
+        self.timestamp_values = timestamp_values
+        self.status_writes = status_writes
+        self.evidence = evidence
+        self.drivers = drivers
+        self.driver_fields = driver_fields
+        self.reactors = reactors
+        self.restorers = restorers
+        self.pushers = pushers
+        self.controlled = controlled
+        self.controller = controller
+        self.kind = kind
+        self.builtin_hot = builtin_hot
 
 
 @dataclass(frozen=True, slots=True)
