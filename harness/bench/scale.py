@@ -39,6 +39,7 @@ from harness.watcher import Watcher as Fightwatch
 IDLE_SECONDS = 10.0
 READY_DEADLINE = 1200.0  # seconds to ready, or ready again: generous, 100,000 objects on a loaded machine
 DRAIN_DEADLINE = 600.0
+RESTART_DEADLINE = 600.0  # seconds for the API server to be ready again over the objects
 MANAGERS = ("writer-a", "writer-b")  # the load's field managers, each writing a data key of its own
 STRIDE = 7919  # the k-th write goes to object k * STRIDE mod objects: spread over all, no two in a row alike
 
@@ -69,12 +70,16 @@ def configmaps(objects: int, namespaces: int) -> Iterator[tuple[str, JSON]]:
         yield CONFIGMAPS.path(namespace_of(n, namespaces)), body
 
 
-def load_write(k: int, objects: int, namespaces: int) -> Write:
-    """The load's k-th write: a merge patch of one data key, by one of `MANAGERS` in turn."""
+def load_write(k: int, objects: int, namespaces: int, *, stamp: int) -> Write:
+    """The load's k-th write: a merge patch of one data key, by one of `MANAGERS` in turn.
+
+    The value carries the load's `stamp`: a write of the value an object holds would change nothing, and the API
+    server sends no event for it (a second load of the same writes would be mostly such).
+    """
     n = k * STRIDE % objects
     manager = MANAGERS[k % len(MANAGERS)]
     path = CONFIGMAPS.path(namespace_of(n, namespaces), f"cm-{n:06d}")
-    return Write(path, {"data": {manager: str(k)}}, manager)
+    return Write(path, {"data": {manager: f"{stamp}-{k}"}}, manager)
 
 
 async def expire_watches(cp: ControlPlane, kube: Kube, name: str) -> None:
@@ -86,7 +91,7 @@ async def expire_watches(cp: ControlPlane, kube: Kube, name: str) -> None:
     revision = cp.etcd_revision()
     cp.stop_apiserver()
     cp.run_etcdctl("compact", str(revision))
-    cp.start_apiserver()
+    cp.start_apiserver(deadline=RESTART_DEADLINE)
 
 
 def _marker(name: str) -> JSON:
@@ -328,12 +333,12 @@ async def _load(
     if subject is not None:
         reset_peak(subject.pid)
         before, cpu = await subject.events(), cpu_seconds(subject.pid)
-    began = time.monotonic()
+    began, stamp = time.monotonic(), time.time_ns()
     load = await write_at_rate(
         kube,
         rate=scale.rate,
         duration=scale.duration,
-        write_of=lambda k: load_write(k, scale.objects, scale.namespaces),
+        write_of=lambda k: load_write(k, scale.objects, scale.namespaces, stamp=stamp),
     )
     figures |= {"load_writes": load.writes, "load_errors": load.errors}
     if subject is not None:

@@ -37,11 +37,11 @@ def test_not_a_progress_line(line: str) -> None:
 
 
 def test_load_spreads_over_every_object_by_both_managers() -> None:
-    writes = [load_write(k, 1000, 4) for k in range(1000)]
+    writes = [load_write(k, 1000, 4, stamp=7) for k in range(1000)]
     assert len({w.path for w in writes}) == 1000  # STRIDE is prime to the count: each object once
     assert {w.manager for w in writes} == {"writer-a", "writer-b"}
     first = writes[1]
-    assert first.patch == {"data": {first.manager: "1"}}
+    assert first.patch == {"data": {first.manager: "7-1"}}
     assert first.path == "/api/v1/namespaces/bench-3/configmaps/cm-000919"
 
 
