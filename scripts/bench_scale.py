@@ -48,7 +48,7 @@ from harness.bench.scale import (
 )
 from harness.bench.scale_report import FIGHTWATCH, limits, markdown, medians, turn_order, verdict
 from harness.control_plane import ControlPlane
-from harness.go_build import informer_binary
+from harness.go_build import informer_binary_or_exit
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -100,10 +100,7 @@ def _memory(cp: ControlPlane, component: str) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        informer = informer_binary()  # before the control plane: a build that fails stops the benchmark at once
-    except RuntimeError as error:
-        sys.exit(f"bench_scale: {error}")
+    informer = informer_binary_or_exit("bench_scale")
     began = time.monotonic()
     with workdir_of(args.workdir, "fightwatch-bench-scale-") as workdir:
         results = asyncio.run(benchmark(args, informer, workdir))
