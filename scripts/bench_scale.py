@@ -86,7 +86,7 @@ async def benchmark(args: argparse.Namespace, informer: Path, workdir: Path) -> 
             subject: Subject = (
                 FightwatchSubject(workdir / f"{name}-{run}", cp, python=args.python, env=env)
                 if name == FIGHTWATCH
-                else InformerSubject(workdir / f"{name}-{run}", cp, binary=informer)
+                else InformerSubject(workdir / f"{name}-{run}", cp, kube, binary=informer)
             )
             turns.append({"run": run, **await turn(cp, kube, subject, scale)})
             print(json.dumps(turns[-1]), file=sys.stderr)

@@ -11,7 +11,8 @@ the phase's start) and resident memory at its end:
 - relist: the watcher stopped (SIGSTOP), one ConfigMap written, etcd compacted and the API server restarted, so
   that the watch resumes from an expired resourceVersion (410 Gone) and reads every object again; from the resumed
   watcher to ready again (fightwatch: the ConfigMaps read twice and /readyz 200; the informer: its reflector's last
-  synced resourceVersion at or past a write made after the restart). The API server's figures are its new
+  synced resourceVersion at or past a write made after the restart, and its handlers past a ConfigMap written
+  then, as they are given the relisted objects first). The API server's figures are its new
   process's: its own start included, which a turn with no watcher measures alone.
 
 The ConfigMaps (`configmaps`) and the relist's steps (`expire_watches`) are scripts/bench_initial_state.py's too.
@@ -41,6 +42,7 @@ READY_DEADLINE = 1200.0  # seconds to ready, or ready again: generous, 100,000 o
 DRAIN_DEADLINE = 600.0
 RESTART_DEADLINE = 600.0  # seconds for the API server to be ready again over the objects
 MANAGERS = ("writer-a", "writer-b")  # the load's field managers, each writing a data key of its own
+MARKER = "bench-marker-"  # the name prefix of the ConfigMaps the informer says it has seen
 STRIDE = 7919  # the k-th write goes to object k * STRIDE mod objects: spread over all, no two in a row alike
 
 
@@ -187,10 +189,11 @@ class InformerSubject:
 
     name = INFORMER
 
-    def __init__(self, workdir: Path, cp: ControlPlane, *, binary: Path) -> None:
-        self.workdir, self.cp = workdir, cp
+    def __init__(self, workdir: Path, cp: ControlPlane, kube: Kube, *, binary: Path) -> None:
+        self.workdir, self.cp, self.kube = workdir, cp, kube
         self.argv = [str(binary), "--resources", "v1/configmaps", "--count-only"]
         self.process: cluster_load.Watcher | None = None
+        self.marker = ""  # the ConfigMap written once the relist is read, which the handlers see after it
 
     @property
     def pid(self) -> int:
@@ -200,7 +203,7 @@ class InformerSubject:
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.process = cluster_load.start_other(
-            cluster_load.Watcher, INFORMER, self.argv, self.cp, self.workdir, marker="bench-marker-"
+            cluster_load.Watcher, INFORMER, self.argv, self.cp, self.workdir, marker=MARKER
         )
 
     async def wait_ready(self) -> None:
@@ -237,8 +240,16 @@ class InformerSubject:
         return (await self.progress())[0]
 
     async def ready_again(self, written: int) -> bool:
+        """Tell whether the reflector read the objects again (its last synced version at `written` or past it), and
+        its handlers have been given them: they see a ConfigMap written after that when they are done."""
+        assert self.process is not None
+        if self.marker:
+            return f"seen {self.marker}".encode() in self.process.log.read_bytes()
         _, synced = await self.progress()
-        return all(version >= written for version in synced)
+        if all(version >= written for version in synced):
+            self.marker = f"{MARKER}{time.time_ns()}"
+            await self.kube.create(CONFIGMAPS.path("bench-0"), _marker(self.marker), manager="bench-setup")
+        return False
 
     def pause(self) -> None:
         assert self.process is not None
