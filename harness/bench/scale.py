@@ -32,7 +32,7 @@ from harness.bench import cluster_load
 from harness.bench.cluster_load import Write, write_at_rate
 from harness.bench.polling import poll
 from harness.bench.process import cpu_seconds, memory_kib, reset_peak
-from harness.bench.scale_report import FIGHTWATCH, INFORMER
+from harness.bench.scale_report import FIGHTWATCH, INFORMER, NO_WATCHER
 from harness.control_plane import ControlPlane
 from harness.kube import CONFIGMAPS, JSON, Kube
 from harness.watcher import Watcher as Fightwatch
@@ -300,15 +300,15 @@ class ServerFigures:
 
 async def turn(cp: ControlPlane, kube: Kube, subject: Subject | None, scale: Scale) -> dict[str, Any]:
     """Measure one watcher (None: the API server with no watcher) through the four phases; return its figures."""
-    figures: dict[str, Any] = {"watcher": subject.name if subject else "none"}
+    figures: dict[str, Any] = {"watcher": subject.name if subject else NO_WATCHER}
     server = ServerFigures(cp, figures)
     server.begin()
-    if subject is not None:
-        started = time.monotonic()
-        await subject.start()
-        await subject.wait_ready()
-        figures["ready_s"] = round(time.monotonic() - started, 2)
     try:
+        if subject is not None:
+            started = time.monotonic()
+            await subject.start()
+            await subject.wait_ready()
+            figures["ready_s"] = round(time.monotonic() - started, 2)
         _sample(subject, figures, "start", cpu=True)
         server.end("start")
         server.begin()
