@@ -440,14 +440,15 @@ class ControlPlane:
         proc.stop()
         self._processes.remove(proc)
 
-    def start_apiserver(self) -> None:
-        """Start kube-apiserver again on the same port, with the same flags, and wait until /readyz answers."""
+    def start_apiserver(self, *, deadline: float = READY_DEADLINE) -> None:
+        """Start kube-apiserver again on the same port, with the same flags, and wait until /readyz answers (for
+        `deadline` seconds: longer over many objects, which it reads into its watch cache as it starts)."""
         if any(p.name == "kube-apiserver" for p in self._processes):
             raise RuntimeError("kube-apiserver is already running")
         proc = _spawn("kube-apiserver", self._apiserver_argv, self.workdir)
         self._processes.insert(1, proc)  # after etcd, before the controller manager: stop() goes newest first
         port = int(self.url.rsplit(":", 1)[1])
-        _wait_healthy(proc, port=port, path="/readyz", tls=self.tls_context(), token=self.token)
+        _wait_healthy(proc, port=port, path="/readyz", tls=self.tls_context(), token=self.token, deadline=deadline)
 
     def start_program(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
         """Run another program beside the control plane (a controller with a kubeconfig), logging to `name`.log.

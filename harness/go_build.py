@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -35,6 +36,15 @@ def cache_root() -> Path:
 def informer_binary() -> Path:
     """Build the informer from its sources as they are now (cached); RuntimeError with go's output if it fails."""
     return go_binary(SOURCE, ".", "informer", SOURCE_FILES)
+
+
+def informer_binary_or_exit(program: str) -> Path:
+    """Build the informer, or exit with go's output under the name of `program` (a benchmark, which builds it before
+    it starts a control plane: a build that fails stops it at once)."""
+    try:
+        return informer_binary()
+    except RuntimeError as error:
+        sys.exit(f"{program}: {error}")
 
 
 def go_binary(

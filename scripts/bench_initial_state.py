@@ -31,12 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.bench.process import memory_kib, reset_peak
+from harness.bench.cluster_load import create_all
+from harness.bench.process import reset_peak
+from harness.bench.scale import configmaps, expire_watches, lists_done, memory_mib, namespace_of
 from harness.control_plane import ControlPlane, start_control_plane
-from harness.kube import CONFIGMAPS, Kube, new_api_client
+from harness.kube import Kube, new_api_client
 from harness.watcher import Watcher
 
-IN_FLIGHT = 64
 WAYS = {"stream": True, "list": False}
 
 
@@ -49,38 +50,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="for fightwatch's process")
     parser.add_argument("--out", type=Path, help="write the results as JSON")
     return parser.parse_args(argv)
-
-
-async def populate(kube: Kube, objects: int, namespaces: int) -> None:
-    """Create the ConfigMaps, `IN_FLIGHT` requests at a time."""
-    limit = asyncio.Semaphore(IN_FLIGHT)
-
-    async def create(n: int) -> None:
-        ns = f"bench-{n % namespaces}"
-        body = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": f"cm-{n:06d}", "labels": {"app": f"app-{n % 50}", "tier": "bench"}},
-            "data": {"payload": "x" * 1000},
-        }
-        async with limit:
-            await kube.create(CONFIGMAPS.path(ns), body, manager="bench-setup")
-
-    for n in range(namespaces):
-        await kube.ensure_namespace(f"bench-{n}")
-    await asyncio.gather(*(create(n) for n in range(objects)))
-
-
-def memory_mib(pid: int) -> dict[str, float]:
-    """Read VmHWM and VmRSS of a process, in MiB."""
-    return {key: kib / 1024 for key, kib in memory_kib(pid).items()}
-
-
-async def lists_done(watcher: Watcher, count: int) -> bool | None:
-    """Tell whether the ConfigMaps were read `count` times and the watcher is ready (None: not yet)."""
-    lists = await watcher.metric("fightwatch_watch_lists_total", group="", resource="configmaps")
-    status, _ = await watcher.readiness()
-    return True if lists is not None and lists >= count and status == 200 else None
 
 
 async def measure(cp: ControlPlane, kube: Kube, way: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -101,12 +70,7 @@ async def measure(cp: ControlPlane, kube: Kube, way: str, args: argparse.Namespa
         reset_peak(pid)
         watcher.pause()
         try:
-            moved = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"moved-{way}-{pid}"}}
-            await kube.create(CONFIGMAPS.path("bench-0"), moved, manager="bench-setup")
-            revision = cp.etcd_revision()
-            cp.stop_apiserver()
-            cp.run_etcdctl("compact", str(revision))
-            cp.start_apiserver()
+            await expire_watches(cp, kube, f"moved-{way}-{pid}")
         finally:
             watcher.resume()
         relist_started = time.monotonic()
@@ -138,7 +102,9 @@ async def main(argv: list[str] | None = None) -> int:
             try:
                 kube = Kube(client)
                 began = time.monotonic()
-                await populate(kube, args.objects, args.namespaces)
+                namespaces = [namespace_of(n, args.namespaces) for n in range(args.namespaces)]
+                objects = configmaps(args.objects, args.namespaces)
+                await create_all(kube, namespaces, objects, manager="bench-setup")
                 print(f"{args.objects} ConfigMaps in {time.monotonic() - began:.0f} s", file=sys.stderr)
                 runs = []
                 for run in range(args.runs):

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -57,7 +56,7 @@ from harness.bench.live.measure import benchmark
 from harness.bench.live.report import print_summary, report
 from harness.bench.live.watchers import BASELINES, DEFAULT_VARIANTS, Variant
 from harness.bench.live.workload import WRITER_KEYS, Workload
-from harness.go_build import informer_binary
+from harness.go_build import informer_binary_or_exit
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -115,10 +114,7 @@ def _variant(text: str) -> Variant:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    try:
-        informer = informer_binary()  # before the control plane: a build that fails stops the benchmark at once
-    except RuntimeError as error:
-        sys.exit(f"bench_live: {error}")
+    informer = informer_binary_or_exit("bench_live")
     workload = of_args(Workload, args)
     variants = args.fightwatch or DEFAULT_VARIANTS
     with workdir_of(args.workdir, "fightwatch-bench-live-") as workdir:

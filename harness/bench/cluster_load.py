@@ -74,16 +74,19 @@ async def control_plane(workdir: Path) -> AsyncIterator[tuple[ControlPlane, Kube
 async def create_all(
     kube: Kube, namespaces: Iterable[str], objects: Iterable[tuple[str, JSON]], *, manager: str
 ) -> None:
-    """Create the namespaces, then the objects (collection path, body), `IN_FLIGHT` at a time."""
-    limit = asyncio.Semaphore(IN_FLIGHT)
+    """Create the namespaces, then the objects (collection path, body), `IN_FLIGHT` at a time.
 
-    async def create(collection: str, body: JSON) -> None:
-        async with limit:
+    The objects are taken from `objects` as they are sent (a generator of 100,000 is never held whole).
+    """
+    pending = iter(objects)
+
+    async def sender() -> None:
+        for collection, body in pending:
             await kube.create(collection, body, manager=manager)
 
     for namespace in namespaces:
         await kube.ensure_namespace(namespace)
-    await asyncio.gather(*(create(collection, body) for collection, body in objects))
+    await asyncio.gather(*(sender() for _ in range(IN_FLIGHT)))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@
 // The event handlers count each add, update and delete as they receive it and record the object's
 // resourceVersion and the receive time in unix seconds (not with --count-only, for long runs). The program prints
 // "ready" once the caches have synced and "seen NAME" when an object whose name starts with --marker arrives; on
-// SIGTERM or SIGINT it writes {"events": n, "times": [[resourceVersion, seconds], ...]} to --out and exits 0.
+// SIGTERM or SIGINT it writes {"events": n, "times": [[resourceVersion, seconds], ...]} to --out and exits 0. On
+// SIGUSR1 it prints "events N synced RV...": the events handled so far and each informer's last synced
+// resourceVersion (what its reflector last listed or watched up to: it passes a write made while the informer was
+// stopped once a relist after 410 Gone has read it; the relist itself calls no handler, as nothing changed).
 //
 //	go build -o informer . && ./informer --kubeconfig KUBECONFIG --out times.json --marker bench-marker-
 //
@@ -21,6 +24,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +69,12 @@ func (r *recorder) record(obj any) {
 	}
 }
 
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.events
+}
+
 func (r *recorder) write(path string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -99,6 +109,7 @@ func main() {
 	}
 	factory := metadatainformer.NewSharedInformerFactory(client, 0)
 	rec := &recorder{marker: *marker, countOnly: *countOnly}
+	var informers []cache.SharedIndexInformer
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    rec.record,
 		UpdateFunc: func(_, obj any) { rec.record(obj) },
@@ -113,10 +124,23 @@ func main() {
 			log.Fatalf("--resources: %q is not [GROUP/]VERSION/RESOURCE", name)
 		}
 		resource := schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}
-		if _, err := factory.ForResource(resource).Informer().AddEventHandler(handler); err != nil {
+		informer := factory.ForResource(resource).Informer()
+		if _, err := informer.AddEventHandler(handler); err != nil {
 			log.Fatal(err)
 		}
+		informers = append(informers, informer)
 	}
+	progress := make(chan os.Signal, 1)
+	signal.Notify(progress, syscall.SIGUSR1)
+	go func() {
+		for range progress {
+			line := "events " + strconv.Itoa(rec.count()) + " synced"
+			for _, informer := range informers {
+				line += " " + informer.LastSyncResourceVersion()
+			}
+			fmt.Println(line)
+		}
+	}()
 
 	factory.Start(ctx.Done())
 	for resource, synced := range factory.WaitForCacheSync(ctx.Done()) {
