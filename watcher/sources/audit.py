@@ -434,7 +434,7 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         user=user,
         impersonator=impersonator,
         user_agent=user_agent,
-        manager=manager or manager_from_user_agent(user_agent),
+        manager=manager or _derived_manager(user_agent),
         object=RequestObject(
             api_group=_text(ref, "apiGroup"),
             api_version=_text(ref, "apiVersion"),
@@ -457,6 +457,17 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
 
 
 _NO_QUERY: Final = ("", False, False)
+_MANAGERS: Final[dict[str, str]] = {}  # `manager_from_user_agent` by User-Agent: a log's clients send few
+
+
+def _derived_manager(user_agent: str) -> str:
+    """Return the field manager of a request that names none (`manager_from_user_agent`), remembered per User-Agent."""
+    manager = _MANAGERS.get(user_agent)
+    if manager is None:
+        if len(_MANAGERS) >= 1024:  # (User-Agents that carry a version or host: the recent ones are all it needs)
+            _MANAGERS.clear()
+        manager = _MANAGERS[user_agent] = manager_from_user_agent(user_agent)
+    return manager
 
 
 def _query(uri: str) -> tuple[str, bool, bool]:
@@ -489,7 +500,7 @@ def _query(uri: str) -> tuple[str, bool, bool]:
 
 
 def _unquoted(part: str) -> str:
-    """A query's name or value as `parse_qs` decodes it (`+` a space, %-escapes in UTF-8)."""
+    """Return a query's name or value as `parse_qs` decodes it (`+` a space, %-escapes in UTF-8)."""
     return unquote(part.replace("+", " ")) if "%" in part or "+" in part else part
 
 
