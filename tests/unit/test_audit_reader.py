@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from watcher.detection.requests import FIELD_MANAGER_MAX_BYTES, Request, manager_from_user_agent
 from watcher.sources.audit import AuditError, AuditStats, decode_audit, read_audit_log, read_audit_logs
@@ -88,6 +92,65 @@ def test_a_write_without_field_manager_gets_the_user_agent_s_prefix(race: Race) 
     derived = [r for r in read_audit_log(str(race.path), stats=AuditStats()) if r.user == race.team_b and r.is_write]
     assert derived
     assert {r.manager for r in derived} == {"team-b-operator"}
+
+
+# Request URIs whose queries name the parameters read, plainly, %-escaped or with `+`, with and without values, and
+# URIs `urlsplit` reads otherwise (a scheme, a host, a fragment, characters it removes).
+_QUERY_PART = st.sampled_from(
+    [
+        "fieldManager",
+        "field%4Danager",
+        "dryRun",
+        "dry%52un",
+        "force",
+        "f%6Frce",
+        "true",
+        "tr%75e",
+        "All",
+        "=",
+        "&",
+        "+",
+        "%",
+        "%2B",
+        "%E2%9C%93",
+        "%ZZ",
+        "a",
+        "?",
+        "#",
+        "\t",
+        "\n",
+        "/",
+        "//",
+        ":",
+        "[",
+        "]",
+        "x:",
+        " ",
+        "é",
+    ]
+)
+_URIS = st.lists(_QUERY_PART, max_size=14).map("".join).map(lambda rest: "/api/v1/namespaces/a/configmaps/b?" + rest)
+_OTHER_URIS = st.lists(_QUERY_PART, max_size=14).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(uri=_URIS | _OTHER_URIS)
+def test_a_request_uri_s_query_is_read_as_parse_qs_reads_it(uri: str) -> None:
+    event = {**_events()[-1], "requestURI": uri, "verb": "patch"}
+    try:
+        query = parse_qs(urlsplit(uri).query) if "?" in uri else {}  # (a URI without a query is not split)
+    except ValueError as exc:  # (a host urlsplit refuses: the event is refused with its message)
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            decode_audit(json.dumps(event).encode(), AuditStats())
+        return
+    [request] = decode_audit(json.dumps(event).encode(), AuditStats())
+    manager = (query.get("fieldManager") or [""])[0]
+    assert (request.manager_given, request.dry_run, request.force) == (
+        bool(manager),
+        "dryRun" in query,
+        (query.get("force") or [""])[0] == "true",
+    )
+    assert request.manager == (manager or manager_from_user_agent(request.user_agent))
 
 
 @RACES

@@ -214,7 +214,8 @@ class RequestEngine:
         else:
             del self._objects[key]
             self._objects[key] = state
-        if state.rules.manager_ignored(Writer(request.manager)):
+        # (a Writer made only where a rule names a manager: a NamedTuple's constructor runs as Python, every request)
+        if state.rules.scoped and state.rules.manager_ignored(Writer(request.manager)):
             return None
         state.last = self.now
         if not state.ref.uid and obj.uid:

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import ijson
 import orjson
@@ -425,9 +425,8 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
     user, impersonator, pod = _user(event)
     user_agent = _text(event, "userAgent")
     uri = _text(event, "requestURI")
-    query = parse_qs(urlsplit(uri).query) if "?" in uri else _NO_QUERY  # (most requests have no query)
+    manager, dry_run, force = _query(uri) if "?" in uri else _NO_QUERY  # (most requests have no query)
     code, reason, message = _status(event)
-    manager = (query.get("fieldManager") or [""])[0]
     return Request(
         audit_id=_text(event, "auditID"),
         time=time,
@@ -435,7 +434,7 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         user=user,
         impersonator=impersonator,
         user_agent=user_agent,
-        manager=manager or manager_from_user_agent(user_agent),
+        manager=manager or _derived_manager(user_agent),
         object=RequestObject(
             api_group=_text(ref, "apiGroup"),
             api_version=_text(ref, "apiVersion"),
@@ -449,15 +448,60 @@ def _request(event: dict[str, Any], stats: AuditStats) -> Request | None:
         code=code,
         reason=reason,
         message=message,
-        dry_run="dryRun" in query,
+        dry_run=dry_run,
         manager_given=bool(manager),
-        force=(query.get("force") or [""])[0] == "true",
+        force=force,
         response_version=_response_version(event),
         pod=pod,
     )
 
 
-_NO_QUERY: Final[dict[str, list[str]]] = {}
+_NO_QUERY: Final = ("", False, False)
+_MANAGERS: Final[dict[str, str]] = {}  # `manager_from_user_agent` by User-Agent: a log's clients send few
+
+
+def _derived_manager(user_agent: str) -> str:
+    """Return the field manager of a request that names none (`manager_from_user_agent`), remembered per User-Agent."""
+    manager = _MANAGERS.get(user_agent)
+    if manager is None:
+        if len(_MANAGERS) >= 1024:  # (User-Agents that carry a version or host: the recent ones are all it needs)
+            _MANAGERS.clear()
+        manager = _MANAGERS[user_agent] = manager_from_user_agent(user_agent)
+    return manager
+
+
+def _query(uri: str) -> tuple[str, bool, bool]:
+    """Return what a request URI's query says of the request: (fieldManager, dryRun given, force=true).
+
+    As `parse_qs(urlsplit(uri).query)` reads them (a parameter without a value is not given; the first value counts),
+    without building the rest: the parameters are split here, and only the names and values read are unquoted. A URI
+    that is not a path (`urlsplit` would read a scheme or host), or has a fragment or characters `urlsplit` removes, is
+    split by `urlsplit` (whose errors stand).
+    """
+    if uri[:1] != "/" or uri[:2] == "//" or "#" in uri or "\t" in uri or "\r" in uri or "\n" in uri:
+        query = urlsplit(uri).query
+    else:
+        query = uri.partition("?")[2]
+    manager: str | None = None
+    force: str | None = None
+    dry_run = False
+    for pair in query.split("&"):
+        name, equals, value = pair.partition("=")
+        if not equals or not value:
+            continue
+        name = _unquoted(name)
+        if name == "fieldManager":
+            manager = _unquoted(value) if manager is None else manager
+        elif name == "dryRun":
+            dry_run = True
+        elif name == "force":
+            force = _unquoted(value) if force is None else force
+    return manager or "", dry_run, force == "true"
+
+
+def _unquoted(part: str) -> str:
+    """Return a query's name or value as `parse_qs` decodes it (`+` a space, %-escapes in UTF-8)."""
+    return unquote(part.replace("+", " ")) if "%" in part or "+" in part else part
 
 
 def _user(event: dict[str, Any]) -> tuple[str, str, str]:
