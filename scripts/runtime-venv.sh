@@ -5,8 +5,8 @@
 #
 #   .venv/bin/python scripts/bench_live.py --fightwatch fightwatch=$(scripts/runtime-venv.sh):auto:metadata
 #
-# Prints the path of the interpreter as the image runs it (bin/python-image, below). The versions are those of .venv (pip freeze as constraints), so both run the same
-# libraries; the venv is cached under ~/.cache/fightwatch/runtime-venv/<digest of the checkout's path, pyproject.toml
+# Prints the path of the interpreter as the image runs it (bin/python-image, below). The versions are those of .venv
+# (pip freeze as constraints), so both run the same libraries; the venv is cached under ~/.cache/fightwatch/runtime-venv/<digest of the checkout's path, pyproject.toml
 # and the versions> (each checkout, a worktree too, its own: the venv runs the checkout it was made for).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
