@@ -48,9 +48,16 @@ LABEL org.opencontainers.image.title="fightwatch" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.source="https://github.com/fightwatch/fightwatch"
 COPY --from=build /opt/fightwatch /opt/fightwatch
+# Optimised bytecode (-OO: no docstrings, no asserts; 2 MiB less resident), of the environment (image-install.sh) and,
+# compiled here, of the standard library: with PYTHONDONTWRITEBYTECODE set nothing is compiled at run time, and a module
+# without its .opt-2.pyc would be compiled from source at every start. (-x: test data a base image may hold is not
+# valid Python.)
 ENV PATH=/opt/fightwatch/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONOPTIMIZE=2 \
     PYTHONUNBUFFERED=1
+RUN python -OO -m compileall -q -j0 -x '/(test|tests|idle_test)/' \
+    "$(python -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')"
 # A numeric user, so Kubernetes can verify runAsNonRoot without looking the name up.
 USER 65532:65532
 EXPOSE 8080

@@ -26,9 +26,11 @@ case $step in
     [ $# -eq 3 ] || usage
     prefix=$3
     "$python" -m venv "$prefix"
-    "$prefix/bin/pip" install --no-cache-dir --no-index --find-links "$wheels" fightwatch
+    "$prefix/bin/pip" install --no-cache-dir --no-index --no-compile --find-links "$wheels" fightwatch
     "$prefix/bin/pip" uninstall --quiet --yes pip setuptools
-    "$prefix/bin/fightwatch" --help >/dev/null
+    # Bytecode as the image runs it, optimised (PYTHONOPTIMIZE=2, Dockerfile), and no other: pip's would never be read.
+    "$prefix/bin/python" -OO -m compileall -q "$prefix"
+    PYTHONOPTIMIZE=2 PYTHONDONTWRITEBYTECODE=1 "$prefix/bin/fightwatch" --help >/dev/null
     ;;
   *) usage ;;
 esac

@@ -131,7 +131,8 @@ class Pipeline:
     @property
     def decode(self) -> Decoder:
         """The watch engine's decoder: a watch event's JSON text into the event the engine reads."""
-        assert self.watch is not None, "a pipeline without watch events decodes none"
+        if self.watch is None:
+            raise TypeError("a pipeline without watch events decodes none")
         return self.watch.decode
 
     def event(self, event: ObjectEvent, resource: ApiResource | None = None) -> bool:
