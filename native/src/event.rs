@@ -104,8 +104,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ObjectDoc<'a> {
                 f.write_str("a Kubernetes object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectDoc<'de>, A::Error> {
-                let mut doc =
-                    ObjectDoc { api_version: None, kind: None, meta: None, status: None, body: Vec::with_capacity(4) };
+                let mut doc = ObjectDoc { api_version: None, kind: None, meta: None, status: None, body: Vec::new() };
                 while let Some(key) = map.next_key::<Key<'de>>()? {
                     match key.0.as_ref() {
                         "apiVersion" => doc.api_version = map.next_value()?,

@@ -47,6 +47,7 @@ const NOT_STRINGS: &str = "metadata.labels and metadata.annotations must map str
 
 pub struct Tables {
     shapes: KeyedMap<Box<[PathId]>, Rc<Shape>>,
+    meta_shapes: KeyedMap<u64, Rc<Shape>>, // by the digest of the label and annotation keys, in order
     bodies: KeyedMap<u64, Rc<Table>>,
     max_bodies: usize,
     escaped: KeyedMap<u64, u32>,
@@ -140,6 +141,7 @@ impl Tables {
         let shape = Rc::new(Shape { paths: Box::new([]), index: KeyedMap::default() });
         Tables {
             shapes: KeyedMap::default(),
+            meta_shapes: KeyedMap::default(),
             bodies: KeyedMap::default(),
             escaped: KeyedMap::default(),
             max_bodies,
@@ -183,34 +185,61 @@ impl Tables {
         if labels.is_empty() && annotations.is_empty() {
             return Ok(self.empty.clone());
         }
-        let mut hasher = digest::hasher();
+        let (mut hasher, mut keys) = (digest::hasher(), digest::hasher());
         for map in [labels, annotations] {
             for (key, value) in map {
                 hasher.write(key.as_bytes());
                 hasher.write_u8(0);
                 hasher.write(value.as_bytes());
                 hasher.write_u8(0);
+                keys.write(key.as_bytes());
+                keys.write_u8(0);
             }
             hasher.write_u8(1);
+            keys.write_u8(1);
         }
         let digest = hasher.finish().max(1);
         if digest == old.digest {
             return Ok(old.clone());
         }
+        let keys = keys.finish();
+        // (keys seen before in this order: their paths are known, the values only are hashed)
+        if let Some(shape) = self.meta_shapes.get(&keys).cloned() {
+            let mut hashes = Vec::with_capacity(shape.paths.len());
+            for (_, value) in labels.iter().chain(annotations) {
+                hashes.push(self.meta_hash(value)?);
+            }
+            if Rc::ptr_eq(&shape, &old.shape) && hashes[..] == old.hashes[..] {
+                return Ok(old.clone());
+            }
+            return Ok(Rc::new(Table { shape, hashes: hashes.into_boxed_slice(), digest }));
+        }
         let mut leaves = Leaves::with_capacity_and_hasher(labels.len() + annotations.len(), digest::Fixed);
         for (section, map) in [(self.labels, labels), (self.annotations, annotations)] {
             for (key, value) in map {
-                let hash = if value.starts_with('"') && value.contains('\\') {
-                    self.escaped(value)?
-                } else {
-                    meta_value_hash(value)?
-                };
-                leaves.insert(paths.field(section, key), hash);
+                leaves.insert(paths.field(section, key), self.meta_hash(value)?);
             }
         }
         let same = old.shape.paths.len() == leaves.len()
             && leaves.iter().zip(old.shape.paths.iter().zip(old.hashes.iter())).all(|(a, b)| a.0 == b.0 && a.1 == b.1);
-        Ok(if same { old.clone() } else { self.table(leaves, digest) })
+        let distinct = leaves.len() == labels.len() + annotations.len(); // (a key repeated keeps one leaf)
+        let table = if same { old.clone() } else { self.table(leaves, digest) };
+        if distinct {
+            if self.meta_shapes.len() >= MAX_SHAPES {
+                self.meta_shapes.clear();
+            }
+            self.meta_shapes.insert(keys, table.shape.clone());
+        }
+        Ok(table)
+    }
+
+    /// The hash of a label or annotation value from its JSON text.
+    fn meta_hash(&mut self, value: &str) -> Fallible<u32> {
+        if value.starts_with('"') && value.contains('\\') {
+            self.escaped(value)
+        } else {
+            meta_value_hash(value)
+        }
     }
 
     /// `meta_value_hash` of a string with escapes, cached by its text: such values are long (kubectl's
