@@ -15,6 +15,7 @@ from watcher.detection.attribution import Decoder
 from watcher.detection.events import EventError, ObjectEvent, event_object
 from watcher.detection.native import implementation
 from watcher.recording import LAST_APPLIED
+from watcher.sources import watch as watch_module
 from watcher.sources.discovery import ApiResource, Target
 from watcher.sources.watch import Failure, NamespaceFilter, ResourceWatch, WatchError
 
@@ -251,6 +252,21 @@ INITIAL_EVENTS_END = {
         "metadata": {"resourceVersion": "215", "annotations": {"k8s.io/initial-events-end": "true"}},
     },
 }
+
+
+def test_the_heap_is_trimmed_once_the_initial_state_is_read(decode: Decoder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pages a list freed go back to the system when it ends (`release_free_heap`), not on every event."""
+    trims: list[float] = []
+    monkeypatch.setattr(watch_module, "release_free_heap", lambda: trims.append(1.0))
+    watched = Watched(CONFIGMAPS, decode)
+    watched.rw._rv, watched.rw._initial = None, set()  # (as `_open` sets them for a stream of the initial state)
+    watched.rw._on_line(_line(INITIAL_ADDED), 1.0)
+    watched.rw._on_line(_line(BOOKMARK), 1.0)
+    assert trims == []
+    watched.rw._on_line(_line(INITIAL_EVENTS_END), 1.0)
+    assert trims == [1.0]
+    watched.rw._on_line(_line(MODIFIED), 2.0)
+    assert trims == [1.0]
 
 
 def test_the_initial_state_ends_at_its_bookmark_and_what_it_lacks_is_deleted(decode: Decoder) -> None:

@@ -43,6 +43,7 @@ from watcher.detection.attribution import Decoder
 from watcher.detection.events import DecodeError, EventError, ObjectEvent, encode
 from watcher.model import EventType, JSONObject, ResourceKey, observed_time
 from watcher.sources.discovery import ApiResource, Target
+from watcher.sources.heap import release_free_heap
 from watcher.sources.kube import ApiError, KubeApi
 
 ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
@@ -437,6 +438,7 @@ class ResourceWatch:
         status.lists += 1
         status.synced = True
         status.objects = len(self._known)
+        release_free_heap()  # (the list's pages and documents, freed: returned, not kept resident)
 
     # ------------------------------------------------------------------------------------------------ watch
 
