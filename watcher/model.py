@@ -20,22 +20,43 @@ class EventType(enum.StrEnum):
     DELETED = "DELETED"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, unsafe_hash=True, slots=True)
 class ObjectRef:
     """An object as a finding names it.
 
     The watch knows its kind and uid; an API request (audit event) addresses it by resource (and subresource), and knows
-    its kind only where the watch or discovery tells.
+    its kind only where the watch or discovery tells. (An `__init__` of its own and `Final` fields, as the types made at
+    every finding change below: one is made at every finding opened.)
     """
 
-    api_version: str  # "group/version", or "version" for the core group; "" when a request did not say
-    kind: str  # "" when only the resource is known
-    namespace: str | None
-    name: str
-    uid: str  # "" when unknown
-    resource: str = ""  # plural resource name ("deployments"), where known
-    subresource: str = ""  # the subresource requests were about ("status", "scale"), "" for the object itself
-    api_group: str | None = None  # the group when api_version does not say (a request without apiVersion)
+    api_version: Final[str]  # "group/version", or "version" for the core group; "" when a request did not say
+    kind: Final[str]  # "" when only the resource is known
+    namespace: Final[str | None]
+    name: Final[str]
+    uid: Final[str]  # "" when unknown
+    resource: Final[str]  # plural resource name ("deployments"), where known
+    subresource: Final[str]  # the subresource requests were about ("status", "scale"), "" for the object itself
+    api_group: Final[str | None]  # the group when api_version does not say (a request without apiVersion)
+
+    def __init__(  # noqa: PLR0917 - a dataclass's signature: its fields, in order, positional or by name
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        uid: str,
+        resource: str = "",
+        subresource: str = "",
+        api_group: str | None = None,
+    ) -> None:
+        self.api_version = api_version
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.uid = uid
+        self.resource = resource
+        self.subresource = subresource
+        self.api_group = api_group
 
     @property
     def group(self) -> str:
@@ -382,6 +403,13 @@ class Finding:
 
         As `dataclasses.replace` would, compiled: a finding is told (`detection.diagnosis`) at every change.
         """
+        return self._with(writers, summary, hint, self.timeline)
+
+    def untimed(self) -> Finding:
+        """Return this finding without its timeline, the rest as it is (`detection.timeline.keep_resolved`)."""
+        return self._with(self.writers, self.summary, self.hint, None)
+
+    def _with(self, writers: tuple[WriterCount, ...], summary: str, hint: str, timeline: Timeline | None) -> Finding:
         return Finding(
             self.id,
             self.type,
@@ -402,7 +430,7 @@ class Finding:
             self.clients,
             self.conflicts,
             self.related,
-            self.timeline,
+            timeline,
             self.traits,
         )
 

@@ -64,6 +64,14 @@ def test_told_replaces_writers_summary_and_hint_and_keeps_every_other_field() ->
             assert getattr(told, field.name) == getattr(made, field.name), field.name
 
 
+def test_untimed_drops_the_timeline_and_keeps_every_other_field() -> None:
+    made = finding()
+    untimed = made.untimed()
+    assert made.timeline is not None
+    assert untimed.timeline is None
+    assert untimed == dataclasses.replace(made, timeline=None)
+
+
 def evidence() -> Evidence:
     return Evidence(FindingType.HOT_LOOP, frozenset({A}), frozenset({"x"}), by_ownership=True, drivers=("a",))
 
@@ -83,5 +91,6 @@ def test_value_types_are_equal_and_hashed_by_value() -> None:
         assert hash(one) == hash(other)
         assert dataclasses.replace(one) == one
     assert WriterCount(A, 2) != WriterCount(A, 3)
+    assert ObjectRef("v1", "Pod", "n", "p", "u") != ObjectRef("v1", "Pod", "n", "p", "u", subresource="status")
     assert Traits() == Traits(by_ownership=False, cause="", ignored="")
     assert FindingChange(ChangeKind.OPENED, finding()).catch_up is False

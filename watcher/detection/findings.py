@@ -38,6 +38,7 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
     span = max(finding.last_seen - finding.first_seen, 1.0)
     rate = writes * 60.0 / span
     cause = finding.cause
+    period = flip_period(finding)
     what = ""
     if cause is not None:  # a cascade: see `engine.Engine._cause`
         if cause.key == finding.key:
@@ -73,11 +74,11 @@ def snapshot(finding: OpenFinding, state: ObjectState, status: FindingState, res
         detected_at=finding.detected_at,
         last_seen=finding.last_seen,
         resolved_at=resolved_at,
-        flip_period=flip_period(finding),
+        flip_period=period,
         summary="",
         hint="",
         related=None if cause is None else cause.id,
-        timeline=finding.record.timeline(flip_period(finding)) if finding.record is not None else None,
+        timeline=finding.record.timeline(period) if finding.record is not None else None,
         traits=traits,
     )
     return diagnosis.describe(made)

@@ -208,7 +208,8 @@ class HotLoopRule:
             before = None
         else:
             before = (len(finding.fields), len(finding.writer_writes), state.seq - finding.first_seq)
-        for writer, rate in zip(writers, mine, strict=True):
+        for index, writer in enumerate(writers):  # (not `zip(..., strict=True)`: compiled, a call with keywords)
+            rate = mine[index]
             count = finding.writer_writes.get(writer)
             if count is not None:
                 finding.writer_writes[writer] = count + 1

@@ -20,7 +20,6 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections import deque
-from dataclasses import replace
 
 from watcher.config import ResolveSettings, TimelineSettings
 from watcher.model import CONFLICT, HANDOVER, MAX_LANES, Bin, Finding, Timeline, Writer, mark_word
@@ -164,7 +163,7 @@ def keep_resolved(resolved: deque[Finding], finding: Finding, keep: int) -> None
     resolved.append(finding)
     index = len(resolved) - keep - 1
     if index >= 0 and (old := resolved[index]).timeline is not None:
-        resolved[index] = replace(old, timeline=None)
+        resolved[index] = old.untimed()
 
 
 def quiet_period(resolve: ResolveSettings, flip_period: float | None) -> float:
