@@ -11,10 +11,11 @@ import orjson
 import pytest
 
 from tests.unit.audit_recordings import CURRENT, SCENARIOS, V1_20
-from watcher.config import Config, DetectionSettings
+from watcher.config import Config, DetectionSettings, IgnoreRule
+from watcher.detection.ignore import ObjectRules
 from watcher.detection.request_engine import RequestEngine
 from watcher.detection.requests import Request, parse_apply_conflict
-from watcher.model import Finding, FindingState, FindingType
+from watcher.model import Finding, FindingState, FindingType, Writer
 from watcher.sources.audit import AuditStats, read_audit_log
 
 # (recording, audit level): the current release at Metadata, RequestResponse, and RequestResponse without
@@ -173,6 +174,14 @@ def test_a_manager_rule_leaves_that_clients_writes_out() -> None:
     config = Config.model_validate({"detection": {"ignore": [{"manager": "labeler"}]}})
     _, findings = analyse(requests("rmw-fight", "metadata"), config.detection)
     assert findings == []  # only the labeler's writes conflicted
+
+
+def test_a_manager_rule_is_matched_per_manager_and_remembered() -> None:
+    rules = ObjectRules((), (IgnoreRule(manager="label*"), IgnoreRule(manager="helm", fields=("data",))))
+    asked = ["labeler", "argocd", "helm", "labeler", "argocd", "helm"]
+    # (a rule with fields leaves fields out, not the manager's writes)
+    assert [rules.ignores_manager(m) for m in asked] == [True, False, False, True, False, False]
+    assert [rules.manager_ignored(Writer(m)) for m in asked] == [True, False, False, True, False, False]
 
 
 def test_clients_beyond_the_limit_are_counted_together() -> None:

@@ -41,7 +41,7 @@ class ObjectRules:
     several times a write.
     """
 
-    __slots__ = ("default_prefixes", "empty", "left_out", "left_out_by", "prefixes", "scoped")
+    __slots__ = ("_ignored", "default_prefixes", "empty", "left_out", "left_out_by", "prefixes", "scoped")
 
     def __init__(
         self,
@@ -59,6 +59,7 @@ class ObjectRules:
         self.left_out_by = left_out_by  # its origin: DEFAULT or CONFIG
         # nothing is ignored (no rule applies: the checks can be skipped)
         self.empty = not prefixes and not scoped and not left_out
+        self._ignored: dict[str, bool] = {}  # `ignores_manager` by manager (rules are shared; managers are few)
 
     def field_ignored(self, path: str, by: Writer, before: Writer | None) -> bool:
         """Whether a change of `path` by `by` (taken from `before`) falls under a field or manager rule."""
@@ -92,9 +93,18 @@ class ObjectRules:
 
     def manager_ignored(self, writer: Writer) -> bool:
         """Whether a rule with only a manager (no fields) drops this writer's writes."""
-        return writer.manager is not None and any(
-            not r.fields and fnmatch.fnmatchcase(writer.manager, r.manager or "") for r in self.scoped
-        )
+        return writer.manager is not None and self.ignores_manager(writer.manager)
+
+    def ignores_manager(self, manager: str) -> bool:
+        """Whether a rule with only a manager (no fields) drops the writes of this field manager."""
+        ignored = self._ignored.get(manager)
+        if ignored is None:
+            if len(self._ignored) >= 1024:  # (managers that carry a version or host: the recent ones are all it needs)
+                self._ignored.clear()
+            ignored = self._ignored[manager] = any(
+                not r.fields and fnmatch.fnmatchcase(manager, r.manager or "") for r in self.scoped
+            )
+        return ignored
 
 
 NO_RULES: Final = ObjectRules((), ())

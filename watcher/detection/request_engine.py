@@ -205,17 +205,15 @@ class RequestEngine:
         """
         obj = request.object
         key = (obj.api_group, obj.resource, obj.namespace, obj.name)
-        state = self._objects.get(key)
+        state = self._objects.pop(key, None)  # (taken out and put back: to the back of the queue, in two lookups)
         if state is None:
             rules = self._rules.for_request(obj.api_group, obj.resource, obj.namespace, obj.name)
             if rules is None:
                 return None
             state = self._track(key, request, rules)
         else:
-            del self._objects[key]
             self._objects[key] = state
-        # (a Writer made only where a rule names a manager: a NamedTuple's constructor runs as Python, every request)
-        if state.rules.scoped and state.rules.manager_ignored(Writer(request.manager)):
+        if state.rules.scoped and state.rules.ignores_manager(request.manager):
             return None
         state.last = self.now
         if not state.ref.uid and obj.uid:
