@@ -4,8 +4,8 @@
 Run by harness/bench/shapes/turns.py (scripts/bench_replay.py and scripts/bench_audit.py with `--shapes`) with each
 build's own interpreter, CHECKOUT/.venv/bin/python: a script run by path imports `watcher` and `harness` from that
 interpreter's checkout, so the build measured is that checkout's. It therefore uses only what every build measured
-has: harness.bench.engine's make_engine and replay_events, watcher.offline.tune_gc, watcher.sources.audit's
-read_audit_log and AuditStats, watcher.detection.request_engine.RequestEngine, watcher.config.Config.
+has: the replay benchmark's `replay` and `decode_only` (harness.bench.replay), the audit benchmark's `analyse`
+(harness.bench.audit), watcher.offline.tune_gc and watcher.config.Config.
 
   CHECKOUT/.venv/bin/python scripts/bench_shape_turn.py replay STREAM [--engine native] [--cpu 0] [--profile]
 
@@ -23,51 +23,25 @@ import json
 import os
 import pstats
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from harness.bench.replay import decode_only
+from harness.bench.replay import replay as timed_replay
 from watcher.config import Config
 from watcher.offline import tune_gc
 
-READ_BUFFER = 1 << 20  # as watcher.sources.capture reads
-
-
-def floor(path: Path) -> tuple[float, int]:
-    loads = orjson.loads
-    count = 0
-    start = time.perf_counter()
-    with path.open("rb", buffering=READ_BUFFER) as stream:
-        for line in stream:
-            loads(line)
-            count += 1
-    return time.perf_counter() - start, count
-
 
 def replay(path: Path, engine_name: str) -> tuple[float, int, int]:
-    from harness.bench.engine import make_engine, replay_events  # noqa: PLC0415 - only for replay turns
-
-    engine = make_engine(Config().detection, engine_name)
-    start = time.perf_counter()
-    events = replay_events(path, engine)
-    seconds = time.perf_counter() - start
+    seconds, engine, events = timed_replay(path, Config().detection, engine_name)
     return seconds, events, len(engine.active()) + len(engine.resolved())
 
 
 def audit(path: Path) -> tuple[float, int, int]:
-    from watcher.detection.request_engine import RequestEngine  # noqa: PLC0415 - only for audit turns
-    from watcher.sources.audit import AuditStats, read_audit_log  # noqa: PLC0415
+    from harness.bench.audit import analyse  # noqa: PLC0415 - only for audit turns
 
-    engine = RequestEngine(Config().detection)
-    stats = AuditStats()
-    process = engine.process
-    start = time.perf_counter()
-    for request in read_audit_log(str(path), stats=stats):
-        process(request)
-    seconds = time.perf_counter() - start
-    return seconds, stats.events, len(engine.active()) + len(engine.resolved())
+    seconds, events, engine = analyse(path)
+    return seconds, events, len(engine.active()) + len(engine.resolved())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)
         return 0
     gc.collect()
-    floor_s, lines = floor(args.stream)
+    floor_s, lines = decode_only(args.stream)
     gc.collect()
     analysis_s, events, found = analyse()
     result: dict[str, Any] = {
