@@ -145,11 +145,11 @@ class ChangeKind(enum.StrEnum):
     RESOLVED = "resolved"
 
 
-# The types made at every finding change (WriterCount, Timeline, Traits, Finding, FindingChange; hints.Evidence) are
-# dataclasses (equality, hashing, repr, `dataclasses.replace`) with an `__init__` of their own and `Final` fields
-# instead of `frozen=True`: compiled, that `__init__` is compiled and the fields read-only, where a frozen dataclass's
-# generated `__init__` is Python code setting each field through `object.__setattr__` (where findings change often,
-# a quarter of the replay's time). mypy rejects any assignment.
+# The types made at every finding change (ObjectRef above, WriterCount, Timeline, Traits, Finding, FindingChange;
+# hints.Evidence) are dataclasses (equality, hashing, repr, `dataclasses.replace`) with an `__init__` of their own and
+# `Final` fields instead of `frozen=True`: compiled, that `__init__` is compiled and the fields read-only, where a
+# frozen dataclass's generated `__init__` is Python code setting each field through `object.__setattr__` (where
+# findings change often, a quarter of the replay's time). mypy rejects any assignment.
 
 
 @dataclass(init=False, unsafe_hash=True, slots=True)

@@ -54,6 +54,7 @@ _INCIDENT_ID = re.compile(r"[0-9a-f]{16}")
 FINDINGS_PATH = "/api/v1/findings"
 INCIDENTS_PATH = "/api/v1/incidents"
 PAGE_PATH = "/findings"
+FRAGMENT_URL = f"{PAGE_PATH.lstrip('/')}?fragment=1"  # (relative: the page's script asks for its findings part)
 TITLE = "fightwatch: findings"
 EVERY_FINDING = Resource("list", resource="findings", group="fightwatch.io")  # (cluster scope: all of them)
 REVIEWS_AT_ONCE = 8  # SubjectAccessReviews in flight for one request
@@ -218,8 +219,7 @@ class Endpoints:
         from watcher.rendering import page  # noqa: PLC0415
 
         nonce = secrets.token_urlsafe(16)
-        fragment = f"{PAGE_PATH.lstrip('/')}?fragment=1"
-        live = page.LivePage(fragment_url=fragment, refresh_seconds=self.refresh, signed_in=chosen is not None)
+        live = page.LivePage(fragment_url=FRAGMENT_URL, refresh_seconds=self.refresh, signed_in=chosen is not None)
         body = page.render_findings(chosen, now=time.time()) if chosen is not None else None
         return _html(page.render_page(body, title=TITLE, nonce=nonce, live=live), nonce=nonce)
 
