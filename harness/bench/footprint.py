@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.polling import poll
+from harness.bench.process import status_values
 
 THREAD_ARENA = 1 << 26  # glibc maps each thread arena's heap at a multiple of its 64 MiB maximum (HEAP_MAX_SIZE)
 MAPPINGS = (
@@ -100,13 +101,8 @@ def resident_by_mapping(pid: int) -> dict[str, float]:
 
 
 def status_of(pid: int) -> dict[str, int]:
-    """Return VmRSS (KiB) and the number of threads of a process."""
-    values = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "Threads", "RssAnon", "RssFile"):
-            values[key] = int(rest.split()[0])
-    return values
+    """Return VmRSS, RssAnon and RssFile (KiB) and the number of threads of a process."""
+    return status_values(pid, ("VmRSS", "Threads", "RssAnon", "RssFile"))
 
 
 async def probe(pid: int, out: Path) -> dict[str, Any]:

@@ -19,11 +19,16 @@ def reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
-def memory_kib(pid: int) -> dict[str, int]:
-    """Return the resident memory of a process, now (VmRSS) and at its peak (VmHWM), in KiB."""
+def status_values(pid: int, keys: tuple[str, ...]) -> dict[str, int]:
+    """Return these fields of `/proc/PID/status` (memory in KiB, `Threads` a count), each as its number."""
     values = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
+        if key in keys:
             values[key] = int(rest.split()[0])
     return values
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """Return the resident memory of a process, now (VmRSS) and at its peak (VmHWM), in KiB."""
+    return status_values(pid, ("VmRSS", "VmHWM"))
